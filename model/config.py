@@ -1,0 +1,123 @@
+"""ModelConfig: the architecture of a Transformer, validated, with presets.
+
+Everything here is plain Python: the parameter count is computed from the config alone, without
+allocating a model (so the GPT-2 small preset can be inspected on any laptop).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+POS_ENCODINGS = ("sinusoidal", "learned")
+NORMS = ("pre", "post")
+ACTIVATIONS = ("gelu", "relu")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of a decoder-only (or encoder-only) transformer.
+
+    d_ff defaults to 4 * d_model (0 means "use the default"). Invalid values raise ValueError
+    with a message that says what to change.
+    """
+
+    vocab_size: int = 64
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 0
+    max_len: int = 128
+    pos_encoding: str = "sinusoidal"  # "sinusoidal" | "learned"
+    norm: str = "pre"  # "pre" (GPT-2) | "post" (2017 paper)
+    activation: str = "gelu"  # "gelu" | "relu"
+    scale_scores: bool = True  # divide scores by sqrt(d_k)
+    tie_weights: bool = True  # output layer shares the token-embedding matrix
+    bias: bool = True  # biases in the linear layers (as in GPT-2)
+    ln_eps: float = 1e-5
+    final_norm: bool | None = None  # None: True for pre-LN (GPT-2), False for post-LN (2017)
+
+    def __post_init__(self) -> None:
+        def need_pos_int(name: str) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"{name} must be an integer, got {v!r}")
+            if v <= 0:
+                raise ValueError(f"{name} must be positive, got {v}; choose a value >= 1")
+
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            need_pos_int(name)
+        if isinstance(self.d_ff, bool) or not isinstance(self.d_ff, int) or self.d_ff < 0:
+            raise ValueError(f"d_ff must be a non-negative integer (0 = 4*d_model), got {self.d_ff!r}")
+        if self.d_ff == 0:
+            object.__setattr__(self, "d_ff", 4 * self.d_model)
+        if self.d_model % self.n_heads != 0:
+            ok = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                f"choose n_heads from {ok[:12]} or change d_model to a multiple of {self.n_heads}"
+            )
+        for name, allowed in (("pos_encoding", POS_ENCODINGS), ("norm", NORMS),
+                              ("activation", ACTIVATIONS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if not (isinstance(self.ln_eps, float) and 0 < self.ln_eps < 1):
+            raise ValueError(f"ln_eps must be a small positive float, got {self.ln_eps!r}")
+        if self.final_norm is None:
+            object.__setattr__(self, "final_norm", self.norm == "pre")
+
+    @property
+    def d_k(self) -> int:
+        """Per-head query/key/value width: d_model / n_heads."""
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown config keys {unknown}; known keys are {sorted(names)}")
+        return cls(**d)
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
+    """Parameter count per part, from the config alone (no model is allocated)."""
+    D, F, V, L = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_layers
+    b = 1 if cfg.bias else 0
+    ln = 2 * D
+    attn = 4 * (D * D + b * D)  # W_Q, W_K, W_V, W_O (+ biases)
+    ffn = D * F + b * F + F * D + b * D
+    parts = {
+        "token_embedding": V * D,
+        "position_embedding": cfg.max_len * D if cfg.pos_encoding == "learned" else 0,
+        "attention": L * attn,
+        "ffn": L * ffn,
+        "layer_norm": L * 2 * ln + (ln if cfg.final_norm else 0),
+        "output": 0 if cfg.tie_weights else V * D,
+    }
+    return parts
+
+
+def param_count(cfg: ModelConfig) -> int:
+    """Total number of parameters of Transformer(cfg), computed without allocating it."""
+    return sum(param_breakdown(cfg).values())
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # The app's "fresh weights" default: small enough to trace in a few ms.
+    "tiny": ModelConfig(vocab_size=64, d_model=64, n_heads=4, n_layers=2, max_len=128),
+    # GPT-2 small shapes: 124,439,808 parameters (learned positions, biases, tied output, pre-LN).
+    "gpt2-small": ModelConfig(vocab_size=50257, d_model=768, n_heads=12, n_layers=12,
+                              d_ff=3072, max_len=1024, pos_encoding="learned", norm="pre",
+                              activation="gelu", tie_weights=True, bias=True),
+    # The 2017 paper's base model (post-LN, ReLU, sinusoidal), decoder-only shapes.
+    "vaswani-base": ModelConfig(vocab_size=37000, d_model=512, n_heads=8, n_layers=6,
+                                d_ff=2048, max_len=512, pos_encoding="sinusoidal", norm="post",
+                                activation="relu", tie_weights=True),
+}

@@ -1,0 +1,98 @@
+"""Typed traces of every intermediate of a forward pass.
+
+Axis order is fixed: (batch B, head H, query Tq, key Tk). D = d_model, d_k = D / H.
+Traces are produced under torch.no_grad() in eval mode, detached, on CPU; `to_numpy` turns any
+trace into nested dicts of numpy arrays (keys follow the field names: the export format).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class AttentionTrace:
+    q: Tensor  # (B, H, Tq, d_k)
+    k: Tensor  # (B, H, Tk, d_k)
+    v: Tensor  # (B, H, Tk, d_v)
+    scores: Tensor  # (B, H, Tq, Tk)  q @ k^T, before scaling
+    scale: float  # 1/sqrt(d_k), or 1.0 when scale_scores=False
+    scaled: Tensor  # (B, H, Tq, Tk)  scores * scale
+    allowed: Tensor  # bool, broadcastable to (B, H, Tq, Tk); True = may attend
+    masked: Tensor  # (B, H, Tq, Tk)  scaled, -inf where not allowed
+    weights: Tensor  # (B, H, Tq, Tk)  softmax rows (sum 1), all-zero on fully masked rows
+    fully_masked: Tensor  # bool (B, H or 1, Tq): rows where nothing was allowed
+    heads: Tensor  # (B, H, Tq, d_v)  weights @ v, the per-head outputs Z_j
+    concat: Tensor | None = None  # (B, Tq, H*d_v)  heads side by side (None from bare attend)
+    output: Tensor | None = None  # (B, Tq, D)  concat @ W_O^T + b_O (None from bare attend)
+
+
+@dataclass(frozen=True)
+class LayerNormTrace:
+    input: Tensor  # (B, T, D)
+    mean: Tensor  # (B, T, 1)
+    var: Tensor  # (B, T, 1)  biased, as F.layer_norm
+    normalized: Tensor  # (B, T, D)  (input - mean) / sqrt(var + eps), before gamma/beta
+    output: Tensor  # (B, T, D)  normalized * gamma + beta
+
+
+@dataclass(frozen=True)
+class FFNTrace:
+    input: Tensor  # (B, T, D)
+    hidden_pre: Tensor  # (B, T, d_ff)  x @ W_1^T + b_1
+    hidden_post: Tensor  # (B, T, d_ff)  activation(hidden_pre)
+    output: Tensor  # (B, T, D)  hidden_post @ W_2^T + b_2
+
+
+@dataclass(frozen=True)
+class EmbeddingTrace:
+    token: Tensor  # (B, T, D)  rows of the token-embedding matrix
+    position: Tensor  # (T, D)  sinusoidal or learned position vectors
+    sum: Tensor  # (B, T, D)  token + position: what block 0 sees
+
+
+@dataclass(frozen=True)
+class BlockTrace:
+    input: Tensor  # (B, T, D)  residual stream entering the block
+    ln1: LayerNormTrace  # pre-LN: before attention; post-LN: after input + attention
+    attn: AttentionTrace
+    resid_mid: Tensor  # (B, T, D)  stream after the attention sublayer (post-LN: after ln1)
+    ln2: LayerNormTrace  # pre-LN: before the FFN; post-LN: after resid_mid + FFN
+    ffn: FFNTrace
+    resid_out: Tensor  # (B, T, D)  stream leaving the block
+
+
+@dataclass(frozen=True)
+class ForwardTrace:
+    ids: Tensor  # (B, T) long
+    causal: bool
+    key_padding_mask: Tensor | None  # (B, T) bool, True = real token
+    embeddings: EmbeddingTrace
+    layers: tuple[BlockTrace, ...]
+    final_ln: LayerNormTrace | None  # pre-LN models (GPT-2); None for post-LN
+    final: Tensor  # (B, T, D)  what the output layer sees
+    logits: Tensor  # (B, T, V)
+    probs: Tensor  # (B, T, V)  softmax(logits) over the vocabulary
+
+
+def to_numpy(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:
+    """Flatten a trace into {"layers.0.attn.weights": array, ...} (the .npz export keys)."""
+    out: dict[str, np.ndarray] = {}
+    if obj is None:
+        return out
+    if isinstance(obj, Tensor):
+        out[prefix] = obj.detach().cpu().numpy()
+    elif isinstance(obj, (bool, int, float)):
+        out[prefix] = np.asarray(obj)
+    elif dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            out.update(to_numpy(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name))
+    elif isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            out.update(to_numpy(item, f"{prefix}.{i}" if prefix else str(i)))
+    return out

@@ -1,0 +1,119 @@
+"""Transformer: token + position embeddings -> N blocks -> (final LN) -> output layer.
+
+`trace` returns a ForwardTrace of every intermediate; `forward` runs the same code with
+recording off and returns logits. The mask is an argument (causal or not, key padding), never a
+property of the weights, so the same weights run causal or bidirectional.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .attention import causal_allowed, combine, padding_allowed
+from .config import ModelConfig
+from .layers import Block, LayerNorm, sinusoidal_table
+from .trace import EmbeddingTrace, ForwardTrace
+
+
+def init_weights(module: nn.Module, seed: int) -> None:
+    """Deterministic init from `seed` (independent of torch's global RNG): embeddings N(0, 1),
+    linear weights N(0, 1/fan_in) (variance-preserving), biases 0, LayerNorm gamma 1, beta 0."""
+    g = torch.Generator().manual_seed(int(seed))
+    with torch.no_grad():
+        for name, p in module.named_parameters():  # fixed order -> same weights in any process
+            if p.dim() == 1:
+                p.zero_()  # biases and LayerNorm beta (gamma is set to 1 below)
+            elif "emb" in name:
+                p.copy_(torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5)
+        for m in module.modules():
+            if isinstance(m, LayerNorm):
+                m.weight.fill_(1.0)
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, seed: int = 0):
+        super().__init__()
+        if not isinstance(cfg, ModelConfig):
+            raise ValueError("Transformer needs a ModelConfig")
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
+        if cfg.pos_encoding == "learned":
+            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
+        else:
+            self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
+        self.lm_head = None if cfg.tie_weights else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        init_weights(self, seed)
+        self.eval()
+
+    # -- the output layer: tied (x @ E^T) or its own matrix
+    @property
+    def output_matrix(self) -> Tensor:
+        """(V, D): the matrix whose rows score each vocabulary entry (the embedding when tied)."""
+        return self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
+
+    def position_table(self, T: int) -> Tensor:
+        """(T, D) position vectors for positions 0..T-1."""
+        if self.cfg.pos_encoding == "learned":
+            return self.pos_emb.weight[:T]
+        return self.pe_table[:T]
+
+    def check_ids(self, ids: Tensor, key_padding_mask: Tensor | None = None) -> None:
+        if not isinstance(ids, Tensor) or ids.dtype != torch.long:
+            raise ValueError("ids must be a torch.long tensor of shape (B, T); use torch.tensor(ids, dtype=torch.long)")
+        if ids.dim() != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
+            raise ValueError(f"ids must have shape (B, T) with B, T >= 1; got {tuple(ids.shape)} (add a batch axis with ids[None])")
+        if ids.shape[1] > self.cfg.max_len:
+            raise ValueError(f"sequence length {ids.shape[1]} exceeds max_len={self.cfg.max_len}; truncate the input to {self.cfg.max_len} tokens")
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= self.cfg.vocab_size:
+            raise ValueError(f"token ids must be in [0, {self.cfg.vocab_size - 1}]; got values in [{lo}, {hi}]")
+        if key_padding_mask is not None:
+            if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != ids.shape:
+                raise ValueError(f"key_padding_mask must be bool with the shape of ids {tuple(ids.shape)} (True = real token)")
+
+    def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
+            mask_padded_queries: bool = False):
+        self.check_ids(ids, key_padding_mask)
+        B, T = ids.shape
+        tok = self.tok_emb(ids)  # (B, T, D)
+        pos = self.position_table(T)  # (T, D)
+        x = tok + pos  # (B, T, D)
+        allowed = combine(causal_allowed(T) if causal else None,
+                          padding_allowed(key_padding_mask, mask_queries=mask_padded_queries)
+                          if key_padding_mask is not None else None)  # (T,T) or (B,1,T,T) or None
+        layer_traces = []
+        for block in self.blocks:
+            x, bt = block(x, allowed, record)  # (B, T, D)
+            layer_traces.append(bt)
+        final_ln = None
+        if self.ln_f is not None:
+            x, final_ln = self.ln_f(x, record)  # (B, T, D)
+        logits = x @ self.output_matrix.T  # (B, T, V)
+        if not record:
+            return logits
+        return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,
+                            embeddings=EmbeddingTrace(token=tok, position=pos, sum=tok + pos),
+                            layers=tuple(layer_traces), final_ln=final_ln, final=x,
+                            logits=logits, probs=torch.softmax(logits, dim=-1))
+
+    def forward(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
+        """Logits (B, T, V); the same arithmetic as trace() with nothing recorded."""
+        return self.run(ids, causal, key_padding_mask, record=False)
+
+    @torch.no_grad()
+    def trace(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
+              mask_padded_queries: bool = False) -> ForwardTrace:
+        """Every intermediate of one forward pass (eval mode, no grad)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries)
+        finally:
+            self.train(was_training)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
