@@ -1,0 +1,45 @@
+# Two commands for a newcomer: `make run` (start the app) and `make test` (every test tier).
+# Both create or refresh .venv from the pinned requirement files first (quick when nothing changed).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: run test test-fast fuzz bench chromium train clean-venv
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m streamlit run app.py --server.address localhost --server.port $(PORT) --server.headless true
+
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "Installing Debian's Chromium for the browser tests ..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	else \
+		echo "The browser tests need Debian's Chromium. Run: sudo apt-get install -y --no-install-recommends chromium"; exit 1; \
+	fi
+
+test: $(STAMP) chromium
+	$(PY) -m pytest
+
+# Everything but the real-browser tier (for quick iterations).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not e2e"
+
+fuzz: $(STAMP)
+	FUZZ_FULL=1 $(PY) -m pytest tests/fuzz -m fuzz
+
+bench: $(STAMP) chromium
+	$(PY) -m benchmarks.run_all
+
+train: $(STAMP)
+	$(PY) -m model.train --preset causal-lm
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,88 @@
+"""Helpers for the real-browser tier: a Streamlit server on localhost and Debian's Chromium via Playwright.
+Every context is route-guarded: a request that leaves localhost fails the test."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage"]
+SHOTS = ROOT / "screenshots"
+LOCAL = {"localhost", "127.0.0.1", "[::1]", "::1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(app: str = "app.py", port: int | None = None, extra: list[str] | None = None):
+    port = port or free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true",
+         "--server.address", "localhost", "--server.port", str(port), *(extra or [])],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://localhost:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+        if proc.poll() is not None:
+            raise RuntimeError("streamlit server exited during start")
+    proc.kill()
+    raise RuntimeError("streamlit server did not become healthy in 90 s")
+
+
+class Guard:
+    def __init__(self):
+        self.offsite: list[str] = []
+        self.dialogs: list[str] = []
+
+    def route(self, route):
+        host = urlparse(route.request.url).hostname or ""
+        if route.request.url.startswith(("data:", "blob:", "about:")) or host in LOCAL:
+            route.continue_()
+        else:
+            self.offsite.append(route.request.url)
+            route.abort()
+
+
+def wait_idle(page, timeout: float = 60_000) -> None:
+    """Wait until the script run finished and the status widget is gone."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def open_page(page, url: str, path: str = "", query: str = "") -> None:
+    page.goto(f"{url}/{path}{('?' + query) if query else ''}")
+    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+    wait_idle(page)
+
+
+def screenshot(page, name: str) -> Path:
+    SHOTS.mkdir(exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def exceptions(page) -> int:
+    return page.locator('[data-testid="stException"]').count()

@@ -1,0 +1,46 @@
+"""Fixtures of the real-browser tier (see browser.py)."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.browser import ARGS, CHROMIUM, Guard, start_server
+
+
+@pytest.fixture(scope="session")
+def server():
+    proc, url = start_server()
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's Chromium is missing: apt-get install -y --no-install-recommends chromium")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page (own context) whose requests may only go to localhost; dialogs recorded."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    pg.on("dialog", lambda d: (guard.dialogs.append(d.message), d.dismiss()))
+    pg.guard = guard
+    yield pg
+    ctx.close()
+    assert not guard.offsite, f"requests left localhost: {guard.offsite[:5]}"
+    assert not guard.dialogs, f"a dialog fired (script ran?): {guard.dialogs}"
+
+

@@ -1,0 +1,14 @@
+"""The app starts in a real browser, shows a heatmap, and nothing leaves localhost."""
+import pytest
+
+from tests.e2e.browser import exceptions, open_page, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+def test_home_shows_heatmap(server, page):
+    open_page(page, server)
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+    assert exceptions(page) == 0
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
+    screenshot(page, "smoke_home")

@@ -1,0 +1,1 @@
+"""The only Streamlit-aware helpers: shared controls and URL state, cached compute, display."""

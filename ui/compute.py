@@ -1,0 +1,203 @@
+"""Cached compute: models (shared, read-only) and traces (on small hashable keys, never tensors).
+
+Pages call `current_run()`; it reads the shared controls, shows the input notices (empty text,
+truncation, unknown words) and returns a Run whose `arrays` hold the whole trace as read-only
+numpy arrays keyed like the trace contract ("layers.0.attn.weights" -> (B, H, Tq, Tk)).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+import torch
+
+from model.checkpoint import from_bytes, load_checkpoint
+from model.config import ModelConfig
+from model.tokenizer import Tokenizer
+from model.trace import to_numpy
+from model.transformer import Transformer
+
+from . import state
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKPOINTS = ROOT / "checkpoints"
+DEFAULT_SOURCE = "causal-lm"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    kind: str  # "checkpoint" | "fresh" | "session"
+    name: str  # checkpoint directory name, or the digest of a session-trained model
+    cfg_json: str = ""  # fresh weights: the ModelConfig as JSON
+    seed: int = 0
+
+
+@st.cache_resource
+def shipped_checkpoints() -> dict[str, dict]:
+    """{name: config.json contents} for every decoder checkpoint in checkpoints/."""
+    out = {}
+    if CHECKPOINTS.is_dir():
+        for d in sorted(CHECKPOINTS.iterdir()):
+            meta_path = d / "config.json"
+            if meta_path.is_file() and (d / "model.safetensors").is_file():
+                meta = json.loads(meta_path.read_text())
+                if meta.get("kind", "transformer") == "transformer":
+                    out[d.name] = meta
+    return out
+
+
+@st.cache_resource
+def session_models() -> dict[str, bytes]:
+    """Server-wide store of models trained or uploaded in the app: digest -> safetensors bytes."""
+    return {}
+
+
+_store_lock = threading.Lock()
+
+
+def register_model_bytes(data: bytes) -> str:
+    """Keep a trained/uploaded model (safetensors bytes) and return its id (the digest)."""
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    with _store_lock:
+        session_models()[digest] = data
+    return digest
+
+
+def fresh_tokenizer() -> Tokenizer:
+    """Vocabulary for fresh weights: the default checkpoint's, so the same sentence tokenizes."""
+    metas = shipped_checkpoints()
+    if DEFAULT_SOURCE in metas:
+        return Tokenizer.from_dict(metas[DEFAULT_SOURCE]["tokenizer"])
+    return Tokenizer.build([state.DEFAULT_TEXT, "the cat sat on the mat . a dog ran to the park ."], add_bos=True)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def get_model(source: ModelSource) -> tuple[Transformer, Tokenizer]:
+    """Shared by every session: never mutate the returned model (train a copy)."""
+    if source.kind == "checkpoint":
+        model, tok = load_checkpoint(CHECKPOINTS / source.name)
+    elif source.kind == "session":
+        model, tok = from_bytes(session_models()[source.name])
+    elif source.kind == "fresh":
+        tok = fresh_tokenizer()
+        model, tok = Transformer(ModelConfig.from_dict(json.loads(source.cfg_json)), seed=source.seed), tok
+    else:
+        raise ValueError(f"unknown model source {source.kind!r}")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval(), tok
+
+
+@dataclass(frozen=True)
+class Run:
+    labels: list[str]  # what the user typed, one per token (after truncation)
+    ids: list[int]
+    n_tokens: int  # tokens before truncation
+    truncated: bool
+    text_cut: bool  # the text itself was longer than state.MAX_TEXT_CHARS
+    unknown: list[str]  # typed words that map to <unk>
+    causal: bool
+    cfg: ModelConfig
+    vocab: list[str]
+    arrays: dict[str, np.ndarray] = field(repr=False)  # the trace, read-only, B = 1
+
+    def a(self, name: str) -> np.ndarray:
+        """arrays[name] without the batch axis."""
+        return self.arrays[name][0]
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+
+def _readonly(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for v in arrays.values():
+        v.flags.writeable = False
+    return arrays
+
+
+def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], list[str], int, bool, list[str]]:
+    _, tok = get_model(source)
+    text_cut = len(text) > state.MAX_TEXT_CHARS
+    enc = tok.encode(text[: state.MAX_TEXT_CHARS])
+    n = len(enc.ids)
+    ids, labels = enc.ids[:max_len], enc.labels[:max_len]
+    unknown = [lab for i, lab in zip(ids, labels) if i == tok.unk_id]
+    return ids, labels, n, text_cut, unknown
+
+
+@st.cache_resource(max_entries=48, show_spinner=False)
+def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
+    """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
+    model, tok = get_model(source)
+    max_len = min(max_len, model.cfg.max_len)
+    ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
+    tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
+    return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab,
+               arrays=_readonly(to_numpy(tr)))
+
+
+def current_source() -> ModelSource:
+    s = st.session_state
+    src = s.get("src", DEFAULT_SOURCE)
+    if src == state.FRESH:
+        cfg = state.fresh_config(len(fresh_tokenizer()))
+        return ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), int(s["seed"]))
+    if src in shipped_checkpoints():
+        return ModelSource("checkpoint", src)
+    sid = s.get("_session_model_ids", {}).get(src)
+    if sid and sid in session_models():
+        return ModelSource("session", sid)
+    return ModelSource("checkpoint", DEFAULT_SOURCE) if DEFAULT_SOURCE in shipped_checkpoints() else \
+        ModelSource("fresh", "fresh", json.dumps(state.fresh_config(len(fresh_tokenizer())).to_dict(), sort_keys=True), 0)
+
+
+def md_escape(text: str) -> str:
+    """Escape markdown so user text is shown literally in st.markdown / captions."""
+    out = str(text).replace("\\", "\\\\")
+    for ch in "`*_{}[]()#+-.!|<>~$:":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def input_notices(run: Run) -> None:
+    if run.text_cut:
+        st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon="✂️")
+    if run.truncated:
+        st.warning(f"Your text has {run.n_tokens} tokens; the model sees the first {run.T} "
+                   f"(max sequence length). Raise it in the sidebar (up to {min(state.T_MAX, run.cfg.max_len)}).",
+                   icon="✂️")
+    if run.unknown:
+        uniq = list(dict.fromkeys(run.unknown))
+        shown = ", ".join(md_escape(u) for u in uniq[:12]) + (" …" if len(uniq) > 12 else "")
+        st.caption(f"Not in this model's vocabulary, computed as `<unk>` (labels keep what you typed): {shown}")
+
+
+def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True) -> Run:
+    """The run for the sidebar's sentence and settings. Stops the page with a friendly message
+    when there is nothing to show (empty text)."""
+    s = st.session_state
+    text = s.get("text", state.DEFAULT_TEXT) if text is None else text
+    causal = (s.get("mask", "causal") == "causal") if causal is None else causal
+    source = current_source()
+    if not str(text).strip():
+        st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon="✍️")
+        st.stop()
+    run = get_run(source, str(text), bool(causal), int(s.get("T", 64)))
+    if notices:
+        input_notices(run)
+    return run
+
+
+def npz_bytes(run: Run) -> bytes:
+    """The whole trace as .npz (keys follow the trace contract) plus ids and labels."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **run.arrays, token_ids=np.asarray(run.ids), token_labels=np.asarray(run.labels, dtype=str))
+    return buf.getvalue()

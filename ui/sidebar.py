@@ -1,0 +1,69 @@
+"""The shared sidebar: sentence, model source and architecture, mask and sequence length."""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from . import compute, state
+
+PRESENT_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important;}
+html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
+h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-size: 1.6rem !important;}
+.block-container {max-width: 100% !important; padding-top: 1.5rem !important;}
+</style>
+"""
+
+
+def source_options() -> list[str]:
+    names = list(compute.shipped_checkpoints())
+    names += list(st.session_state.get("_session_model_ids", {}))
+    return names + [state.FRESH]
+
+
+def render() -> None:
+    s = st.session_state
+    if s.get("present"):
+        st.html(PRESENT_CSS)  # static CSS only, no user text
+    with st.sidebar:
+        st.markdown("## 🔍 Attention Lab")
+        state.show_url_notices()
+        st.text_area("Sentence", key="text", height=90,
+                     help="Any text: it is lower-cased and split into words and punctuation.")
+        options = source_options()
+        if s.get("src") not in options:
+            if s.get("src") not in (None, state.SPECS["src"].default):
+                st.warning("The model in the link is not available here; using the default.", icon="🔗")
+            state.fix("src", options, compute.DEFAULT_SOURCE)
+        st.selectbox("Model", options, key="src",
+                     help="A trained checkpoint shipped with the app, a model you trained or uploaded, "
+                          "or fresh random weights with the architecture below.")
+        fresh = s["src"] == state.FRESH
+        model, tok = compute.get_model(compute.current_source())
+        cfg = model.cfg
+        if not fresh:
+            st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
+                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}")
+        with st.expander("Architecture (fresh weights)", expanded=fresh):
+            st.selectbox("d_model", state.D_MODELS, key="d", disabled=not fresh)
+            heads = state.valid_heads(s["d"])
+            state.fix("h", heads, 4 if 4 in heads else heads[-1])
+            st.selectbox("Heads", heads, key="h", disabled=not fresh,
+                         help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
+            st.slider("Layers", 1, 6, key="L", disabled=not fresh)
+            st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True, disabled=not fresh)
+            st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True, disabled=not fresh,
+                     help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
+            st.number_input("Seed", 0, 9999, key="seed", disabled=not fresh)
+        t_max = min(state.T_MAX, cfg.max_len)
+        if s["T"] > t_max:
+            s["T"] = t_max
+        st.slider("Max sequence length", state.T_MIN, t_max, key="T",
+                  help="Longer input is truncated (with a notice).")
+        st.radio("Mask", ["causal", "bidirectional"], key="mask", horizontal=True,
+                 help="The same weights run either way: the mask is an input, not a weight.")
+        st.toggle("Presentation mode", key="present",
+                  help="Large fonts, sidebar hidden. Add ?present=true to a link to open in it; "
+                       "remove it from the URL to leave.")

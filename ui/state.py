@@ -1,0 +1,147 @@
+"""Shared sidebar controls, their defaults, and the URL binding.
+
+Every shared control has a key; its value lives in st.session_state (so it persists across pages)
+and, when it differs from the default, in the URL query string (so a copied link reproduces the
+view; the page itself is the URL path). Values read from the URL are validated: an invalid value
+falls back to the default and a notice says so. Pages can bind their own widgets with `bound()`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import streamlit as st
+
+from model.config import ModelConfig
+
+DEFAULT_TEXT = "the keys to the cabinet are on the table ."
+FRESH = "fresh weights (your architecture)"
+D_MODELS = [8, 16, 32, 64, 128, 256]
+HEAD_CHOICES = [1, 2, 3, 4, 6, 8, 12, 16]
+MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
+URL_TEXT_CHARS = 1_500  # the sentence travels in the URL only up to this length
+T_MIN, T_MAX = 2, 256
+
+
+def valid_heads(d_model: int) -> list[int]:
+    """Head counts offered for a d_model: only those that divide it."""
+    return [h for h in HEAD_CHOICES if d_model % h == 0]
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        v = int(raw)
+        if not lo <= v <= hi:
+            raise ValueError(f"must be in {lo}..{hi}")
+        return v
+    return parse
+
+
+def _one_of(options: list) -> Callable[[str], Any]:
+    def parse(raw: str):
+        for o in options:
+            if str(o) == raw:
+                return o
+        raise ValueError(f"must be one of {options}")
+    return parse
+
+
+@dataclass(frozen=True)
+class Spec:
+    default: Any
+    parse: Callable[[str], Any]
+
+
+def _text(raw: str) -> str:
+    return raw[:MAX_TEXT_CHARS]
+
+
+SPECS: dict[str, Spec] = {
+    "text": Spec(DEFAULT_TEXT, _text),
+    "src": Spec("causal-lm", str),  # validated against the available sources at render time
+    "d": Spec(64, _one_of(D_MODELS)),
+    "h": Spec(4, _one_of(HEAD_CHOICES)),
+    "L": Spec(2, _int_in(1, 6)),
+    "T": Spec(64, _int_in(T_MIN, T_MAX)),
+    "mask": Spec("causal", _one_of(["causal", "bidirectional"])),
+    "pe": Spec("sinusoidal", _one_of(["sinusoidal", "learned"])),
+    "norm": Spec("pre", _one_of(["pre", "post"])),
+    "seed": Spec(0, _int_in(0, 9999)),
+    "present": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
+}
+
+
+def _notices() -> list[str]:
+    return st.session_state.setdefault("_url_notices", [])
+
+
+def _registry() -> dict[str, Spec]:
+    """Keys bound to the URL in this run (shared + the current page's)."""
+    return st.session_state.setdefault("_bound_this_run", {})
+
+
+def load(key: str, spec: Spec) -> None:
+    """First time a key is seen in a session: take its value from the URL (validated) or the default."""
+    loaded = st.session_state.setdefault("_url_loaded", set())
+    if key in loaded and key in st.session_state:
+        return
+    loaded.add(key)
+    raw = st.query_params.get(key)
+    value = spec.default
+    if raw is not None:
+        try:
+            value = spec.parse(raw)
+        except (ValueError, KeyError, TypeError):
+            shown = raw if len(raw) < 40 else raw[:40] + "…"
+            _notices().append(f"The link's value {key}={shown!r} is not valid here; using the default {spec.default!r}.")
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def bound(key: str, default: Any, parse: Callable[[str], Any] | None = None) -> None:
+    """Bind a page's widget key to the URL. Call before creating the widget (with key=key)."""
+    if parse is None:
+        parse = {bool: SPECS["present"].parse, int: int, float: float}.get(type(default), str)
+    spec = Spec(default, parse)
+    load(key, spec)
+    _registry()[key] = spec
+
+
+def fix(key: str, options: list, fallback: Any | None = None) -> None:
+    """Make sure session_state[key] is one of options (e.g. heads after d_model changed)."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = fallback if fallback in options else options[0]
+
+
+def begin_run() -> None:
+    st.session_state["_bound_this_run"] = {}
+    for key, spec in SPECS.items():
+        load(key, spec)
+        _registry()[key] = spec
+
+
+def sync_url() -> None:
+    """Write the bound values that differ from their defaults to the URL (end of every run)."""
+    params = {}
+    for key, spec in _registry().items():
+        v = st.session_state.get(key, spec.default)
+        if v == spec.default:
+            continue
+        if key == "text" and len(str(v)) > URL_TEXT_CHARS:
+            continue
+        params[key] = str(v).lower() if isinstance(v, bool) else str(v)
+    if dict(st.query_params) != params:
+        st.query_params.from_dict(params)
+
+
+def show_url_notices() -> None:
+    notes = _notices()
+    for n in notes:
+        st.warning(n, icon="🔗")
+    notes.clear()
+
+
+def fresh_config(vocab_size: int) -> ModelConfig:
+    s = st.session_state
+    return ModelConfig(vocab_size=vocab_size, d_model=s["d"], n_heads=s["h"], n_layers=s["L"],
+                       max_len=T_MAX, pos_encoding=s["pe"], norm=s["norm"])

@@ -1,0 +1,1 @@
+"""Pure drawing: numpy/pandas + token labels in, plotly Figures out. Never imports streamlit or torch."""
