@@ -73,9 +73,12 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
     safe = torch.where(row_ok, masked, torch.zeros((), dtype=scaled.dtype))  # no all -inf rows
     weights = torch.softmax(safe, dim=-1) * row_ok  # (..., Tq, Tk), zero rows when fully masked
     heads = weights @ v  # (..., Tq, d_v)
+    # (..., Tq) with the batch/head axes of the scores, e.g. (B, H, Tq), even when `allowed` is a
+    # shared (Tq, Tk) mask such as the causal one (a view: no copy).
+    fully_masked = (~row_ok[..., 0]).expand(scores.shape[:-1])
     return AttentionTrace(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled,
                           allowed=allowed, masked=masked, weights=weights,
-                          fully_masked=~row_ok[..., 0], heads=heads)
+                          fully_masked=fully_masked, heads=heads)
 
 
 def softmax_t(x: Tensor, temperature: float = 1.0) -> Tensor:

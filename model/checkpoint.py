@@ -18,7 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load_bytes
 from safetensors.torch import save as st_save_bytes
 
-from .config import ModelConfig
+from .config import ModelConfig, param_count
 from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
@@ -115,6 +115,12 @@ def build_validated(meta: dict, tensors: dict[str, torch.Tensor]):
     tok = Tokenizer.from_dict(meta.get("tokenizer"))
     if len(tok) != cfg.vocab_size:
         raise ValueError(f"tokenizer has {len(tok)} entries but config.vocab_size is {cfg.vocab_size}")
+    # Never allocate a model far larger than the tensors the file holds (a few-byte config could
+    # otherwise ask for billions of parameters before any shape is checked).
+    n_cfg, n_file = param_count(cfg), sum(int(t.numel()) for t in tensors.values())
+    if n_cfg > 4 * n_file + 1_000_000:
+        raise ValueError(f"the config describes {n_cfg:,} parameters but the file holds only "
+                         f"{n_file:,} values; the config and the weights do not belong together")
     model = kinds[kind](cfg, seed=0)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
@@ -146,6 +152,9 @@ def _from_zip(data: bytes, max_bytes: int):
         raise ValueError("the zip file is truncated or corrupt") from None
     with zf:
         names = {Path(n).name: n for n in zf.namelist()}
+        if any(n.endswith(".pkl") for n in names):  # torch.save writes a zip holding data.pkl
+            raise ValueError("this looks like a pickle / torch.save file; only .safetensors "
+                             "checkpoints are accepted (never pickle)")
         if "model.safetensors" not in names:
             raise ValueError("the zip must contain model.safetensors (and config.json)")
         for n in ("model.safetensors", "config.json"):

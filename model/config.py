@@ -76,6 +76,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"a model config must be a JSON object, got {type(d).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:

@@ -2,7 +2,7 @@
 
 Scores (each in 0..1, averaged over the query rows that have a choice):
   previous-token: mean weight on key i-1 for query i (rows i >= 1)
-  self/diagonal:  mean weight on key i for query i
+  self/diagonal:  mean weight on key i for query i (rows i >= 1)
   first-token sink: mean weight on key 0 (rows i >= 1)
   broad/uniform:  mean normalised entropy of the rows (1 = perfectly uniform over allowed keys)
 The head gets the kind with the highest score if that score clears its threshold, else "other".
@@ -35,8 +35,9 @@ def pattern_scores(weights: np.ndarray) -> dict[str, float]:
     live = w.sum(axis=1) > 0.5  # rows that are not fully masked
     r = rows[live[rows]]
     prev = float(w[r, r - 1].mean()) if len(r) else 0.0
-    diag_rows = np.arange(min(Tq, Tk))[live[: min(Tq, Tk)]]
-    diag = float(w[diag_rows, diag_rows].mean()) if len(diag_rows) else 0.0
+    # rows i >= 1 like the other scores: row 0 of a causal head has no choice but itself, and
+    # counting it made short causal-uniform heads (T <= 4) look "self/diagonal".
+    diag = float(w[r, r].mean()) if len(r) else 0.0
     sink = float(w[r, 0].mean()) if len(r) else 0.0
     ent = []
     for i in r:

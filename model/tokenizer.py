@@ -67,6 +67,10 @@ class Tokenizer:
         return Encoded(ids=ids, labels=labels)
 
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self.vocab)]
+        if bad:  # a negative id would otherwise wrap around to the end of the vocabulary
+            raise ValueError(f"token ids must be in [0, {len(self.vocab) - 1}]; got {bad[:5]}")
         pieces = [self.vocab[i] for i in ids if not (skip_special and self.vocab[i] in SPECIALS)]
         if self.level == "char":
             return "".join(pieces)
