@@ -7,27 +7,30 @@ import streamlit as st
 
 st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
 
+from ui import runtime  # noqa: E402,F401  torch thread settings for a multi-user server (see ui/runtime.py)
 from ui import sidebar, state  # noqa: E402  (after set_page_config)
 
 ROOT = Path(__file__).resolve().parent
 
 # (section, file, title, url_path, icon). A page file that does not exist yet is skipped.
+# Icons are Material Symbols (bundled with Streamlit): emoji render as boxes in some browsers.
 PAGES = [
-    ("Attention", "pages/heads.py", "Attention heads", "heads", "🔍"),
-    ("Attention", "pages/overview.py", "All heads overview", "overview", "🗂️"),
-    ("Attention", "pages/causal_vs_bidirectional.py", "Causal vs bidirectional", "causal-vs-bidirectional", "↔️"),
-    ("Attention", "pages/mask_lab.py", "Mask lab", "mask-lab", "🎭"),
-    ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", "📏"),
-    ("Concepts", "pages/positional.py", "Positional encoding", "positional", "〰️"),
-    ("Concepts", "pages/layernorm.py", "Layer norm & residuals", "layer-norm", "⚖️"),
-    ("Concepts", "pages/multihead.py", "Multi-head mechanics", "multi-head", "🧩"),
-    ("Concepts", "pages/ffn_output.py", "FFN & output layer", "ffn-output", "🎯"),
-    ("Concepts", "pages/contextual.py", "Contextual embeddings", "contextual", "🍎"),
-    ("Concepts", "pages/cost.py", "Cost of attention", "cost", "⏱️"),
-    ("Models", "pages/encoder_decoder.py", "Encoder–decoder", "encoder-decoder", "🔁"),
-    ("Models", "pages/train.py", "Train a model", "train", "🏋️"),
-    ("Classroom", "pages/calculator.py", "Calculator", "calculator", "🧮"),
-    ("Classroom", "pages/lesson.py", "Lesson mode", "lesson", "🎓"),
+    ("Attention", "pages/heads.py", "Attention heads", "heads", ":material/grid_view:"),
+    ("Attention", "pages/overview.py", "All heads overview", "overview", ":material/apps:"),
+    ("Attention", "pages/causal_vs_bidirectional.py", "Causal vs bidirectional", "causal-vs-bidirectional",
+     ":material/compare_arrows:"),
+    ("Attention", "pages/mask_lab.py", "Mask lab", "mask-lab", ":material/masks:"),
+    ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
+    ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),
+    ("Concepts", "pages/layernorm.py", "Layer norm & residuals", "layer-norm", ":material/balance:"),
+    ("Concepts", "pages/multihead.py", "Multi-head mechanics", "multi-head", ":material/view_module:"),
+    ("Concepts", "pages/ffn_output.py", "FFN & output layer", "ffn-output", ":material/output:"),
+    ("Concepts", "pages/contextual.py", "Contextual embeddings", "contextual", ":material/hub:"),
+    ("Concepts", "pages/cost.py", "Cost of attention", "cost", ":material/timer:"),
+    ("Models", "pages/encoder_decoder.py", "Encoder–decoder", "encoder-decoder", ":material/sync_alt:"),
+    ("Models", "pages/train.py", "Train a model", "train", ":material/model_training:"),
+    ("Classroom", "pages/calculator.py", "Calculator", "calculator", ":material/calculate:"),
+    ("Classroom", "pages/lesson.py", "Lesson mode", "lesson", ":material/school:"),
 ]
 
 nav: dict[str, list] = {}

@@ -1,18 +1,67 @@
-"""Attention heads: every head of one layer as a heatmap grid."""
+"""Attention heads: every head of one layer as a heatmap grid, a head in detail, a line view."""
 import streamlit as st
 
+from model.patterns import label_head
 from ui import state
-from ui.compute import current_run
-from ui.show import show_fig
-from viz.attention import head_grid
+from ui.compute import current_run, layer_allowed
+from ui.show import download_npz, heads_table, matrix_table, show_fig
+from viz.attention import head_grid, head_heatmap
+from viz.lines import token_lines_html
+
+LINE_VIEW_MAX_T = 64
 
 st.title("Attention heads")
 run = current_run()
+L, H = run.cfg.n_layers, run.cfg.n_heads
 state.bound("layer", 0)
-state.fix("layer", list(range(run.cfg.n_layers)))
-layer = st.selectbox("Layer", list(range(run.cfg.n_layers)), key="layer")
+state.fix("layer", list(range(L)))
+c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
+layer = c1.selectbox("Layer", list(range(L)), key="layer", help="Which block's self-attention to show.")
+with c2:
+    download_npz(run)
+
 w = run.a(f"layers.{layer}.attn.weights")  # (H, T, T)
-allowed = run.arrays[f"layers.{layer}.attn.allowed"]
-fig = head_grid(w, run.labels, allowed=allowed if allowed.ndim == 2 else allowed[0],
-                title=f"Layer {layer}: {'causal' if run.causal else 'bidirectional'} attention")
-show_fig(fig, "heads_grid", alt="Rows are queries, columns are keys; grey cells are masked.")
+allowed = layer_allowed(run, layer)  # (T, T)
+pats = [label_head(w[h]) for h in range(H)]
+subtitles = [f"head {h} · {p.kind} {p.score:.2f}" for h, p in enumerate(pats)]
+mode = "causal" if run.causal else "bidirectional"
+st.caption(f"{H} heads, {run.T} tokens, {mode} mask. Each row is a query (the token doing the looking); "
+           "each column a key. Every row sums to 1. Grey cells are masked (not a learned zero). "
+           "Each head's title names its dominant pattern and the score that decided it.")
+show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
+                   title=f"Layer {layer}: {mode} attention, all {H} heads"),
+         "heads_grid", table=lambda: heads_table(w, run.labels, layer), filename=f"layer{layer}_heads",
+         alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
+
+
+@st.fragment
+def head_detail() -> None:
+    """One head: the heatmap, its numbers, and the line view (reruns alone when the head changes)."""
+    state.bound("head", 0)
+    state.fix("head", list(range(H)))
+    st.subheader("One head in detail")
+    h = st.selectbox("Head", list(range(H)), key="head",
+                     format_func=lambda i: f"head {i} · {pats[i].kind} ({pats[i].score:.2f})")
+    tab_map, tab_lines, tab_numbers = st.tabs(["Heatmap", "Lines", "Numbers"])
+    table = matrix_table(w[h], run.labels, run.labels)
+    with tab_map:
+        show_fig(head_heatmap(w[h], run.labels, allowed=allowed, title=f"Layer {layer}, head {h}"),
+                 "head_detail", table=table, filename=f"layer{layer}_head{h}",
+                 alt="Rows: queries; columns: keys; grey: masked.")
+    with tab_lines:
+        if run.T > LINE_VIEW_MAX_T:
+            st.info(f"The line view is drawn for up to {LINE_VIEW_MAX_T} tokens (this input has {run.T}); "
+                    "lower the max sequence length in the sidebar to see it.", icon=":material/info:")
+        else:
+            st.caption("Each line joins a query (left) to a key (right); its opacity is the attention weight. "
+                       "Hover a token to see only its lines; hover a line for its exact value.")
+            st.html(token_lines_html(w[h], run.labels, title=f"layer {layer}, head {h}", dom_id="heads-lines"))
+    with tab_numbers:
+        st.dataframe(table, width="stretch", height=min(600, 38 + 35 * run.T),
+                     column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns})
+        sc = pats[h].scores
+        st.caption("Pattern scores (model/patterns.py): " + ", ".join(f"{k} {v:.3f}" for k, v in sc.items()))
+    state.sync_url()
+
+
+head_detail()

@@ -31,8 +31,29 @@ def traces(at, index: int) -> list[dict]:
     return figures(at)[index]["data"]
 
 
+def _use_navigation_in_apptest() -> None:
+    """AppTest resets PagesManager.uses_pages_directory before every run, and because this app
+    has a pages/ folder the flag becomes True: from the second run on, AppTest then runs the page
+    script alone (MPA v1) without app.py, so the shared sidebar vanishes and its widget state is
+    dropped. app.py uses st.navigation (MPA v2), which the real server records by setting the flag
+    to False; do the same here."""
+    from streamlit.runtime.pages_manager import PagesManager
+    if getattr(PagesManager, "_attention_lab_v2", False):
+        return
+    original = PagesManager.__init__
+
+    def init(self, main_script_path, *args, **kwargs):
+        original(self, main_script_path, *args, **kwargs)
+        if Path(main_script_path).resolve() == (ROOT / "app.py").resolve():
+            PagesManager.uses_pages_directory = False
+
+    PagesManager.__init__ = init
+    PagesManager._attention_lab_v2 = True
+
+
 def app_test(default_timeout: int = 60):
     from streamlit.testing.v1 import AppTest
+    _use_navigation_in_apptest()
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=default_timeout)
 
 

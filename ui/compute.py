@@ -17,6 +17,7 @@ import numpy as np
 import streamlit as st
 import torch
 
+from model.batching import pad_batch
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import Tokenizer
@@ -169,11 +170,11 @@ def md_escape(text: str) -> str:
 
 def input_notices(run: Run) -> None:
     if run.text_cut:
-        st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon="✂️")
+        st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon=":material/content_cut:")
     if run.truncated:
         st.warning(f"Your text has {run.n_tokens} tokens; the model sees the first {run.T} "
                    f"(max sequence length). Raise it in the sidebar (up to {min(state.T_MAX, run.cfg.max_len)}).",
-                   icon="✂️")
+                   icon=":material/content_cut:")
     if run.unknown:
         uniq = list(dict.fromkeys(run.unknown))
         shown = ", ".join(md_escape(u) for u in uniq[:12]) + (" …" if len(uniq) > 12 else "")
@@ -188,7 +189,7 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     causal = (s.get("mask", "causal") == "causal") if causal is None else causal
     source = current_source()
     if not str(text).strip():
-        st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon="✍️")
+        st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon=":material/edit:")
         st.stop()
     run = get_run(source, str(text), bool(causal), int(s.get("T", 64)))
     if notices:
@@ -201,3 +202,47 @@ def npz_bytes(run: Run) -> bytes:
     buf = io.BytesIO()
     np.savez_compressed(buf, **run.arrays, token_ids=np.asarray(run.ids), token_labels=np.asarray(run.labels, dtype=str))
     return buf.getvalue()
+
+
+def layer_allowed(run: Run, layer: int) -> np.ndarray:
+    """The `allowed` mask of one layer for the single sentence, as (T, T) (or (H, T, T))."""
+    a = np.asarray(run.arrays[f"layers.{layer}.attn.allowed"], dtype=bool)
+    while a.ndim > 2 and a.shape[0] == 1:
+        a = a[0]
+    return a
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """A padded batch of sentences through the model (the mask lab)."""
+    texts: tuple[str, ...]
+    labels: list[list[str]]  # per sentence, padded with "<pad>" to T
+    lengths: list[int]  # real tokens per sentence (after truncation)
+    n_tokens: list[int]  # tokens before truncation
+    ids: np.ndarray  # (B, T)
+    key_padding_mask: np.ndarray  # (B, T) bool, True = real token
+    causal: bool
+    mask_queries: bool
+    cfg: ModelConfig
+    arrays: dict[str, np.ndarray] = field(repr=False)  # the trace, read-only, B sentences
+
+    @property
+    def T(self) -> int:
+        return self.ids.shape[1]
+
+
+@st.cache_resource(max_entries=24, show_spinner=False)
+def get_batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mask_queries: bool,
+                  max_len: int) -> BatchRun:
+    """Trace a batch of sentences padded to a common length (right padding)."""
+    model, tok = get_model(source)
+    max_len = min(max_len, model.cfg.max_len)
+    encs = [tok.encode(t[: state.MAX_TEXT_CHARS]) for t in texts]
+    batch = pad_batch([e.ids for e in encs], tok.pad_id, max_len)
+    T = batch.ids.shape[1]
+    labels = [list(e.labels[:max_len]) + ["<pad>"] * (T - min(len(e.ids), max_len)) for e in encs]
+    tr = model.trace(batch.ids, causal=causal, key_padding_mask=batch.key_padding_mask,
+                     mask_padded_queries=mask_queries)
+    return BatchRun(texts=texts, labels=labels, lengths=batch.lengths, n_tokens=[len(e.ids) for e in encs],
+                    ids=batch.ids.numpy(), key_padding_mask=batch.key_padding_mask.numpy(), causal=causal,
+                    mask_queries=mask_queries, cfg=model.cfg, arrays=_readonly(to_numpy(tr)))

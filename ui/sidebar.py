@@ -28,19 +28,20 @@ def render() -> None:
     if s.get("present"):
         st.html(PRESENT_CSS)  # static CSS only, no user text
     with st.sidebar:
-        st.markdown("## 🔍 Attention Lab")
+        st.markdown("## Attention Lab")
         state.show_url_notices()
         st.text_area("Sentence", key="text", height=90,
                      help="Any text: it is lower-cased and split into words and punctuation.")
         options = source_options()
-        if s.get("src") not in options:
-            if s.get("src") not in (None, state.SPECS["src"].default):
-                st.warning("The model in the link is not available here; using the default.", icon="🔗")
-            state.fix("src", options, compute.DEFAULT_SOURCE)
+        default_src = compute.DEFAULT_SOURCE if compute.DEFAULT_SOURCE in options else state.FRESH
+        state.set_default("src", default_src)  # the default model stays out of the URL
+        state.fix("src", options, default_src)
         st.selectbox("Model", options, key="src",
                      help="A trained checkpoint shipped with the app, a model you trained or uploaded, "
                           "or fresh random weights with the architecture below.")
         fresh = s["src"] == state.FRESH
+        heads = state.valid_heads(s["d"])
+        state.fix("h", heads, 4 if 4 in heads else heads[-1])  # before the model is built from them
         model, tok = compute.get_model(compute.current_source())
         cfg = model.cfg
         if not fresh:
@@ -48,8 +49,6 @@ def render() -> None:
                        f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}")
         with st.expander("Architecture (fresh weights)", expanded=fresh):
             st.selectbox("d_model", state.D_MODELS, key="d", disabled=not fresh)
-            heads = state.valid_heads(s["d"])
-            state.fix("h", heads, 4 if 4 in heads else heads[-1])
             st.selectbox("Heads", heads, key="h", disabled=not fresh,
                          help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
             st.slider("Layers", 1, 6, key="L", disabled=not fresh)

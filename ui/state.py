@@ -104,13 +104,32 @@ def bound(key: str, default: Any, parse: Callable[[str], Any] | None = None) -> 
         parse = {bool: SPECS["present"].parse, int: int, float: float}.get(type(default), str)
     spec = Spec(default, parse)
     load(key, spec)
+    # Re-assigning marks the value as set by code: Streamlit then keeps it when the widget with
+    # this key is not drawn (another page) and a page's widget with the same key (but other
+    # parameters, e.g. help text) starts from it instead of its own default.
+    st.session_state[key] = st.session_state[key]
     _registry()[key] = spec
+    show_url_notices()  # a bad value for a page's own control: say so right where the control is
+
+
+def set_default(key: str, default: Any) -> None:
+    """Change the default of a bound key for this run (e.g. the model source, which depends on
+    the checkpoints present): values equal to it stay out of the URL."""
+    spec = _registry().get(key) or SPECS[key]
+    _registry()[key] = Spec(default, spec.parse)
 
 
 def fix(key: str, options: list, fallback: Any | None = None) -> None:
     """Make sure session_state[key] is one of options (e.g. heads after d_model changed)."""
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = fallback if fallback in options else options[0]
+    value = st.session_state.get(key)
+    if value not in options:
+        new = fallback if fallback in options else options[0]
+        raw = st.query_params.get(key)
+        if raw is not None and raw == str(value) and key not in st.session_state.get("_url_fixed", set()):
+            # the value came from a link and is not available with the current settings
+            st.session_state.setdefault("_url_fixed", set()).add(key)
+            st.warning(f"The link's value {key}={raw[:40]!r} is not available here; using {new!r}.", icon=":material/link:")
+        st.session_state[key] = new
 
 
 def begin_run() -> None:
@@ -122,7 +141,9 @@ def begin_run() -> None:
 
 def sync_url() -> None:
     """Write the bound values that differ from their defaults to the URL (end of every run)."""
-    params = {}
+    loaded = st.session_state.get("_url_loaded", set())
+    # keep link values of controls not drawn yet in this session (another page's): not lost
+    params = {k: v for k, v in st.query_params.items() if k not in loaded}
     for key, spec in _registry().items():
         v = st.session_state.get(key, spec.default)
         if v == spec.default:
@@ -137,7 +158,7 @@ def sync_url() -> None:
 def show_url_notices() -> None:
     notes = _notices()
     for n in notes:
-        st.warning(n, icon="🔗")
+        st.warning(n, icon=":material/link:")
     notes.clear()
 
 

@@ -12,6 +12,10 @@ WEIGHT_SCALE = "Cividis"
 DIVERGING_SCALE = "RdBu_r"
 MASKED_COLOR = "#d9d9d9"  # masked cells are NaN in z and show this background (blank/grey)
 FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif")
+# Okabe-Ito: a qualitative palette that stays distinguishable for colour-blind readers.
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+MASK_COLORS = ["#d9d9d9", "#2c7fb8"]  # 0 = masked (grey, as masked cells everywhere), 1 = allowed
+NEG_INF = "−∞"
 
 
 def visible(text: str) -> str:

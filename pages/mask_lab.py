@@ -1,0 +1,138 @@
+"""Mask lab: a padded batch, and every mask the model builds, step by step, for one sentence."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model.batching import mask_steps
+from ui import state
+from ui.compute import current_source, get_batch_run, md_escape
+from ui.show import matrix_table, show_fig
+from viz.attention import head_grid, head_heatmap, mask_heatmap
+from viz.common import NEG_INF
+
+DEFAULTS = ["the cat sat on the mat .", "the keys to the cabinet are on the table .", "a dog ran .",
+            "the old man saw the boat on the river ."]
+
+st.title("Mask lab")
+st.markdown("Sentences in a batch have different lengths, so the short ones are **padded** to a common "
+            "length. Padding must not be attended to, and a causal model must not look ahead: both are "
+            "masks, combined and applied to the scores before the softmax.")
+s = st.session_state
+state.bound("ml_n", 3)
+state.fix("ml_n", [2, 3, 4], 3)
+n = st.slider("Sentences in the batch", 2, 4, key="ml_n")
+texts = []
+cols = st.columns(2)
+for i in range(n):
+    state.bound(f"ml_s{i}", DEFAULTS[i])
+    texts.append(cols[i % 2].text_input(f"Sentence {i + 1}", key=f"ml_s{i}"))
+empty = [i + 1 for i, t in enumerate(texts) if not t.strip()]
+if empty:
+    st.info(f"Sentence {', '.join(map(str, empty))} is empty: type some words to include it. "
+            "It is left out of the batch meanwhile.", icon=":material/edit:")
+batch_texts = tuple(t for t in texts if t.strip())
+if len(batch_texts) < 1:
+    st.stop()
+
+state.bound("ml_q", "keys only")
+state.fix("ml_q", ["keys only", "keys and queries"])
+c1, c2, c3, c4 = st.columns(4)
+mask_q = c1.radio("Mask padded …", ["keys only", "keys and queries"], key="ml_q",
+                  help="Keys only: padded positions are never attended to, but padded queries still attend "
+                       "to real tokens (their outputs are ignored later). Keys and queries: padded query rows "
+                       "are fully masked too.") == "keys and queries"
+causal = s.get("mask", "causal") == "causal"
+run = get_batch_run(current_source(), batch_texts, causal, mask_q, int(s.get("T", 64)))
+B, T, H, L = len(batch_texts), run.T, run.cfg.n_heads, run.cfg.n_layers
+state.bound("ml_b", 0)
+state.fix("ml_b", list(range(B)))
+b = c2.selectbox("Sentence", list(range(B)), key="ml_b", format_func=lambda i: f"sentence {i + 1}")
+state.bound("ml_head", 0)
+state.fix("ml_head", list(range(H)))
+h = c3.selectbox("Head", list(range(H)), key="ml_head")
+state.bound("layer", 0)
+state.fix("layer", list(range(L)))
+layer = c4.selectbox("Layer", list(range(L)), key="layer")
+c1.caption(f"Look-ahead mask: **{'on (causal)' if causal else 'off (bidirectional)'}** — set in the sidebar.")
+
+cut = [i + 1 for i in range(B) if run.n_tokens[i] > run.lengths[i]]
+if cut:
+    st.warning(f"Sentence {', '.join(map(str, cut))} is longer than the max sequence length ({T}); "
+               "only its first tokens are used.", icon=":material/content_cut:")
+
+st.subheader("1. The padded batch")
+batch_df = pd.DataFrame(run.labels, index=[f"sentence {i + 1}" for i in range(B)],
+                        columns=[str(j) for j in range(T)])
+st.dataframe(batch_df, width="stretch")
+st.caption(f"B = {B} sentences, padded on the right to T = {T} tokens (lengths {run.lengths}). "
+           "Token ids: " + "; ".join(" ".join(map(str, r)) for r in run.ids.tolist()))
+
+steps = mask_steps(run.key_padding_mask, b, causal=causal, mask_queries=mask_q)
+lab = run.labels[b]
+
+
+def pair(title: str, m01: np.ndarray, madd: np.ndarray, key: str, rows=None, explain: str = "") -> None:
+    st.markdown(f"**{title}**")
+    if explain:
+        st.caption(explain)
+    rows = lab if rows is None else rows
+    a, c = st.columns(2)
+    with a:
+        show_fig(mask_heatmap(m01, rows, lab, title="as 1 / 0 (multiply)"), f"{key}_01",
+                 table=matrix_table(m01, rows, lab), filename=f"{key}_01")
+    with c:
+        show_fig(mask_heatmap(madd, rows, lab, additive=True, title=f"as 0 / {NEG_INF} (add to the scores)"),
+                 f"{key}_add", table=matrix_table(madd, rows, lab), filename=f"{key}_additive")
+
+
+st.subheader(f"2. Masks for sentence {b + 1}")
+pad_add = np.where(steps.pad_1d > 0, 0.0, -np.inf)[None, :]
+pair("Padding mask, 1-D (one entry per key)", steps.pad_1d[None, :], pad_add, "pad1d", rows=["key allowed"],
+     explain="1 = a real token, 0 = padding.")
+pair("Padding mask as a 2-D key mask (every query row gets the same key mask)"
+     + (", with padded query rows masked too" if mask_q else ""), steps.pad_2d, steps.pad_2d_add, "pad2d")
+pair("Look-ahead (causal) mask" if causal else "Look-ahead mask: off (bidirectional) — all ones",
+     steps.look_ahead, steps.look_ahead_add, "lookahead",
+     explain="Query i may attend to keys j ≤ i." if causal else "Every query may attend to every key.")
+pair("Combined mask = padding × look-ahead (elementwise product; in additive form: the sum)",
+     steps.combined, steps.combined_add, "combined")
+
+st.subheader(f"3. Scores → masked scores → softmax (sentence {b + 1}, layer {layer}, head {h})")
+A = f"layers.{layer}.attn"
+scaled = run.arrays[f"{A}.scaled"][b, h]  # (T, T)
+masked = run.arrays[f"{A}.masked"][b, h]
+weights = run.arrays[f"{A}.weights"][b, h]
+allowed = np.broadcast_to(run.arrays[f"{A}.allowed"], run.arrays[f"{A}.weights"].shape)[b, h]
+fully = np.asarray(run.arrays[f"{A}.fully_masked"])[b, 0 if run.arrays[f"{A}.fully_masked"].shape[1] == 1 else h]
+c1, c2, c3 = st.columns(3)
+with c1:
+    show_fig(head_heatmap(scaled, lab, title="raw scores q·k / √d_k", zmin=None, zmax=None,
+                          colorscale="Viridis", value_name="score"), "ml_scores",
+             table=matrix_table(scaled, lab, lab), filename="scores")
+with c2:
+    text = np.where(np.isfinite(masked), "", NEG_INF)
+    show_fig(head_heatmap(np.where(np.isfinite(masked), masked, np.nan), lab, allowed=np.isfinite(masked),
+                          title="masked scores (+ combined mask)", zmin=None, zmax=None, colorscale="Viridis",
+                          value_name="score", cell_text=text), "ml_masked",
+             table=matrix_table(masked, lab, lab), filename="masked_scores")
+with c3:
+    shown = allowed | fully[:, None]  # fully masked rows are all zeros: show them as 0, not grey
+    show_fig(head_heatmap(weights, lab, allowed=shown, title="softmax (attention weights)"), "ml_weights",
+             table=matrix_table(weights, lab, lab), filename="weights")
+if fully.any():
+    rows = ", ".join(f"{i}:{md_escape(lab[i])}" for i in np.nonzero(fully)[0])
+    st.warning(f"Fully masked query rows: {rows}. Every key in these rows is {NEG_INF}, and softmax of a row of "
+               f"only {NEG_INF} would be 0/0 = NaN. The model detects such rows (`fully_masked`) and sets their "
+               "weights to all zeros instead, so the padded position's output is just the bias — never NaN.",
+               icon=":material/block:")
+else:
+    st.caption("No query row is fully masked" + ("" if mask_q else
+               " (padded queries still see the real tokens; choose 'keys and queries' to mask their rows)") + ".")
+
+st.subheader("4. The same mask is applied to every head")
+all_w = run.arrays[f"{A}.weights"][b]  # (H, T, T)
+st.caption(f"The mask has shape {tuple(run.arrays[f'{A}.allowed'].shape)} = (batch, 1, query, key): the head "
+           f"axis has size 1 and is broadcast to all {H} heads, so the grey cells are the same in every panel; "
+           "only the weights on the allowed cells differ.")
+show_fig(head_grid(all_w, lab, allowed=np.broadcast_to(allowed, all_w.shape) | fully[None, :, None],
+                   title=f"Sentence {b + 1}, layer {layer}: all heads"), "ml_heads", filename="mask_all_heads")

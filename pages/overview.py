@@ -1,0 +1,28 @@
+"""All layers x all heads as thumbnails, each labelled with its dominant pattern."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model.patterns import label_head
+from ui.compute import current_run, layer_allowed
+from ui.show import download_npz, show_fig
+from viz.attention import overview_grid
+
+st.title("All heads overview")
+run = current_run()
+L, H = run.cfg.n_layers, run.cfg.n_heads
+w = np.stack([run.a(f"layers.{l}.attn.weights") for l in range(L)])  # (L, H, T, T)
+allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in range(L)])
+pats = [[label_head(w[l, h]) for h in range(H)] for l in range(L)]
+subtitles = [f"L{l} H{h}: {pats[l][h].kind} {pats[l][h].score:.2f}" for l in range(L) for h in range(H)]
+st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. The label under each title is the "
+           "head's dominant pattern (previous-token, self/diagonal, first-token sink, broad/uniform or "
+           "other) with the score that decided it; see the table below for every score.")
+show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed), "overview_grid", filename="all_heads",
+         table=lambda: table, alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
+table = pd.DataFrame([{"layer": l, "head": h, "pattern": p.kind, "deciding score": round(p.score, 4),
+                       **{k: round(v, 4) for k, v in p.scores.items()}}
+                      for l in range(L) for h, p in enumerate(pats[l])])
+st.subheader("Labels and scores")
+st.dataframe(table, width="stretch", hide_index=True)
+download_npz(run)

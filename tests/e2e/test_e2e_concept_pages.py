@@ -1,0 +1,155 @@
+"""The concept pages in a real browser: each opens without an exception, shows its charts, and one
+interaction changes a chart's data. Screenshots go to screenshots/concept_*.png."""
+import json
+import re
+import time
+
+import pytest
+
+from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+
+pytestmark = pytest.mark.e2e
+
+CHARTS_JS = """() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'))
+  .map(el => JSON.stringify((el._fullData || []).map(t => [t.name || '',
+     ...['x', 'y', 'z'].map(a => t[a] && typeof t[a] !== 'string' ? Array.from(t[a], r => (r && r.length !== undefined && typeof r !== 'string') ? Array.from(r) : r) : t[a])])))"""
+
+
+def charts(page) -> list[str]:
+    return page.evaluate(CHARTS_JS)
+
+
+def chart_titles(page) -> list[str]:
+    return page.evaluate("""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'))
+      .map(el => (el.layout && el.layout.title && el.layout.title.text) || '')""")
+
+
+def chart_by_title(page, start: str) -> str:
+    titles, data = [re.sub(r"<[^>]+>", "", t) for t in chart_titles(page)], charts(page)
+    for t, d in zip(titles, data):
+        if t.startswith(start):
+            return d
+    raise AssertionError(f"no chart titled {start!r}; have {titles}")
+
+
+def changed(page, start: str, before: str, timeout: float = 30.0) -> str:
+    """Poll until the chart titled `start` differs from `before` (a rerun may start a moment after
+    the input event); return its new data, or `before` when nothing changed in time."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        wait_idle(page)
+        now = chart_by_title(page, start)
+        if now != before:
+            return now
+        page.wait_for_timeout(300)
+    return before
+
+
+def choose(page, label: str, option: str) -> None:
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_idle(page)
+
+
+def press(page, role_label: str, key: str, times: int = 1) -> None:
+    s = page.get_by_role("slider", name=role_label).first
+    s.focus()
+    for _ in range(times):
+        s.press(key)
+    wait_idle(page)
+
+
+@pytest.fixture(scope="module")
+def warm(server, browser):
+    """Open the root once: on a fresh server Streamlit (with a pages/ folder beside app.py) serves a
+    deep link like /scaling in the legacy pages-directory mode until app.py has called
+    st.navigation once; after that every session uses the router."""
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    open_page(pg, server, "")
+    ctx.close()
+    return server
+
+
+def opened(page, server, path: str, min_charts: int) -> None:
+    open_page(page, server, path)
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot', timeout=60_000)
+    page.wait_for_function(f"() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot').length >= {min_charts}",
+                           timeout=30_000)
+    assert exceptions(page) == 0
+
+
+def test_scaling_temperature(warm, page):
+    opened(page, warm, "scaling", 4)
+    before = chart_by_title(page, "Softmax weights")
+    press(page, "Temperature", "ArrowRight", 1)
+    assert exceptions(page) == 0
+    assert changed(page, "Softmax weights", before) != before
+    assert "sc_temp=1.1" in page.url  # the choice is in the shareable URL
+    screenshot(page, "concept_scaling")
+
+
+def test_positional_dimensions(warm, page):
+    opened(page, warm, "positional", 6)
+    before = chart_by_title(page, "Chosen dimensions")
+    ms = page.locator('[data-testid="stMultiSelect"]').first
+    ms.locator("input").click()
+    page.keyboard.type("7")
+    page.get_by_role("option", name="7", exact=True).click()
+    page.keyboard.press("Escape")
+    wait_idle(page)
+    assert exceptions(page) == 0
+    after = changed(page, "Chosen dimensions", before)
+    assert after != before and "dim 7 (cos)" in after
+    screenshot(page, "concept_positional")
+
+
+def test_layernorm_choice(warm, page):
+    opened(page, warm, "layer-norm", 6)
+    before = chart_by_title(page, "Per-token variance")
+    choose(page, "Layer norm", "layer 1 · ln2")
+    assert exceptions(page) == 0
+    assert changed(page, "Per-token variance", before) != before
+    screenshot(page, "concept_layernorm")
+
+
+def test_multihead_head(warm, page):
+    opened(page, warm, "multi-head", 5)
+    before = chart_by_title(page, "Q, K, V")
+    choose(page, "Head", "2")
+    assert exceptions(page) == 0
+    assert changed(page, "Q, K, V", before) != before
+    screenshot(page, "concept_multihead")
+
+
+def test_ffn_output_topk(warm, page):
+    opened(page, warm, "ffn-output", 4)
+    before = chart_by_title(page, "Top-5 next tokens")
+    press(page, "Top-k", "ArrowLeft", 1)
+    assert exceptions(page) == 0
+    assert changed(page, "Top-", before) != before
+    assert any("Top-4 next tokens" in t for t in chart_titles(page))
+    screenshot(page, "concept_ffn_output")
+
+
+def test_contextual_second_sentence(warm, page):
+    opened(page, warm, "contextual", 1)
+    before = chart_by_title(page, "Same word, two contexts")
+    box = page.get_by_label("Sentence B")
+    box.fill("yesterday apple released a new phone .")
+    box.press("Enter")
+    wait_idle(page)
+    assert exceptions(page) == 0
+    assert changed(page, "Same word, two contexts", before) != before
+    screenshot(page, "concept_contextual")
+
+
+def test_cost_range(warm, page):
+    opened(page, warm, "cost", 3)
+    before = chart_by_title(page, "Attention-weight memory")
+    press(page, "Plot sequence lengths up to", "ArrowLeft", 1)
+    assert exceptions(page) == 0
+    after = changed(page, "Attention-weight memory", before)
+    assert after != before
+    assert max(float(v) for v in json.loads(after)[0][1]) == 1024
+    screenshot(page, "concept_cost")

@@ -1,0 +1,130 @@
+import re
+
+import numpy as np
+import pytest
+
+from model.batching import mask_steps, pad_batch, topk_change
+from tests.helpers import decode
+from viz.attention import compare_grid, grid_shape, head_grid, head_heatmap, mask_heatmap, overview_grid, topk_bars
+from viz.lines import token_lines_html
+
+RNG = np.random.default_rng(0)
+
+
+def causal_weights(H, T):
+    s = RNG.normal(size=(H, T, T))
+    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def test_head_grid_panels_values_and_shared_scale():
+    w = causal_weights(6, 5)
+    fig = head_grid(w, list("abcde"), allowed=np.tril(np.ones((5, 5), bool)))
+    assert len(fig.data) == 6
+    for h, tr in enumerate(fig.data):
+        z = np.asarray(tr.z)
+        np.testing.assert_array_equal(np.isnan(z), ~np.tril(np.ones((5, 5), bool)))
+        np.testing.assert_allclose(np.nan_to_num(z), w[h], rtol=1e-6)
+        assert tr.coloraxis == "coloraxis"
+    ca = fig.layout.coloraxis
+    assert (ca.cmin, ca.cmax) == (0.0, 1.0) and ca.colorscale[0][1] != ca.colorscale[-1][1]
+    assert grid_shape(6, 5)[0] == 3 and grid_shape(4, 5)[0] == 2
+
+
+def test_head_grid_sends_float32_typed_arrays():
+    fig = head_grid(causal_weights(2, 4), list("abcd"))
+    spec = fig.to_plotly_json()
+    z = spec["data"][0]["z"]
+    assert z["dtype"] == "f4"  # base64 float32, not a list of floats
+    assert decode(z).shape == (4, 4)
+
+
+def test_head_grid_rejects_bad_shapes():
+    with pytest.raises(ValueError, match=r"\(H, Tq, Tk\)"):
+        head_grid(np.zeros((3, 3)), list("abc"))
+    with pytest.raises(ValueError, match="labels"):
+        head_grid(np.zeros((1, 3, 3)), list("ab"))
+    with pytest.raises(ValueError, match="subtitles"):
+        head_grid(np.zeros((2, 3, 3)), list("abc"), subtitles=["x"])
+
+
+def test_head_heatmap_masked_and_cell_text():
+    w = causal_weights(1, 3)[0]
+    fig = head_heatmap(w, list("abc"), allowed=np.tril(np.ones((3, 3), bool)), cell_text=np.full((3, 3), "x"))
+    assert np.isnan(np.asarray(fig.data[0].z)[0, 2])
+    assert fig.data[0].texttemplate == "%{text}"
+    assert fig.layout.plot_bgcolor == "#d9d9d9"
+
+
+def test_compare_grid_difference_and_diverging_scale():
+    a, b = causal_weights(2, 4), causal_weights(2, 4)
+    fig = compare_grid(a, b, list("abcd"), allowed_a=np.tril(np.ones((4, 4), bool)))
+    assert len(fig.data) == 6
+    np.testing.assert_allclose(np.asarray(fig.data[2].z), b[0] - a[0], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fig.data[5].z), b[1] - a[1], rtol=1e-6)
+    assert fig.data[2].coloraxis == "coloraxis2" and fig.layout.coloraxis2.cmid == 0
+    assert fig.layout.coloraxis2.cmin == -fig.layout.coloraxis2.cmax
+    assert len(compare_grid(a, b, list("abcd"), heads=[1]).data) == 3
+    with pytest.raises(ValueError):
+        compare_grid(a, b[:1], list("abcd"))
+
+
+def test_overview_grid_counts():
+    w = np.stack([causal_weights(3, 4), causal_weights(3, 4)])
+    fig = overview_grid(w)
+    assert len(fig.data) == 6
+    np.testing.assert_allclose(np.asarray(fig.data[4].z), w[1, 1], rtol=1e-6)
+    assert [a.text for a in fig.layout.annotations][:2] == ["L0 H0", "L0 H1"]
+
+
+def test_mask_heatmap_text_and_colours():
+    fig = mask_heatmap(np.array([[1.0, 0.0]]), ["r"], ["a", "b"])
+    assert list(fig.data[0].text[0]) == ["1", "0"]
+    fig = mask_heatmap(np.array([[0.0, -np.inf]]), ["r"], ["a", "b"], additive=True)
+    assert list(fig.data[0].text[0]) == ["0", "−∞"]
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), [[1, 0]])
+
+
+def test_lines_opacity_is_weight_and_escaped():
+    w = causal_weights(1, 4)[0]
+    html = token_lines_html(w, ["<script>alert(1)</script>", "b", "c", "d"])
+    found = re.findall(r'data-q="(\d+)" data-k="(\d+)" data-w="([0-9.]+)"[^>]*stroke-opacity="([0-9.]+)"', html)
+    assert len(found) == int((w >= 0.01).sum())
+    for q, k, val, op in found:
+        assert abs(float(val) - w[int(q), int(k)]) < 1e-4 and val == op
+        assert int(k) <= int(q)  # nothing drawn to masked (future) keys
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<script" not in html.lower().replace("&lt;script", "")
+    with pytest.raises(ValueError):
+        token_lines_html(np.zeros((2, 3)), ["a", "b"])
+
+
+def test_topk_bars():
+    fig = topk_bars(["a", "<b>"], [0.1, 0.2], [0.3, 0.4])
+    assert list(fig.data[1].x) == ["a", "&lt;b&gt;"]
+    np.testing.assert_allclose(np.asarray(fig.data[1].y), [0.3, 0.4], rtol=1e-6)
+
+
+def test_pad_batch_and_mask_steps():
+    b = pad_batch([[5, 6, 7], [8]], pad_id=0)
+    assert b.ids.tolist() == [[5, 6, 7], [8, 0, 0]] and b.lengths == [3, 1]
+    assert b.key_padding_mask.tolist() == [[True, True, True], [True, False, False]]
+    s = mask_steps(b.key_padding_mask, 1, causal=True, mask_queries=False)
+    np.testing.assert_array_equal(s.pad_1d, [1, 0, 0])
+    np.testing.assert_array_equal(s.pad_2d, [[1, 0, 0]] * 3)
+    np.testing.assert_array_equal(s.combined, s.pad_2d * s.look_ahead)
+    assert np.isneginf(s.combined_add[0, 1]) and s.combined_add[2, 0] == 0
+    assert not s.fully_masked.any()
+    q = mask_steps(b.key_padding_mask, 1, causal=True, mask_queries=True)
+    assert q.fully_masked.tolist() == [False, True, True]
+    with pytest.raises(ValueError):
+        pad_batch([[1], []], pad_id=0)
+
+
+def test_topk_change_union_and_order():
+    pa = np.array([0.5, 0.3, 0.1, 0.1, 0.0])
+    pb = np.array([0.0, 0.1, 0.1, 0.1, 0.7])
+    rows = topk_change(pa, pb, k=1)
+    assert [r.token_id for r in rows] == [4, 0]
+    assert rows[0].delta == pytest.approx(0.7)

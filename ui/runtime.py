@@ -1,0 +1,31 @@
+"""Process-wide runtime settings for a multi-user server. app.py imports this module first.
+
+torch threads: one Streamlit process runs every session's script in its own Python thread, so
+sessions are already parallel; torch's intra-op pool (default: one thread per core) on top of that
+oversubscribes the cores. Measured with benchmarks/threads.py (2 cores, 2026-11-23; 8 concurrent
+traces, medians of 3 interleaved rounds): at the default config (d_model 64, 4 heads, 2 layers,
+T 64) 1 thread gives 333 traces/s vs 230 with 2 threads; at d_model 128, 8 heads, 4 layers, T 128
+it gives 71 vs 47. Alone, 2 threads barely help (large: 21 ms vs 23 ms per trace; default: 1 thread
+is faster). So: 1 intra-op thread, 1 inter-op thread. Override with ATTN_LAB_TORCH_THREADS=<n>
+(e.g. for a single-user laptop) and re-run `python -m benchmarks.threads` on new hardware.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+DEFAULT_THREADS = 1
+
+
+def configure_torch() -> int:
+    n = int(os.environ.get("ATTN_LAB_TORCH_THREADS", DEFAULT_THREADS))
+    torch.set_num_threads(max(1, n))
+    try:
+        torch.set_num_interop_threads(1)  # allowed only once, before any inter-op work
+    except RuntimeError:
+        pass  # already set (module re-imported in another run of the same process)
+    return torch.get_num_threads()
+
+
+THREADS = configure_torch()
