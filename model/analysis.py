@@ -1,0 +1,458 @@
+"""Math behind the concept pages (scaling, positional encoding, layer norm, multi-head, FFN and
+output, contextual embeddings, cost). Pure torch/numpy: never imports streamlit or plotly.
+
+Every function takes arrays (or a model/config) and returns numbers or small dicts/DataFrames-ready
+records, so each number on a concept page is computed here, in one hop from the page.
+Entropies are in bits (log base 2): a uniform softmax over n keys has entropy log2(n).
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .config import ModelConfig, param_breakdown, param_count
+from .layers import sinusoidal_table
+
+# --------------------------------------------------------------------------------------------
+# 1. Scaling & softmax
+# --------------------------------------------------------------------------------------------
+
+
+def softmax(x: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax (float64) with a temperature > 0. -inf entries get weight 0;
+    a row with every entry -inf gets all-zero weights (never NaN)."""
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    x = np.asarray(x, dtype=np.float64) / temperature
+    finite = np.isfinite(x)
+    m = np.max(np.where(finite, x, -np.inf), axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.where(finite, np.exp(np.where(finite, x, 0.0) - m), 0.0)
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def entropy_bits(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Shannon entropy in bits of probability rows (0 log 0 = 0)."""
+    p = np.asarray(p, dtype=np.float64)
+    logs = np.log2(np.where(p > 0, p, 1.0))
+    return -(p * logs).sum(axis=axis)
+
+
+def scaling_row(scores_row: np.ndarray, d_k: int, temperature: float = 1.0) -> dict:
+    """One query's raw scores q·k over its allowed keys -> scaled scores and both softmaxes.
+
+    unscaled weights = softmax(scores / T); scaled weights = softmax(scores / sqrt(d_k) / T).
+    """
+    s = np.asarray(scores_row, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError("scores_row must be a non-empty 1-D array of the allowed keys' scores")
+    scaled = s / math.sqrt(d_k)
+    w_raw = softmax(s, temperature)
+    w_scaled = softmax(scaled, temperature)
+    return {
+        "scores": s, "scaled": scaled, "weights_unscaled": w_raw, "weights_scaled": w_scaled,
+        "entropy_unscaled": float(entropy_bits(w_raw)), "entropy_scaled": float(entropy_bits(w_scaled)),
+        "max_unscaled": float(w_raw.max()), "max_scaled": float(w_scaled.max()),
+        "max_entropy": float(math.log2(s.size)),
+    }
+
+
+def worked_scaling_example() -> dict:
+    """The notes' example: q = [2, 3, 4, 1], k1 = [1, 0, 1, 0], k2 = [0, 1, 0, 1], d_k = 4.
+    Scores [6, 4]; softmax -> [0.8808, 0.1192]; scaled by sqrt(4) = 2 -> [3, 2] -> [0.7311, 0.2689]."""
+    q = np.array([2.0, 3.0, 4.0, 1.0])
+    k = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]])
+    scores = k @ q
+    d_k = q.size
+    scaled = scores / math.sqrt(d_k)
+    return {"q": q, "k": k, "d_k": d_k, "sqrt_d_k": math.sqrt(d_k), "scores": scores,
+            "weights_unscaled": softmax(scores), "scaled": scaled, "weights_scaled": softmax(scaled)}
+
+
+DK_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def variance_experiment(d_ks: Sequence[int] = DK_GRID, n_samples: int = 1500, seed: int = 0) -> dict:
+    """Sample q, k with i.i.d. N(0, 1) components; measure Var(q·k) for each d_k.
+
+    Theory: q·k = sum of d_k products of independent unit-variance terms -> Var = d_k, and
+    Var(q·k / sqrt(d_k)) = 1. With n samples the relative standard error of the sample variance is
+    about sqrt(2 / n) (~3.7% for n = 1500) for large d_k (sqrt(8/n) at d_k = 1, heavier tails)."""
+    rng = np.random.default_rng(seed)
+    var_raw, var_scaled = [], []
+    for d in d_ks:
+        q = rng.standard_normal((n_samples, d), dtype=np.float32)
+        k = rng.standard_normal((n_samples, d), dtype=np.float32)
+        dots = np.einsum("nd,nd->n", q, k, dtype=np.float64)
+        var_raw.append(float(dots.var(ddof=1)))
+        var_scaled.append(float((dots / math.sqrt(d)).var(ddof=1)))
+    return {"d_k": np.asarray(d_ks, dtype=np.int64), "var_sampled": np.asarray(var_raw),
+            "var_theory": np.asarray(d_ks, dtype=np.float64), "var_scaled_sampled": np.asarray(var_scaled),
+            "n_samples": n_samples}
+
+
+def entropy_experiment(d_ks: Sequence[int] = DK_GRID, n_keys: int = 16, n_samples: int = 100,
+                       seed: int = 0) -> dict:
+    """Mean softmax entropy (bits) over n_keys random keys, with and without 1/sqrt(d_k).
+
+    Without scaling the scores' spread grows like sqrt(d_k), the softmax saturates (entropy -> 0,
+    one key takes almost all weight); with scaling the spread stays ~1 and entropy stays put."""
+    rng = np.random.default_rng(seed)
+    h_raw, h_scaled, max_raw, max_scaled = [], [], [], []
+    for d in d_ks:
+        q = rng.standard_normal((n_samples, d), dtype=np.float32)
+        k = rng.standard_normal((n_samples, n_keys, d), dtype=np.float32)
+        s = np.einsum("nd,nkd->nk", q, k, dtype=np.float64)  # (n, n_keys)
+        w_raw, w_scaled = softmax(s), softmax(s / math.sqrt(d))
+        h_raw.append(float(entropy_bits(w_raw).mean()))
+        h_scaled.append(float(entropy_bits(w_scaled).mean()))
+        max_raw.append(float(w_raw.max(-1).mean()))
+        max_scaled.append(float(w_scaled.max(-1).mean()))
+    return {"d_k": np.asarray(d_ks, dtype=np.int64), "entropy_unscaled": np.asarray(h_raw),
+            "entropy_scaled": np.asarray(h_scaled), "max_weight_unscaled": np.asarray(max_raw),
+            "max_weight_scaled": np.asarray(max_scaled), "max_entropy": math.log2(n_keys),
+            "n_keys": n_keys, "n_samples": n_samples}
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Positional encoding
+# --------------------------------------------------------------------------------------------
+
+
+def pe_table(n_positions: int, d_model: int) -> np.ndarray:
+    """(n_positions, d_model) sinusoidal table: exactly model.layers.sinusoidal_table."""
+    return sinusoidal_table(n_positions, d_model).numpy()
+
+
+def pe_wavelengths(d_model: int) -> np.ndarray:
+    """(d_model,) wavelength in positions of each dimension: 2*pi * 10000^(2i/d) (dims 2i and 2i+1
+    share one frequency)."""
+    i2 = (np.arange(d_model) // 2) * 2
+    return 2 * np.pi * np.power(10000.0, i2 / d_model)
+
+
+def pe_similarity(pe: np.ndarray) -> np.ndarray:
+    """(T, T) dot products PE(i)·PE(j). For the sinusoidal table it depends only on i - j."""
+    pe = np.asarray(pe, dtype=np.float64)
+    return pe @ pe.T
+
+
+def cosine_matrix(x: np.ndarray) -> np.ndarray:
+    """(T, T) cosine similarity of the rows of x (0 where a row is all zeros)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = np.linalg.norm(x, axis=-1, keepdims=True)
+    u = np.divide(x, n, out=np.zeros_like(x), where=n > 0)
+    return u @ u.T
+
+
+NOTES_PE_EMBEDDINGS = {"the": [0.1, 0.2, 0.3, 0.4], "cat": [0.5, 0.6, 0.7, 0.8]}
+NOTES_PE_HAND = {  # what the notes wrote by hand, to compare with the truth
+    "PE(1)": [0.8415, 0.5403, 0.01, 0.99995],
+    "PE for 'CAT' (diagram)": [0.84, 0.34, 0.01, 0.99],
+    "the + PE(0)": [0.1, 1.2, 0.3, 0.4],
+    "cat + PE(1)": [1.34, 0.94, 0.01, 1.79],
+}
+
+
+def worked_pe_example() -> dict:
+    """The notes' d_model = 4 example at positions 0, 1, 2 and 'the' (pos 0) / 'cat' (pos 1) + PE."""
+    pe = pe_table(3, 4).astype(np.float64)
+    the, cat = np.array(NOTES_PE_EMBEDDINGS["the"]), np.array(NOTES_PE_EMBEDDINGS["cat"])
+    angles = np.array([[p / 10000 ** ((2 * (j // 2)) / 4) for j in range(4)] for p in range(3)])
+    return {"pe": pe, "angles": angles, "the": the, "cat": cat,
+            "the_sum": the + pe[0], "cat_sum": cat + pe[1]}
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Layer norm & residuals
+# --------------------------------------------------------------------------------------------
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
+               eps: float = 1e-5) -> dict:
+    """Layer norm over the last axis as F.layer_norm: biased variance, eps inside the sqrt."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)  # biased (ddof=0)
+    normalized = (x - mean) / np.sqrt(var + eps)
+    g = np.ones(x.shape[-1]) if gamma is None else np.asarray(gamma, dtype=np.float64)
+    b = np.zeros(x.shape[-1]) if beta is None else np.asarray(beta, dtype=np.float64)
+    return {"mean": mean[..., 0], "var": var[..., 0], "normalized": normalized, "output": normalized * g + b}
+
+
+def batch_vs_layer_norm(x: np.ndarray, eps: float = 1e-5) -> dict:
+    """x (N samples, F features). Batch norm: statistics per feature (column, over the batch);
+    layer norm: statistics per sample (row, over its features)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or min(x.shape) < 2:
+        raise ValueError("x must be a (samples, features) matrix with at least 2 of each")
+    bn_mean, bn_var = x.mean(0), x.var(0)
+    ln = layer_norm(x, eps=eps)
+    return {"x": x, "bn_mean": bn_mean, "bn_var": bn_var, "bn": (x - bn_mean) / np.sqrt(bn_var + eps),
+            "ln_mean": ln["mean"], "ln_var": ln["var"], "ln": ln["normalized"]}
+
+
+def token_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token (row) mean and biased variance of a (T, D) matrix."""
+    x = np.asarray(x, dtype=np.float64)
+    return x.mean(-1), x.var(-1)
+
+
+def residual_norms(arrays: dict[str, np.ndarray], n_layers: int) -> tuple[list[str], np.ndarray]:
+    """L2 norm of every token's residual-stream vector at each stage: block input, after the
+    attention sublayer, after the FFN sublayer, ... (B = 1 trace arrays). Returns (stage names,
+    (stages, T) norms)."""
+    names, rows = ["embeddings"], [arrays["embeddings.sum"][0]]
+    for l in range(n_layers):
+        names += [f"L{l} after attn", f"L{l} after FFN"]
+        rows += [arrays[f"layers.{l}.resid_mid"][0], arrays[f"layers.{l}.resid_out"][0]]
+    return names, np.stack([np.linalg.norm(np.asarray(r, dtype=np.float64), axis=-1) for r in rows])
+
+
+def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 0) -> dict:
+    """Fresh weights (same seed) with pre-LN and post-LN on the same ids: the residual stream's
+    mean norm per stage. Pre-LN lets the stream grow (LN only feeds the sublayers); post-LN
+    renormalises it after every sublayer."""
+    from .transformer import Transformer
+    out = {}
+    ids_t = torch.tensor([list(ids)[: cfg.max_len]], dtype=torch.long)
+    for norm in ("pre", "post"):
+        model = Transformer(cfg.replace(norm=norm, final_norm=None), seed=seed)
+        from .trace import to_numpy
+        names, norms = residual_norms(to_numpy(model.trace(ids_t)), cfg.n_layers)
+        out[norm] = norms.mean(-1)
+        out["stages"] = names
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Multi-head mechanics
+# --------------------------------------------------------------------------------------------
+
+
+def shape_rows(cfg: ModelConfig, T: int) -> list[dict]:
+    """The dimension table of one multi-head attention layer for a T-token input."""
+    D, H, dk = cfg.d_model, cfg.n_heads, cfg.d_k
+    return [
+        {"step": "input X (token embedding + position)", "shape": f"{T} × {D}", "formula": "T × d_model"},
+        {"step": "W_Q, W_K, W_V (each)", "shape": f"{D} × {D}", "formula": "d_model × d_model = h blocks of d_model × d_k"},
+        {"step": "Q = X W_Q (all heads)", "shape": f"{T} × {D}", "formula": "T × d_model"},
+        {"step": "Q_j, K_j, V_j (one head)", "shape": f"{T} × {dk}", "formula": f"T × d_k, d_k = d_model / h = {D} / {H}"},
+        {"step": "scores Q_j K_jᵀ (one head)", "shape": f"{T} × {T}", "formula": "T × T"},
+        {"step": "weights softmax(scores / √d_k)", "shape": f"{T} × {T}", "formula": "T × T, rows sum to 1"},
+        {"step": "Z_j = weights V_j (one head)", "shape": f"{T} × {dk}", "formula": "T × d_v (d_v = d_k)"},
+        {"step": "concat(Z_1 … Z_h)", "shape": f"{T} × {H * dk}", "formula": "T × h·d_v = T × d_model"},
+        {"step": "W_O", "shape": f"{D} × {D}", "formula": "h·d_v × d_model"},
+        {"step": "output concat · W_O", "shape": f"{T} × {D}", "formula": "T × d_model"},
+    ]
+
+
+PART_FORMULAS = {
+    "token_embedding": "V × d_model",
+    "position_embedding": "max_len × d_model (learned only; sinusoidal has none)",
+    "attention": "L × 4 (d_model² + d_model)  [W_Q, W_K, W_V, W_O + biases]",
+    "ffn": "L × (2 d_model d_ff + d_ff + d_model)",
+    "layer_norm": "L × 2 × 2 d_model (+ 2 d_model final LN)",
+    "output": "0 when tied to the embedding, else V × d_model",
+}
+
+
+def param_rows(cfg: ModelConfig) -> list[dict]:
+    """Parameter count per part (model.config.param_breakdown) with formula and share."""
+    parts = param_breakdown(cfg)
+    total = param_count(cfg)
+    return [{"part": k, "parameters": int(v), "formula": PART_FORMULAS.get(k, ""),
+             "share %": 100.0 * v / total if total else 0.0} for k, v in parts.items()]
+
+
+def preset_rows(cfg: ModelConfig) -> list[dict]:
+    """A config's headline shapes as rows (used for the GPT-2 small preset)."""
+    return [
+        {"quantity": "vocabulary V", "value": cfg.vocab_size},
+        {"quantity": "context length (max_len)", "value": cfg.max_len},
+        {"quantity": "d_model", "value": cfg.d_model},
+        {"quantity": "heads h", "value": cfg.n_heads},
+        {"quantity": "d_k = d_model / h", "value": cfg.d_k},
+        {"quantity": "layers", "value": cfg.n_layers},
+        {"quantity": "d_ff", "value": cfg.d_ff},
+        {"quantity": "embedding matrix", "value": f"{cfg.vocab_size} × {cfg.d_model}"},
+        {"quantity": "positions", "value": cfg.pos_encoding},
+        {"quantity": "norm placement", "value": f"{cfg.norm}-LN" + (" + final LN" if cfg.final_norm else "")},
+        {"quantity": "parameters", "value": f"{param_count(cfg):,}"},
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# 5. FFN & output layer
+# --------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def ffn_position_check(model, layer: int, ffn_input: np.ndarray, ffn_output: np.ndarray) -> float:
+    """Run the layer's FFN on each position alone and compare with the traced (all positions at
+    once) output: the max |difference| (≈ 0 because the same W_1, W_2 apply at every position)."""
+    ffn = model.blocks[layer].ffn
+    x = torch.tensor(np.array(ffn_input, dtype=np.float32))
+    rows = [ffn(x[t: t + 1][None], record=False)[0][0, 0] for t in range(x.shape[0])]
+    alone = torch.stack(rows).numpy()
+    return float(np.abs(alone - np.asarray(ffn_output)).max())
+
+
+def topk_next(probs: np.ndarray, vocab: Sequence[str], k: int = 5) -> tuple[np.ndarray, list[list[str]]]:
+    """probs (T, V) -> top-k probabilities (T, k) (descending) and their tokens."""
+    p = np.asarray(probs, dtype=np.float64)
+    k = max(1, min(int(k), p.shape[-1]))
+    idx = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    return np.take_along_axis(p, idx, -1), [[vocab[i] for i in row] for row in idx]
+
+
+def sequence_logprob(probs: np.ndarray, ids: Sequence[int]) -> dict:
+    """Autoregressive factorisation p(x) = Π_t p(x_t | x_<t) from a causal trace's probs (T, V).
+
+    Position t-1's distribution predicts token t, so there are T-1 factors (the first token is
+    given). Returns per-token p and log p (natural log) and the totals."""
+    p = np.asarray(probs, dtype=np.float64)
+    ids = np.asarray(ids)
+    if len(ids) < 2:
+        return {"p": np.zeros(0), "logp": np.zeros(0), "total_logp": 0.0, "total_p": 1.0, "perplexity": float("nan")}
+    pt = p[np.arange(len(ids) - 1), ids[1:]]
+    logp = np.log(np.maximum(pt, np.finfo(np.float64).tiny))
+    total = float(logp.sum())
+    return {"p": pt, "logp": logp, "total_logp": total, "total_p": float(math.exp(total)),
+            "perplexity": float(math.exp(-total / len(pt)))}
+
+
+def weight_tying(model, final: np.ndarray, logits: np.ndarray) -> dict:
+    """Is the output matrix the token-embedding matrix (same storage)? And do the traced logits
+    equal final · Eᵀ (max |difference|)?"""
+    out_m = model.output_matrix
+    emb = model.tok_emb.weight
+    same = bool(out_m.data_ptr() == emb.data_ptr() and out_m.shape == emb.shape)
+    recomputed = np.asarray(final, dtype=np.float64) @ out_m.detach().double().numpy().T
+    return {"tied": same, "max_diff": float(np.abs(recomputed - np.asarray(logits)).max()),
+            "shape": tuple(out_m.shape)}
+
+
+# --------------------------------------------------------------------------------------------
+# 6. Contextual embeddings
+# --------------------------------------------------------------------------------------------
+
+
+def find_word(labels: Sequence[str], word: str) -> int | None:
+    """Index of the first token whose typed text equals word (case-insensitive), or None."""
+    w = str(word).strip().lower()
+    for i, lab in enumerate(labels):
+        if str(lab).lower() == w:
+            return i
+    return None
+
+
+def common_words(labels_a: Sequence[str], labels_b: Sequence[str]) -> list[str]:
+    """Words (lower-cased) present in both token lists, in order of first appearance in A."""
+    b = {str(x).lower() for x in labels_b}
+    out: list[str] = []
+    for x in labels_a:
+        w = str(x).lower()
+        if w in b and w not in out and not w.startswith("<"):
+            out.append(w)
+    return out
+
+
+def stage_states(arrays: dict[str, np.ndarray], n_layers: int) -> tuple[list[str], list[np.ndarray]]:
+    """Per-token vectors at each depth: token embedding, + position, after each block (B = 1)."""
+    names = ["token embedding", "+ position"] + [f"after layer {l}" for l in range(n_layers)]
+    states = [arrays["embeddings.token"][0], arrays["embeddings.sum"][0]]
+    states += [arrays[f"layers.{l}.resid_out"][0] for l in range(n_layers)]
+    return names, [np.asarray(s, dtype=np.float64) for s in states]
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
+
+
+def contextual_similarity(states_a: list[np.ndarray], states_b: list[np.ndarray], ia: int, ib: int,
+                          labels_a: Sequence[str], labels_b: Sequence[str], k: int = 3) -> dict:
+    """Cosine similarity of token ia (sentence A) and ib (sentence B) at each stage, and at each
+    stage each occurrence's k nearest other tokens (by cosine) among both sentences' tokens."""
+    sims, near_a, near_b = [], [], []
+    pool_labels = [f"A{i}:{x}" for i, x in enumerate(labels_a)] + [f"B{i}:{x}" for i, x in enumerate(labels_b)]
+    for sa, sb in zip(states_a, states_b):
+        sims.append(_cos(sa[ia], sb[ib]))
+        pool = np.concatenate([sa, sb])
+        skip = {ia, len(labels_a) + ib}
+        for vec, sink in ((sa[ia], near_a), (sb[ib], near_b)):
+            cs = [(_cos(vec, pool[j]), j) for j in range(len(pool)) if j not in skip]
+            cs.sort(key=lambda t: -t[0])
+            sink.append([(pool_labels[j], c) for c, j in cs[:k]])
+    return {"cosine": np.asarray(sims), "nearest_a": near_a, "nearest_b": near_b}
+
+
+# --------------------------------------------------------------------------------------------
+# 7. Cost of attention
+# --------------------------------------------------------------------------------------------
+
+
+def attention_cost(cfg: ModelConfig, T: int, bytes_per_value: int = 4) -> dict:
+    """Closed-form cost of one forward pass over T tokens (batch 1).
+
+    scores per head per layer = T²; all heads and layers = L·h·T²; memory of the weights if kept
+    (training keeps them for backward) = L·h·T²·bytes. FLOPs (multiply-add = 2): QKᵀ and
+    weights·V cost 2·2·T²·d_model per layer (quadratic in T); the projections and FFN cost
+    2·T·(4·d_model² + 2·d_model·d_ff) per layer (linear in T)."""
+    L, H, D, F = cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_ff
+    per_head = T * T
+    total = L * H * per_head
+    quad = L * 4 * T * T * D
+    lin = L * 2 * T * (4 * D * D + 2 * D * F)
+    return {"T": T, "scores_per_head_layer": per_head, "scores_total": total,
+            "memory_bytes": total * bytes_per_value, "flops_attention": quad, "flops_linear": lin,
+            "flops_total": quad + lin}
+
+
+def cost_curve(cfg: ModelConfig, Ts: Sequence[int]) -> dict[str, np.ndarray]:
+    rows = [attention_cost(cfg, int(t)) for t in Ts]
+    return {k: np.asarray([r[k] for r in rows], dtype=np.float64) for k in rows[0]}
+
+
+def default_time_grid(max_len: int, n: int = 8) -> list[int]:
+    """Up to n sequence lengths from 8 to max_len (capped at 512 to keep the measurement short)."""
+    hi = min(int(max_len), 512)
+    grid = sorted({int(round(x)) for x in np.geomspace(min(8, hi), hi, n)})
+    return [t for t in grid if 1 <= t <= hi]
+
+
+@torch.no_grad()
+def measure_forward_time(model, Ts: Sequence[int], repeats: int = 3, seed: int = 0) -> np.ndarray:
+    """Wall-clock seconds of model.forward (the engine, batch 1) for each T: the best of `repeats`
+    runs after one warm-up. Random ids from a fixed seed. The model is not modified."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for T in Ts:
+        ids = torch.randint(0, model.cfg.vocab_size, (1, int(T)), generator=g)
+        model(ids)  # warm-up
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            model(ids)
+            best = min(best, time.perf_counter() - t0)
+        out.append(best)
+    return np.asarray(out)
+
+
+def fit_theory(Ts: Sequence[int], seconds: np.ndarray, cfg: ModelConfig) -> dict:
+    """Least-squares fit seconds ≈ a + b·flops_linear + c·flops_attention (a, b, c >= 0 by
+    clipping), returning the fitted curve and each part (the T² part is the attention)."""
+    c = cost_curve(cfg, Ts)
+    A = np.stack([np.ones(len(Ts)), c["flops_linear"], c["flops_attention"]], 1)
+    scale = A.max(0)
+    scale[scale == 0] = 1.0
+    coef, *_ = np.linalg.lstsq(A / scale, np.asarray(seconds, dtype=np.float64), rcond=None)
+    coef = np.clip(coef, 0, None) / scale
+    return {"fit": A @ coef, "constant": np.full(len(Ts), coef[0]), "linear": A[:, 1] * coef[1],
+            "quadratic": A[:, 2] * coef[2], "coef": coef}

@@ -1,0 +1,81 @@
+"""Contextual embeddings: one word in two sentences. Its token embedding is identical in both; after
+each layer the vectors diverge with the context. Cosine similarity per layer + nearest tokens."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model import analysis as A
+from ui import state
+from ui.compute import current_run, md_escape
+from ui.show import show_fig
+from viz.concepts import line_chart
+
+try:  # the training corpus's polysemy pairs (the trained model has seen both senses)
+    from model.corpus import POLYSEMY_PAIRS
+except ImportError:  # pragma: no cover - corpus module absent
+    POLYSEMY_PAIRS = (("I ate an apple for lunch .", "Apple released a new phone .", "apple"),)
+
+MAX_CHARS = 500
+st.title("Contextual embeddings")
+st.caption("An embedding table gives a word one vector whatever it means. Self-attention mixes in the other words, "
+           "so after each layer the same word has a different vector in a different sentence.")
+
+a_default, b_default, w_default = POLYSEMY_PAIRS[0]
+state.bound("ctx_a", a_default)
+state.bound("ctx_b", b_default)
+state.bound("ctx_word", w_default)
+
+
+def use_pair(a: str, b: str, w: str) -> None:
+    st.session_state.update(ctx_a=a, ctx_b=b, ctx_word=w)
+
+
+cols = st.columns(len(POLYSEMY_PAIRS))
+for i, (pa, pb, pw) in enumerate(POLYSEMY_PAIRS):
+    cols[i].button(f"Example: “{pw}”", key=f"ctx_example_{i}", on_click=use_pair, args=(pa, pb, pw))
+for k in ("ctx_a", "ctx_b"):  # a link may carry a longer value than the box allows
+    st.session_state[k] = str(st.session_state.get(k, ""))[:MAX_CHARS]
+c1, c2 = st.columns(2)
+text_a = c1.text_input("Sentence A", key="ctx_a", max_chars=MAX_CHARS)
+text_b = c2.text_input("Sentence B", key="ctx_b", max_chars=MAX_CHARS)
+if not text_a.strip() or not text_b.strip():
+    st.info("Type a sentence in both boxes: the page compares one word across the two.", icon="✍️")
+    st.stop()
+run_a = current_run(text=text_a, notices=False)
+run_b = current_run(text=text_b, notices=False)
+words = A.common_words(run_a.labels, run_b.labels)
+if not words:
+    st.warning("No word appears in both sentences. Put the same word in both (for example “apple” in "
+               "“i ate an apple” and “apple released a phone”).", icon="🔎")
+    st.stop()
+state.fix("ctx_word", words, w_default)
+word = st.selectbox("Word to compare (only words found in both sentences are offered)", words, key="ctx_word")
+ia, ib = A.find_word(run_a.labels, word), A.find_word(run_b.labels, word)
+unk = [s for s, r in (("A", run_a), ("B", run_b)) if any(u.lower() == word for u in r.unknown)]
+if unk:
+    st.caption(f"“{md_escape(word)}” is not in this model's vocabulary: it is computed as `<unk>` (so the token "
+               "embeddings still match, and the context still changes the later vectors).")
+for r, name in ((run_a, "A"), (run_b, "B")):
+    if r.truncated or r.text_cut:
+        st.caption(f"Sentence {name} is longer than the model's maximum length; only the first {r.T} tokens are used.")
+if run_a.causal:
+    st.caption("Causal mask: a word sees only itself and the words before it, so context after it cannot change "
+               "its vector. Switch the mask to bidirectional in the sidebar to let both sides count.")
+
+names, sa = A.stage_states(run_a.arrays, run_a.cfg.n_layers)
+_, sb = A.stage_states(run_b.arrays, run_b.cfg.n_layers)
+res = A.contextual_similarity(sa, sb, ia, ib, run_a.labels, run_b.labels, k=3)
+sim_table = pd.DataFrame({"cosine(A, B)": res["cosine"],
+                          "nearest to A's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_a"]],
+                          "nearest to B's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_b"]]},
+                         index=pd.Index(names, name="stage"))
+m1, m2 = st.columns(2)
+m1.metric("cosine at the token embedding", f"{res['cosine'][0]:.4f}")
+m2.metric("cosine after the last layer", f"{res['cosine'][-1]:.4f}", delta=f"{res['cosine'][-1] - res['cosine'][0]:+.4f}")
+show_fig(line_chart(names, {f"cosine of “{word}” in A vs B": res["cosine"]}, x_categories=True,
+                    title=f"Same word, two contexts: cosine similarity by depth", yaxis="cosine similarity"),
+         "ctx_cosine", table=sim_table,
+         alt="1.0 at the token embedding (the same row of the table); position and then each layer's attention pull them apart.")
+st.markdown(f"Token {ia} of A and token {ib} of B. Nearest other tokens (by cosine, among both sentences' tokens; "
+            "A3 = token 3 of sentence A):")
+st.dataframe(sim_table, width="stretch")

@@ -1,0 +1,87 @@
+"""Cost of attention: T² scores per head per layer, memory vs T, the engine's measured forward time
+vs T next to the theoretical curve, and GPT-2 small at 1,024 tokens in numbers."""
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model import analysis as A
+from model.config import ModelConfig, PRESETS
+from ui import state
+from ui.compute import ModelSource, current_run, current_source, get_model
+from ui.show import show_fig
+from viz.concepts import line_chart
+
+st.title("Cost of attention")
+run = current_run()
+cfg = run.cfg
+T = run.T
+st.caption("Every query scores every key: T × T numbers per head per layer. Double the text, four times the scores.")
+c = A.attention_cost(cfg, T)
+m1, m2, m3 = st.columns(3)
+m1.metric("your sentence", f"T = {T}")
+m2.metric("scores per head per layer (T²)", f"{c['scores_per_head_layer']:,}")
+m3.metric(f"all {cfg.n_layers} layers × {cfg.n_heads} heads", f"{c['scores_total']:,}",
+          help=f"{c['memory_bytes']:,} bytes as float32 if kept (training keeps them for the backward pass)")
+
+state.bound("cost_tmax", 4096)
+tmax_opts = [256, 1024, 4096, 16384]
+state.fix("cost_tmax", tmax_opts, 4096)
+tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax")
+Ts = np.unique(np.geomspace(8, tmax, 24).astype(int))
+cc = A.cost_curve(cfg, Ts)
+curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_layer"], "scores, all heads & layers": cc["scores_total"],
+                      "memory MB (float32)": cc["memory_bytes"] / 1e6, "attention FLOPs (T²)": cc["flops_attention"],
+                      "projection + FFN FLOPs (T)": cc["flops_linear"]}).set_index("T")
+l1, l2 = st.columns(2)
+with l1:
+    show_fig(line_chart(Ts, {"memory of all attention weights (MB)": cc["memory_bytes"] / 1e6},
+                        title=f"Attention-weight memory vs T (current model: {cfg.n_layers} layers × {cfg.n_heads} heads)",
+                        xaxis="sequence length T", yaxis="MB (float32)", log_x=True, log_y=True),
+             "cost_memory", table=curve, alt="On log–log axes a T² curve is a straight line of slope 2.")
+with l2:
+    show_fig(line_chart(Ts, {"attention (QKᵀ, weights·V) ∝ T²": cc["flops_attention"],
+                             "projections + FFN ∝ T": cc["flops_linear"]},
+                        title="FLOPs per forward pass vs T", xaxis="sequence length T", yaxis="FLOPs",
+                        log_x=True, log_y=True),
+             "cost_flops", table=curve,
+             alt=f"The T² part overtakes the linear part at T ≈ {2 * cfg.d_model + cfg.d_ff:,} for this model "
+                 "(where 4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)).")
+
+st.subheader("Measured: the engine on this machine")
+
+
+@st.cache_data(max_entries=8, show_spinner="Timing forward passes…")
+def timing(source: ModelSource, Ts: tuple[int, ...]) -> tuple[list[float], list[float]]:
+    model, _ = get_model(source)
+    secs = A.measure_forward_time(model, Ts, repeats=3, seed=0)
+    fit = A.fit_theory(Ts, secs, model.cfg)
+    return secs.tolist(), fit["fit"].tolist()
+
+
+t_grid = tuple(A.default_time_grid(cfg.max_len))
+secs, fit = timing(current_source(), t_grid)
+tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
+show_fig(line_chart(t_grid, {"measured (best of 3)": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
+                    title=f"Forward time of the current model vs T (T up to its max_len {cfg.max_len})", xaxis="sequence length T",
+                    yaxis="milliseconds", dashed=["theory: fitted FLOP curve"]),
+         "cost_time", table=tt,
+         alt="Small models on a CPU are dominated by fixed overhead at short T; the T² term shows at the longest lengths.")
+st.dataframe(tt, width="stretch")
+st.caption("Measured once per model and cached; the machine is shared, so timings are noisy. The theory curve is "
+           "time ≈ a + b·(linear FLOPs) + c·(attention FLOPs), fitted to these points with a, b, c ≥ 0.")
+
+st.subheader("GPT-2 small at 1,024 tokens")
+g = PRESETS["gpt2-small"]
+gc = A.attention_cost(g, 1024)
+st.dataframe(pd.DataFrame({"value": [
+    f"{g.n_layers} layers × {g.n_heads} heads, d_model {g.d_model}, d_k {g.d_k}",
+    f"1,024² = {gc['scores_per_head_layer']:,}",
+    f"{gc['scores_total']:,}",
+    f"{gc['memory_bytes'] / 2**20:,.0f} MiB ({gc['memory_bytes']:,} bytes) per sequence",
+    f"{gc['flops_attention'] / 1e9:,.1f} GFLOPs",
+    f"{gc['flops_linear'] / 1e9:,.1f} GFLOPs",
+    f"{100 * gc['flops_attention'] / gc['flops_total']:.0f}%"]},
+    index=["shape", "scores per head per layer", "scores, all heads and layers", "attention weights as float32",
+           "QKᵀ and weights·V", "projections and FFN", "attention share of the FLOPs"]), width="stretch")

@@ -1,0 +1,92 @@
+"""FFN & output layer: position-wise FFN activations, logits -> softmax over the vocabulary,
+top-k next tokens, the sequence probability as a product of p(x_t | x_<t), weight tying."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model import analysis as A
+from ui import state
+from ui.compute import current_run, current_source, get_model, md_escape
+from ui.show import show_fig
+from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
+
+st.title("FFN & output layer")
+run = current_run()
+cfg = run.cfg
+model, _ = get_model(current_source())
+idx = [f"{i}:{t}" for i, t in enumerate(run.labels)]
+
+st.subheader("Position-wise feed-forward network")
+st.caption(f"FFN(x) = W₂ · {cfg.activation.upper()}(W₁ x + b₁) + b₂, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} "
+           "and back, applied to every position separately with the same weights.")
+layers = list(range(cfg.n_layers))
+state.bound("ffn_layer", 0)
+state.fix("ffn_layer", layers)
+layer = st.selectbox("Layer", layers, key="ffn_layer")
+hidden = run.a(f"layers.{layer}.ffn.hidden_post")  # (T, d_ff)
+show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], annotate=False,
+                        title=f"Hidden activations after {cfg.activation.upper()} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
+                        value_name="activation"),
+         "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
+diff = A.ffn_position_check(model, layer, run.a(f"layers.{layer}.ffn.input"), run.a(f"layers.{layer}.ffn.output"))
+active = float((hidden > 0).mean()) if cfg.activation == "relu" else float((hidden > 0.05).mean())
+st.markdown(f"Running the FFN on each position **alone** gives the same outputs as all positions at once "
+            f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
+            f"{100 * active:.0f}% of the hidden units are clearly positive for this sentence.")
+
+st.subheader("Output layer: logits → softmax over the vocabulary")
+state.bound("ffn_k", 5)
+if st.session_state.get("ffn_k") not in range(1, 11):
+    st.session_state["ffn_k"] = 5
+k = st.slider("Top-k", 1, 10, key="ffn_k")
+probs = run.a("probs")  # (T, V)
+top_p, top_t = A.topk_next(probs, run.vocab, k)
+topk_table = pd.DataFrame({f"#{j + 1}": [f"{top_t[i][j]} ({top_p[i, j]:.3f})" for i in range(run.T)] for j in range(top_p.shape[1])},
+                          index=idx)
+show_fig(topk_heatmap(top_p, top_t, run.labels, title=f"Top-{k} next tokens at every position"), "ffn_topk", table=topk_table,
+         alt=f"Row t: the model's distribution over all {len(run.vocab)} tokens for the token after position t (argmax = #1).")
+if not run.causal:
+    st.warning("The sidebar mask is bidirectional: every position also sees the tokens it should predict, so "
+               "these are not honest next-token predictions. The sequence probability below uses the causal mask.")
+
+st.subheader("Sequence probability: p(x) = Π p(x_t | x_<t)")
+crun = run if run.causal else current_run(causal=True, notices=False)
+sp = A.sequence_logprob(crun.a("probs"), crun.ids)
+if len(sp["p"]) == 0:
+    st.info("A single token has nothing to predict: type at least two tokens.")
+else:
+    targets = crun.labels[1:]
+    seq = pd.DataFrame({"token x_t": targets, "p(x_t | x_<t)": sp["p"], "log p": sp["logp"]},
+                       index=[f"{t}:{w}" for t, w in enumerate(targets, start=1)])
+    show_fig(bar_compare(targets, {"p(x_t | x_<t)": sp["p"]}, title="Probability of each actual next token",
+                         yaxis="probability"), "ffn_seqprob", table=seq)
+    m1, m2, m3 = st.columns(3)
+    m1.metric("log p(x) = Σ log p", f"{sp['total_logp']:.3f}")
+    m2.metric("p(x) = Π p", f"{sp['total_p']:.3e}")
+    m3.metric("perplexity", f"{sp['perplexity']:.2f}")
+    st.caption(f"{len(sp['p'])} factors: the first token is given; position t − 1's distribution scores token t. "
+               "Products of many probabilities underflow, so models add log-probabilities instead."
+               + (" Unknown words are scored as `<unk>`." if crun.unknown else ""))
+    st.dataframe(seq, width="stretch")
+
+st.subheader("Weight tying")
+tie = A.weight_tying(model, run.a("final"), run.a("logits"))
+if tie["tied"]:
+    st.markdown(f"The output layer **is** the token-embedding matrix E ({tie['shape'][0]} × {tie['shape'][1]}, the same "
+                f"storage): logits = h · Eᵀ. Recomputing that from the trace matches the model's logits "
+                f"(max |difference| = {tie['max_diff']:.1e}). Tying saves {tie['shape'][0] * tie['shape'][1]:,} parameters.")
+else:
+    st.markdown(f"This model has its own output matrix ({tie['shape'][0]} × {tie['shape'][1]}), not tied to the embedding; "
+                f"logits = h · W_outᵀ (recomputed: max |difference| = {tie['max_diff']:.1e}).")
+n_show = min(len(run.vocab), 12)
+E = model.tok_emb.weight.detach().numpy()[:n_show]
+W = model.output_matrix.detach().numpy()[:n_show]
+c1, c2 = st.columns(2)
+vocab_rows = list(run.vocab[:n_show])  # escaped by the viz
+dcols = [str(j) for j in range(cfg.d_model)]
+with c1:
+    show_fig(matrix_heatmap(E, vocab_rows, dcols, tokens_rows=False, annotate=False, title=f"Embedding E (first {n_show} rows)",
+                            height=380), "ffn_emb", table=pd.DataFrame(E, index=run.vocab[:n_show]))
+with c2:
+    show_fig(matrix_heatmap(W, vocab_rows, dcols, tokens_rows=False, annotate=False, title=f"Output matrix (first {n_show} rows)",
+                            height=380), "ffn_outm", table=pd.DataFrame(W, index=run.vocab[:n_show]))

@@ -1,0 +1,116 @@
+"""Layer norm & residuals: per-token statistics before/after LN, value histograms, gamma/beta,
+the residual stream's norm across layers, pre-LN vs post-LN, batch norm vs layer norm."""
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model import analysis as A
+from ui import state
+from ui.compute import current_run, current_source, get_model
+from ui.show import show_fig
+from viz.concepts import bar_compare, histogram_compare, line_chart, matrix_heatmap
+
+st.title("Layer norm & residuals")
+st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 over its d_model features, "
+           "then applies a learned scale γ and shift β: y = γ · (x − μ) / √(σ² + ε) + β.")
+run = current_run()
+cfg = run.cfg
+model, _ = get_model(current_source())
+
+where = [f"layer {l} · {ln}" for l in range(cfg.n_layers) for ln in ("ln1", "ln2")]
+if cfg.final_norm:
+    where.append("final LN")
+state.bound("ln_where", where[0])
+state.fix("ln_where", where)
+choice = st.selectbox("Layer norm", where, key="ln_where",
+                      help="pre-LN: ln1 feeds attention, ln2 feeds the FFN. post-LN: ln1 follows x + attention, ln2 follows + FFN.")
+if choice == "final LN":
+    prefix, module = "final_ln", model.ln_f
+else:
+    l, ln = int(choice.split()[1]), choice.split()[-1]
+    prefix, module = f"layers.{l}.{ln}", getattr(model.blocks[l], ln)
+x_in, x_norm, x_out = run.a(f"{prefix}.input"), run.a(f"{prefix}.normalized"), run.a(f"{prefix}.output")
+mean_in, var_in = run.a(f"{prefix}.mean")[:, 0], run.a(f"{prefix}.var")[:, 0]
+mean_n, var_n = A.token_stats(x_norm)
+mean_o, var_o = A.token_stats(x_out)
+stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
+                      "var after (normalized)": var_n, "mean after γ, β": mean_o, "var after γ, β": var_o},
+                     index=[f"{i}:{t}" for i, t in enumerate(run.labels)])
+c1, c2 = st.columns(2)
+with c1:
+    show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": mean_n}, title="Per-token mean: before vs after LN",
+                         yaxis="mean"), "ln_means", table=stats, alt="After normalization every token's mean is 0.")
+with c2:
+    show_fig(bar_compare(run.labels, {"variance before": var_in, "variance after": var_n},
+                         title="Per-token variance: before vs after LN", yaxis="variance (biased)"),
+             "ln_vars", table=stats, alt="After normalization every token's variance is 1 (up to ε).")
+st.dataframe(stats, width="stretch")
+h1, h2 = st.columns(2)
+with h1:
+    show_fig(histogram_compare({"before LN (input)": x_in.ravel(), "after LN (normalized)": x_norm.ravel()},
+                               title="All values of all tokens"), "ln_hist",
+             table=pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
+gamma, beta = module.weight.detach().numpy(), module.bias.detach().numpy()
+with h2:
+    show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": gamma, "β (shift)": beta}, title="Learned γ and β per feature",
+                        xaxis="feature", yaxis="value", markers=False),
+             "ln_gamma_beta", table=pd.DataFrame({"gamma": gamma, "beta": beta}),
+             alt="Fresh weights start at γ = 1, β = 0; training moves them.")
+
+st.subheader("The residual stream across layers")
+names, norms = A.residual_norms(run.arrays, cfg.n_layers)
+show_fig(matrix_heatmap(norms.T, run.labels, names, title="‖residual stream‖ per token and stage", colorscale="Viridis",
+                        zmid=None, annotate=norms.size <= 150, fmt=".1f", value_name="L2 norm"),
+         "ln_resid", table=pd.DataFrame(norms.T, index=stats.index, columns=names),
+         alt="Each sublayer adds its output to the stream (x + f(x)): the identity path carries the signal and the gradient.")
+st.markdown(f"This model is **{cfg.norm}-LN**. "
+            + ("pre-LN (GPT-2): x + Attn(LN(x)), then + FFN(LN(·)), and a final LN before the output layer: the stream "
+               "itself is never normalized, so its norm can grow with depth."
+               if cfg.norm == "pre" else
+               "post-LN (2017 paper): LN(x + Attn(x)), then LN(· + FFN(·)): the stream is renormalized after every sublayer."))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def placement(cfg_json: str, ids: tuple[int, ...]) -> dict:
+    from model.config import ModelConfig
+    return A.norm_placement_comparison(ModelConfig.from_dict(json.loads(cfg_json)), ids, seed=0)
+
+
+cmp = placement(json.dumps(cfg.to_dict(), sort_keys=True), tuple(run.ids))
+show_fig(line_chart(cmp["stages"], {"pre-LN": cmp["pre"], "post-LN": cmp["post"]}, x_categories=True,
+                    title="Pre-LN vs post-LN: mean ‖stream‖ (fresh weights, seed 0, your sentence)", yaxis="mean L2 norm"),
+         "ln_pre_post", table=pd.DataFrame({"pre-LN": cmp["pre"], "post-LN": cmp["post"]}, index=cmp["stages"]),
+         alt=f"post-LN keeps the stream at √d_model ≈ {np.sqrt(cfg.d_model):.1f} after each sublayer; pre-LN lets it grow.")
+
+st.subheader("Batch norm vs layer norm")
+n_tok, n_feat = min(run.T, 5), min(cfg.d_model, 6)
+small = np.asarray(x_in[:n_tok, :n_feat], dtype=np.float64)
+if n_tok < 2:
+    st.info("Type at least two tokens to compare batch norm and layer norm.")
+else:
+    bl = A.batch_vs_layer_norm(small)
+    st.caption(f"A small batch from your sentence: {n_tok} tokens (rows, the samples) × {n_feat} features (columns) of this "
+               "LN's input. Batch norm averages each feature (column) over the batch; layer norm averages each sample (row) "
+               "over its features — so it does not depend on the other samples or the batch size.")
+    fcols = [f"f{j}" for j in range(n_feat)]
+    b1, b2 = st.columns(2)
+    with b1:
+        z = np.vstack([bl["bn"], bl["bn_mean"], bl["bn_var"]])
+        show_fig(matrix_heatmap(z, run.labels[:n_tok] + ["μ (column)", "σ² (column)"], fcols, highlight_cols=[0],
+                                title="Batch norm: per column (feature)", value_name="value"), "ln_bn",
+                 table=pd.DataFrame(z, index=[f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])] + ["column mean (before)", "column var (before)"],
+                                    columns=fcols))
+    with b2:
+        z = np.hstack([bl["ln"], bl["ln_mean"][:, None], bl["ln_var"][:, None]])
+        show_fig(matrix_heatmap(z, run.labels[:n_tok], fcols + ["μ (row)", "σ² (row)"], highlight_rows=[0],
+                                title="Layer norm: per row (token)", value_name="value"), "ln_ln",
+                 table=pd.DataFrame(z, index=[f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])], columns=fcols + ["row mean (before)", "row var (before)"]))
+    st.caption("Normalized values inside the matrix; the extra row/column holds the statistics of the raw values. "
+               "The outline marks one group that is normalized together.")
+
+st.subheader("Worked example from the notes")
+ex = A.layer_norm([2.0, 4.0, 6.0, 8.0])
+st.markdown(f"“CAT” = [2, 4, 6, 8], γ = 1, β = 0: μ = {ex['mean']:g}, σ² = {ex['var']:g} (biased, as in LayerNorm), "
+            f"√(σ² + ε) = {np.sqrt(ex['var'] + 1e-5):.4f} → **[{', '.join(f'{v:.4f}' for v in ex['output'])}]**")

@@ -1,0 +1,77 @@
+"""Multi-head mechanics: the dimension table, Q/K/V of one token and head, per-head outputs Z_j,
+their concatenation and W_O, and the parameter count (with the GPT-2 small preset)."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model import analysis as A
+from model.config import PRESETS, param_count
+from ui import state
+from ui.compute import current_run, current_source, get_model, md_escape
+from ui.show import show_fig
+from viz.concepts import bar_compare, matrix_heatmap
+
+st.title("Multi-head mechanics")
+run = current_run()
+cfg = run.cfg
+model, _ = get_model(current_source())
+D, H, dk, T = cfg.d_model, cfg.n_heads, cfg.d_k, run.T
+st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so d_k = d_v = {D} / {H} = {dk}. "
+           "Each head projects X to its own Q_j, K_j, V_j, attends, and returns Z_j; the Z_j are "
+           "concatenated and mixed by W_O.")
+st.dataframe(pd.DataFrame(A.shape_rows(cfg, T)).set_index("step"), width="stretch")
+
+layers, heads = list(range(cfg.n_layers)), list(range(H))
+for key, opts, dflt in (("mh_layer", layers, 0), ("mh_head", heads, 0), ("mh_token", list(range(T)), T - 1)):
+    state.bound(key, dflt)
+    state.fix(key, opts, dflt)
+c1, c2, c3 = st.columns(3)
+layer = c1.selectbox("Layer", layers, key="mh_layer")
+head = c2.selectbox("Head", heads, key="mh_head")
+ti = c3.selectbox("Token", list(range(T)), key="mh_token", format_func=lambda i: f"{i}: {run.labels[i]}")
+
+p = f"layers.{layer}.attn"
+qkv = np.stack([run.a(f"{p}.q")[head, ti], run.a(f"{p}.k")[head, ti], run.a(f"{p}.v")[head, ti]])
+dcols = [str(j) for j in range(dk)]
+show_fig(matrix_heatmap(qkv, ["q", "k", "v"], dcols, tokens_rows=False, annotate=dk <= 16,
+                        title=f"Q, K, V of token {ti} in head {head} (length d_k = {dk})", col_title="dimension",
+                        height=260), "mh_qkv", table=pd.DataFrame(qkv, index=["q", "k", "v"]))
+st.markdown(f"Token **{md_escape(run.labels[ti])}**: q·k with every key gives this head's scores row; "
+            "its weights mix the v vectors into row "
+            f"{ti} of Z_{head}.")
+
+heads_z = run.a(f"{p}.heads")  # (H, T, d_v)
+concat, out = run.a(f"{p}.concat"), run.a(f"{p}.output")
+z1, z2 = st.columns(2)
+with z1:
+    show_fig(matrix_heatmap(heads_z[head], run.labels, dcols, annotate=False, title=f"Z_{head} = weights · V_{head}  ({T} × {dk})",
+                            col_title="dimension"), "mh_z", table=pd.DataFrame(heads_z[head], index=[f"{i}:{t}" for i, t in enumerate(run.labels)]))
+with z2:
+    show_fig(matrix_heatmap(concat, run.labels, [str(j) for j in range(D)], annotate=False, vlines=[h * dk - 0.5 for h in range(1, H)],
+                            title=f"concat(Z_0 … Z_{H - 1})  ({T} × {D}); lines separate heads", col_title="dimension"),
+             "mh_concat", table=pd.DataFrame(concat, index=[f"{i}:{t}" for i, t in enumerate(run.labels)]))
+show_fig(matrix_heatmap(out, run.labels, [str(j) for j in range(D)], annotate=False,
+                        title=f"Output = concat · W_Oᵀ + b  ({T} × {D})", col_title="dimension"), "mh_out",
+         table=pd.DataFrame(out, index=[f"{i}:{t}" for i, t in enumerate(run.labels)]),
+         alt="W_O mixes the heads: every output feature can draw on every head.")
+
+st.subheader("Parameters")
+rows = pd.DataFrame(A.param_rows(cfg)).set_index("part")
+total = param_count(cfg)
+st.markdown(f"Current model: **{total:,}** parameters (counted from the config; the allocated model has "
+            f"{model.num_parameters():,}).")
+show_fig(bar_compare(list(rows.index), {"parameters": rows["parameters"].to_numpy()}, tokens=False,
+                     title="Parameter count by part (current model)", yaxis="parameters"), "mh_params", table=rows)
+st.dataframe(rows, width="stretch")
+
+st.subheader("GPT-2 small")
+g = PRESETS["gpt2-small"]
+g1, g2 = st.columns([1, 2])
+with g1:
+    st.dataframe(pd.DataFrame(A.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
+with g2:
+    grows = pd.DataFrame(A.param_rows(g)).set_index("part")
+    st.dataframe(grows, width="stretch")
+    st.markdown(f"Total: **{param_count(g):,}** parameters — the embedding alone is {g.vocab_size:,} × {g.d_model} = "
+                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {A.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
+                f"attention and {A.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")

@@ -1,0 +1,116 @@
+"""Positional encoding: the sinusoidal table, its curves and wavelengths, PE·PE similarity,
+learned vs sinusoidal, and token embedding + PE = block input on your sentence."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model import analysis as A
+from ui import state
+from ui.compute import current_run, get_model, current_source, md_escape
+from ui.show import matrix_table, show_fig
+from viz.concepts import matrix_heatmap, pe_curves, two_heatmaps
+
+st.title("Positional encoding")
+st.caption("Attention by itself ignores order. Each position gets a vector that is added to the token "
+           "embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).")
+run = current_run()
+cfg = run.cfg
+model, _ = get_model(current_source())
+D = cfg.d_model
+n_pos = min(cfg.max_len, 128)
+pe = A.pe_table(n_pos, D)
+
+st.subheader("The sinusoidal table")
+dim_opts = list(range(D))
+defaults = [d for d in (4, 5, 12, 13, D // 2 - 2) if 0 <= d < D]  # two sin/cos pairs and a slow one
+state.bound("pe_dims", ",".join(map(str, dict.fromkeys(defaults))))
+if "pe_dims_ms" not in st.session_state:  # first run: take the dimensions from the URL (validated)
+    try:
+        chosen = [int(x) for x in str(st.session_state["pe_dims"]).split(",") if x.strip() != ""]
+    except ValueError:
+        chosen = []
+    st.session_state["pe_dims_ms"] = chosen
+valid = [d for d in dict.fromkeys(st.session_state["pe_dims_ms"]) if isinstance(d, int) and 0 <= d < D][:8]
+if valid != st.session_state["pe_dims_ms"]:
+    st.session_state["pe_dims_ms"] = valid or list(dict.fromkeys(defaults))
+dims = st.multiselect("Dimensions to plot", dim_opts, key="pe_dims_ms", max_selections=8,
+                      help="Even dimensions are sines, odd ones cosines; each pair shares one wavelength.")
+st.session_state["pe_dims"] = ",".join(map(str, dims))
+c1, c2 = st.columns(2)
+with c1:
+    show_fig(matrix_heatmap(pe, [str(p) for p in range(n_pos)], [str(d) for d in range(D)], tokens_rows=False,
+                            title=f"Sinusoidal PE: {n_pos} positions × {D} dimensions", row_title="position",
+                            col_title="dimension", annotate=False, height=420, value_name="PE"),
+             "pe_table", table=pd.DataFrame(pe, index=pd.RangeIndex(n_pos, name="position")),
+             alt="Left columns oscillate fast (short wavelength), right columns slowly.")
+with c2:
+    if dims:
+        show_fig(pe_curves(pe, dims, title="Chosen dimensions vs position", height=420), "pe_curves",
+                 table=pd.DataFrame(pe[:, dims], columns=[f"dim {d}" for d in dims]))
+    else:
+        st.info("Choose at least one dimension to plot.")
+wl = A.pe_wavelengths(D)
+with st.expander("Wavelength of every dimension (positions per full cycle)"):
+    st.dataframe(pd.DataFrame({"dimension": np.arange(D), "function": ["sin" if d % 2 == 0 else "cos" for d in range(D)],
+                               "wavelength": wl}).set_index("dimension"), width="stretch")
+
+st.subheader("Your sentence: token embedding + position = block input")
+labels = run.labels
+tok, pos, total = run.a("embeddings.token"), run.arrays["embeddings.position"], run.a("embeddings.sum")
+state.bound("pe_token", 1)
+state.fix("pe_token", list(range(run.T)), min(1, run.T - 1))
+ti = st.selectbox("Token", list(range(run.T)), key="pe_token", format_func=lambda i: f"{i}: {labels[i]}")
+ndim = min(D, 8)
+add = pd.DataFrame({"token embedding": tok[ti, :ndim], f"position {ti}": pos[ti, :ndim], "sum (block input)": total[ti, :ndim]},
+                   index=pd.Index([f"dim {d}" for d in range(ndim)], name="dimension")).T
+st.markdown(f"Token **{md_escape(labels[ti])}** at position {ti} (first {ndim} of {D} dimensions):")
+st.dataframe(add, width="stretch")
+cols = [str(d) for d in range(D)]
+h1, h2, h3 = st.columns(3)
+for col, (name, z, key) in zip((h1, h2, h3), (("token embedding", tok, "pe_tok"), ("position", pos, "pe_pos"),
+                                               ("sum = block input", total, "pe_sum"))):
+    with col:
+        show_fig(matrix_heatmap(z, labels, cols, title=name, annotate=False, col_title="dimension", height=360),
+                 key, table=pd.DataFrame(z, index=[f"{i}:{l}" for i, l in enumerate(labels)]))
+
+st.subheader("Similarity of positions: PE(i)·PE(j)")
+src_pe = pos if cfg.pos_encoding == "sinusoidal" else A.pe_table(run.T, D)
+sim = A.pe_similarity(src_pe)
+show_fig(matrix_heatmap(sim, labels, labels, tokens_cols=True, title="Sinusoidal PE(i)·PE(j) at your sentence's positions",
+                        colorscale="Viridis", zmid=None, annotate=run.T <= 12, fmt=".1f", value_name="dot"),
+         "pe_similarity", table=matrix_table(sim, labels, labels),
+         alt="The dot product depends only on the distance i − j: every diagonal is constant, largest at i = j (= d/2).")
+
+st.subheader("Learned vs sinusoidal")
+n_cmp = min(run.T if run.T >= 16 else min(cfg.max_len, 32), cfg.max_len)
+if cfg.pos_encoding == "learned":
+    learned = model.position_table(n_cmp).detach().numpy()
+    note = "The current model learns its position table (trained values when it is a trained checkpoint)."
+else:
+    from model.transformer import Transformer
+    learned = Transformer(cfg.replace(n_layers=1, pos_encoding="learned"), seed=0).position_table(n_cmp).detach().numpy()
+    note = ("The current model uses the sinusoidal formula (no parameters). For comparison, the right side is a "
+            "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
+            "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
+st.caption(note)
+show_fig(two_heatmaps(A.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
+                      title=f"Position tables, first {n_cmp} positions"), "pe_learned",
+         table=pd.DataFrame(learned, index=pd.RangeIndex(n_cmp, name="position")))
+
+st.subheader("Worked example from the notes: d_model = 4")
+ex = A.worked_pe_example()
+pe_df = pd.DataFrame(ex["pe"], index=[f"pos {p}" for p in range(3)], columns=[f"dim {d}" for d in range(4)])
+st.markdown("Dimensions 0, 1 use 10000^(0/4) = 1 (angle = pos); dimensions 2, 3 use 10000^(2/4) = 100 (angle = pos / 100).")
+st.dataframe(pe_df.round(5), width="content")
+sums = pd.DataFrame([ex["the"], ex["pe"][0], ex["the_sum"], ex["cat"], ex["pe"][1], ex["cat_sum"]],
+                    index=["'the' embedding", "PE(0)", "'the' + PE(0)", "'cat' embedding", "PE(1)", "'cat' + PE(1)"],
+                    columns=[f"dim {d}" for d in range(4)])
+st.dataframe(sums.round(4), width="content")
+st.caption(
+    "Where the handwritten notes differ (their method is right; a few values slipped): "
+    "the cosines are written with exponents 1/4 and 3/4, but dimension 2i+1 uses the same 10000^(2i/d) as "
+    "dimension 2i (the notes' values 0.5403 and 0.99995 do follow the correct exponents 0 and 2/4); "
+    "the diagram's PE for 'CAT' has 0.34 where cos(1) = 0.5403; 'CAT' + PE is written "
+    "[1.34, 0.94, 0.01, 1.79] but is [1.3415, 1.1403, 0.7100, 1.7999] (0.7 + 0.01 = 0.71); "
+    "'the' + PE(0) is written [0.1, 1.2, 0.3, 0.4] but the last entry is 0.4 + 1 = 1.4; "
+    "and 'CAT' is once given as [0.5, 0.8, 0.7, 0.8] — the table uses [0.5, 0.6, 0.7, 0.8] as in the diagram.")

@@ -1,0 +1,70 @@
+"""Unit tests of viz/concepts.py: data in the figure equals the input, labels escaped, shapes checked."""
+import numpy as np
+import pytest
+
+from viz import concepts as C
+
+
+def _arr(v):
+    return np.asarray(v, dtype=float)
+
+
+def test_bar_compare_data_and_escaping():
+    fig = C.bar_compare(["<b>x</b>", "y"], {"raw": [1.0, 2.0], "scaled": [0.5, 1.0]}, title="t")
+    assert [t.name for t in fig.data] == ["raw", "scaled"]
+    np.testing.assert_array_equal(_arr(fig.data[1].y), [0.5, 1.0])
+    assert list(fig.data[0].x) == ["0:&lt;b&gt;x&lt;/b&gt;", "1:y"]
+    with pytest.raises(ValueError, match="2 categories"):
+        C.bar_compare(["a", "b"], {"raw": [1.0]})
+    with pytest.raises(ValueError):
+        C.bar_compare(["a"], {})
+
+
+def test_line_chart_dashed_theory_and_log_axes():
+    fig = C.line_chart([1, 2, 4], {"sampled": [1.1, 1.9, 4.2], "theory": [1, 2, 4]}, dashed=["theory"], log_x=True)
+    assert fig.data[1].line.dash == "dash" and fig.data[0].line.dash == "solid"
+    assert fig.layout.xaxis.type == "log"
+    np.testing.assert_array_equal(_arr(fig.data[0].y), [1.1, 1.9, 4.2])
+    cat = C.line_chart(["emb", "<L0>"], {"cos": [1.0, 0.5]}, x_categories=True)
+    assert list(cat.data[0].x) == ["emb", "&lt;L0&gt;"]
+    with pytest.raises(ValueError):
+        C.line_chart([1, 2], {"a": [[1, 2]]})
+
+
+def test_matrix_heatmap_values_highlights_and_symmetric_scale():
+    z = np.array([[1.0, -3.0], [2.0, 0.5]])
+    fig = C.matrix_heatmap(z, ["a", "a"], ["f0", "f1"], highlight_rows=[0], highlight_cols=[1], vlines=[0.5])
+    np.testing.assert_array_equal(_arr(fig.data[0].z), z)
+    assert list(fig.data[0].y) == ["0:a", "1:a"]  # unique labels
+    assert fig.data[0].zmin == -3.0 and fig.data[0].zmax == 3.0  # centred on 0
+    assert len(fig.layout.shapes) == 3
+    assert fig.data[0].text[0][1] == "-3.00"  # small matrices are annotated
+    with pytest.raises(ValueError, match="row_labels"):
+        C.matrix_heatmap(z, ["a"], ["f0", "f1"])
+    with pytest.raises(ValueError):
+        C.matrix_heatmap(np.ones(3), ["a"], ["b"])
+
+
+def test_histogram_and_topk():
+    fig = C.histogram_compare({"before": [1.0, np.nan, 3.0], "after": [0.0]})
+    np.testing.assert_array_equal(_arr(fig.data[0].x), [1.0, 3.0])  # NaN dropped
+    p = np.array([[0.7, 0.2], [0.5, 0.4]])
+    fig = C.topk_heatmap(p, [["cat", "<dog>"], ["a", "b"]], ["the", "x"])
+    np.testing.assert_array_equal(_arr(fig.data[0].z), p)
+    assert fig.data[0].text[0][1] == "&lt;dog&gt;<br>0.20"
+    with pytest.raises(ValueError, match="tokens"):
+        C.topk_heatmap(p, [["a"], ["b"]], ["the", "x"])
+
+
+def test_pe_curves_and_two_heatmaps():
+    pe = np.arange(12.0).reshape(4, 3)
+    fig = C.pe_curves(pe, [0, 1])
+    assert fig.data[0].name == "dim 0 (sin)" and fig.data[1].name == "dim 1 (cos)"
+    np.testing.assert_array_equal(_arr(fig.data[1].y), pe[:, 1])
+    with pytest.raises(ValueError, match="outside"):
+        C.pe_curves(pe, [3])
+    two = C.two_heatmaps(pe, -pe, ("sin", "learned"))
+    np.testing.assert_array_equal(_arr(two.data[1].z), -pe)
+    assert two.layout.coloraxis.cmin == -11.0
+    with pytest.raises(ValueError, match="same shape"):
+        C.two_heatmaps(pe, pe[:2], ("a", "b"))

@@ -1,0 +1,197 @@
+"""Figures of the concept pages: bars, lines, labelled matrices, histograms, top-k tables.
+
+Pure numpy/pandas -> plotly: arrays and labels in, a Figure out; never displays. Shapes are
+checked (ValueError says what to fix); token labels are made unique and HTML-escaped
+(viz.common.token_labels), and any other user or vocabulary text goes through viz.common.visible.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, token_labels, visible
+
+# Okabe-Ito: colour-blind-safe categorical colours.
+COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+
+
+def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    """Title on its own line at the top, a horizontal legend between it and the plot (they never overlap)."""
+    legend = sum(1 for t in fig.data if t.showlegend is not False) > 1
+    top = (34 if title else 10) + (30 if legend else 0)
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
+                                 pad=dict(t=8)) if title else None,
+                      font=FONT, height=height + (30 if legend else 0), margin=dict(l=10, r=10, t=top, b=10),
+                      showlegend=legend,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0))
+    return fig
+
+
+def _series(series: Mapping[str, Sequence[float]], n: int | None, what: str) -> dict[str, np.ndarray]:
+    if not series:
+        raise ValueError(f"{what}: pass at least one series")
+    out = {}
+    for name, vals in series.items():
+        a = np.asarray(vals, dtype=np.float64)
+        if a.ndim != 1:
+            raise ValueError(f"{what}: series {name!r} must be 1-D, got shape {a.shape}")
+        if n is not None and a.size != n:
+            raise ValueError(f"{what}: series {name!r} has {a.size} values but there are {n} categories/x values")
+        out[name] = a
+    return out
+
+
+def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str = "",
+                yaxis: str = "", tokens: bool = True, height: int = 340, text_format: str | None = None,
+                ) -> go.Figure:
+    """Grouped bars: one group per category (token labels made unique and escaped when tokens)."""
+    cats = token_labels(categories) if tokens else [visible(c) for c in categories]
+    data = _series(series, len(cats), "bar_compare")
+    fig = go.Figure()
+    for i, (name, vals) in enumerate(data.items()):
+        fig.add_trace(go.Bar(x=cats, y=vals, name=visible(name), marker_color=COLORS[i % len(COLORS)],
+                             text=None if text_format is None else [format(v, text_format) for v in vals],
+                             textposition="outside" if text_format else None,
+                             hovertemplate=f"{visible(name)}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
+    fig.update_xaxes(type="category", tickangle=-45 if len(cats) > 8 else 0)
+    fig.update_yaxes(title=yaxis)
+    fig.update_layout(barmode="group")
+    return _layout(fig, title, height)
+
+
+def line_chart(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str = "",
+               xaxis: str = "", yaxis: str = "", log_x: bool = False, log_y: bool = False,
+               dashed: Sequence[str] = (), markers: bool = True, height: int = 360,
+               x_categories: bool = False) -> go.Figure:
+    """Lines over a shared x; names in `dashed` are drawn dashed (theory curves)."""
+    xs = [visible(v) for v in x] if x_categories else np.asarray(x, dtype=np.float64)
+    if not x_categories and xs.ndim != 1:
+        raise ValueError(f"x must be 1-D, got shape {xs.shape}")
+    data = _series(series, len(xs), "line_chart")
+    fig = go.Figure()
+    for i, (name, vals) in enumerate(data.items()):
+        dash = name in dashed
+        fig.add_trace(go.Scatter(x=xs, y=vals, name=visible(name),
+                                 mode="lines" if (dash or not markers) else "lines+markers",
+                                 line=dict(color=COLORS[i % len(COLORS)], dash="dash" if dash else "solid"),
+                                 hovertemplate=f"{visible(name)}<br>x %{{x}}<br>y %{{y:.4g}}<extra></extra>"))
+    fig.update_xaxes(title=xaxis, type="log" if log_x else ("category" if x_categories else "linear"))
+    fig.update_yaxes(title=yaxis, type="log" if log_y else "linear")
+    if log_x:  # label the sampled x values when few (d_k = 1, 2, 4 …), else powers of ten
+        fig.update_xaxes(tickvals=xs, ticktext=[f"{v:g}" for v in xs]) if len(xs) <= 12 else fig.update_xaxes(dtick=1)
+    if log_y:
+        fig.update_yaxes(dtick=1, exponentformat="SI")
+    return _layout(fig, title, height)
+
+
+def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, title: str = "",
+                   colorscale: str = DIVERGING_SCALE, zmid: float | None = 0.0, zmin: float | None = None,
+                   zmax: float | None = None, annotate: bool | None = None, value_name: str = "value",
+                   row_title: str = "", col_title: str = "", tokens_rows: bool = True,
+                   tokens_cols: bool = False, highlight_rows: Sequence[int] = (),
+                   highlight_cols: Sequence[int] = (), vlines: Sequence[float] = (),
+                   height: int | None = None, fmt: str = ".2f") -> go.Figure:
+    """A labelled (rows, cols) matrix. Rows (and optionally columns) are tokens ("i:token");
+    highlighted rows/columns get an outline (e.g. the axis a normalisation averages over);
+    vlines draw separators between column blocks (e.g. heads in a concatenation)."""
+    a = as_array(z, 2, "z", "(rows, cols)").astype(np.float64)
+    check_labels(row_labels, a.shape[0], "row_labels")
+    check_labels(col_labels, a.shape[1], "col_labels")
+    y = token_labels(row_labels) if tokens_rows else [visible(r) for r in row_labels]
+    x = token_labels(col_labels) if tokens_cols else [visible(c) for c in col_labels]
+    annotate = (a.size <= 120) if annotate is None else annotate
+    finite = a[np.isfinite(a)]
+    if zmid is not None and finite.size and zmin is None and zmax is None:
+        m = float(np.abs(finite - zmid).max()) or 1.0
+        zmin, zmax = zmid - m, zmid + m
+    fig = go.Figure(go.Heatmap(
+        z=a, x=x, y=y, colorscale=colorscale, zmin=zmin, zmax=zmax, hoverongaps=False,
+        text=np.vectorize(lambda v: format(v, fmt))(a) if annotate else None,
+        texttemplate="%{text}" if annotate else None,
+        colorbar=dict(title=visible(value_name), thickness=12),
+        hovertemplate=f"%{{y}}<br>%{{x}}<br>{visible(value_name)} %{{z:.4f}}<extra></extra>"))
+    n_r, n_c = a.shape
+    for r in highlight_rows:
+        fig.add_shape(type="rect", x0=-0.5, x1=n_c - 0.5, y0=r - 0.5, y1=r + 0.5,
+                      line=dict(color="#E69F00", width=4), xref="x", yref="y")
+    for c in highlight_cols:
+        fig.add_shape(type="rect", x0=c - 0.5, x1=c + 0.5, y0=-0.5, y1=n_r - 0.5,
+                      line=dict(color="#009E73", width=4), xref="x", yref="y")
+    for v in vlines:
+        fig.add_shape(type="line", x0=v, x1=v, y0=-0.5, y1=n_r - 0.5, line=dict(color="black", width=2),
+                      xref="x", yref="y")
+    fig.update_yaxes(autorange="reversed", type="category", title=row_title)
+    fig.update_xaxes(type="category", title=col_title, showticklabels=tokens_cols is False or n_c <= 64,
+                     tickangle=-60 if tokens_cols else 0)
+    if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
+        fig.update_xaxes(nticks=8)
+    if not tokens_rows and n_r > 24:
+        fig.update_yaxes(nticks=12)
+    return _layout(fig, title, height or min(760, 160 + 26 * n_r))
+
+
+def histogram_compare(samples: Mapping[str, Sequence[float]], *, title: str = "", xaxis: str = "value",
+                      nbins: int = 60, height: int = 340) -> go.Figure:
+    """Overlaid histograms (probability density) of several value sets."""
+    if not samples:
+        raise ValueError("histogram_compare: pass at least one sample set")
+    fig = go.Figure()
+    for i, (name, vals) in enumerate(samples.items()):
+        v = np.asarray(vals, dtype=np.float64).ravel()
+        v = v[np.isfinite(v)]
+        fig.add_trace(go.Histogram(x=v, name=visible(name), nbinsx=nbins, histnorm="probability density",
+                                   opacity=0.6, marker_color=COLORS[i % len(COLORS)]))
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title=xaxis)
+    fig.update_yaxes(title="density")
+    return _layout(fig, title, height)
+
+
+def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Sequence[str], *,
+                 title: str = "", height: int | None = None) -> go.Figure:
+    """probs (T, k): each position's top-k next-token probabilities, the token written in the cell."""
+    p = as_array(probs, 2, "probs", "(T, k)").astype(np.float64)
+    check_labels(labels, p.shape[0], "labels")
+    if len(tokens) != p.shape[0] or any(len(r) != p.shape[1] for r in tokens):
+        raise ValueError(f"tokens must be {p.shape[0]} rows of {p.shape[1]} strings (one per cell)")
+    text = [[f"{visible(t)}<br>{q:.2f}" for t, q in zip(row, prow)] for row, prow in zip(tokens, p)]
+    fig = go.Figure(go.Heatmap(
+        z=p, x=[f"#{j + 1}" for j in range(p.shape[1])], y=token_labels(labels), zmin=0.0, zmax=1.0,
+        colorscale=WEIGHT_SCALE, text=text, texttemplate="%{text}", colorbar=dict(title="p", thickness=12),
+        hovertemplate="after %{y}<br>rank %{x}: %{text}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category", title="position (next token predicted after it)")
+    fig.update_xaxes(type="category", title="rank")
+    return _layout(fig, title, height or min(900, 140 + 34 * p.shape[0]))
+
+
+def pe_curves(pe: np.ndarray, dims: Sequence[int], *, title: str = "", height: int = 360) -> go.Figure:
+    """Chosen dimensions of a (positions, D) table as curves over position (even = sin, odd = cos)."""
+    a = as_array(pe, 2, "pe", "(positions, d_model)")
+    bad = [d for d in dims if not 0 <= int(d) < a.shape[1]]
+    if bad:
+        raise ValueError(f"dims {bad} are outside 0..{a.shape[1] - 1}")
+    series = {f"dim {d} ({'sin' if d % 2 == 0 else 'cos'})": a[:, d] for d in dims}
+    return line_chart(np.arange(a.shape[0]), series, title=title, xaxis="position", yaxis="PE value",
+                      markers=False, height=height)
+
+
+def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *, title: str = "",
+                 row_title: str = "position", col_title: str = "dimension", height: int = 380) -> go.Figure:
+    """Two numeric matrices side by side on one shared diverging colour scale (e.g. sinusoidal vs
+    learned position tables)."""
+    l, r = as_array(left, 2, "left", "(rows, cols)"), as_array(right, 2, "right", "(rows, cols)")
+    if l.shape != r.shape:
+        raise ValueError(f"left {l.shape} and right {r.shape} must have the same shape")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.08)
+    m = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
+    for c, a in ((1, l), (2, r)):
+        fig.add_trace(go.Heatmap(z=np.asarray(a, dtype=np.float64), coloraxis="coloraxis",
+                                 hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>%{{z:.4f}}<extra></extra>"),
+                      row=1, col=c)
+        fig.update_yaxes(autorange="reversed", title=row_title if c == 1 else None, row=1, col=c)
+        fig.update_xaxes(title=col_title, row=1, col=c)
+    fig.update_layout(coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-m, cmax=m, colorbar=dict(thickness=12)))
+    return _layout(fig, title, height)
