@@ -1,0 +1,317 @@
+"""Lesson mode: one attention computation (layer 0 of the current run) step by step, with
+predict-then-reveal questions drawn from the lecture notes' self-assessment sections (000: Q1–Q7,
+001: Q1–Q5) and answered with the live numbers. Pure: numpy arrays in, dataclasses out.
+
+Input `arrays` is a trace flattened by model.trace.to_numpy (keys like "layers.0.attn.weights",
+batch axis first, B = 1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .worked_examples import softmax_from_scores
+
+STEP_KEYS = ("embeddings", "qkv", "scores", "scale", "mask", "softmax", "weighted", "concat", "output")
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    source: str  # which self-assessment question of the notes it comes from
+    prompt: str  # markdown
+    kind: str  # "choice" | "number"
+    answer: str | float
+    explanation: str  # markdown, with the live numbers
+    options: tuple[str, ...] = ()
+    tolerance: float = 0.0
+    lo: float = 0.0  # number inputs: range
+    hi: float = 1e9
+    step: float = 1.0
+    keep_order: bool = False  # token choices stay in sentence order
+
+    def __post_init__(self) -> None:
+        if self.kind == "choice":
+            if not self.keep_order:
+                object.__setattr__(self, "options", _mix(self.options, self.id))
+            if str(self.answer) not in self.options:
+                raise ValueError(f"question {self.id}: the answer is not among the options")
+
+    def check(self, given) -> bool:
+        if given is None:
+            return False
+        if self.kind == "number":
+            try:
+                return abs(float(given) - float(self.answer)) <= self.tolerance + 1e-9
+            except (TypeError, ValueError):
+                return False
+        return str(given) == str(self.answer)
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    key: str
+    title: str
+    formula: str  # LaTeX
+    text: str  # markdown with the live numbers
+    matrix: np.ndarray | None = None  # what to show (2-D)
+    rows: tuple[str, ...] = ()
+    cols: tuple[str, ...] = ()
+    heatmap: bool = False  # token x token matrix (weights-like) -> heatmap
+    allowed: np.ndarray | None = None  # for heatmaps: grey where masked
+    zrange: tuple[float, float] | None = None
+    questions: tuple[Question, ...] = field(default_factory=tuple)
+
+
+def _mix(options: Sequence[str], seed: str) -> tuple[str, ...]:
+    """A fixed, answer-independent order (so the right answer is not always first)."""
+    import hashlib
+    return tuple(sorted(dict.fromkeys(options), key=lambda o: hashlib.sha256((seed + o).encode()).hexdigest()))
+
+
+def _f(x: float, nd: int = 3) -> str:
+    if np.isneginf(x):
+        return "−∞"
+    return f"{x:.{nd}f}"
+
+
+def _vec(v: Sequence[float], nd: int = 3, limit: int = 6) -> str:
+    v = list(v)
+    s = ", ".join(_f(float(x), nd) for x in v[:limit])
+    return "[" + s + (", …" if len(v) > limit else "") + "]"
+
+
+def tok(i: int, labels: Sequence[str]) -> str:
+    return f"{i}:{labels[i]}"
+
+
+def md_escape(text: str) -> str:
+    """User text shown literally inside markdown (no emphasis, links or LaTeX from a token)."""
+    out = str(text).replace("\\", "\\\\")
+    for ch in "`*_{}[]()#+-.!|<>~$:":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def build_lesson(arrays: dict[str, np.ndarray], labels: Sequence[str], *, n_heads: int, causal: bool,
+                 norm: str = "pre", head: int = 0, query: int | None = None, layer: int = 0) -> list[LessonStep]:
+    """Every step of layer `layer`'s attention for head `head`, seen from query position `query`
+    (default: the last token, which sees the most context)."""
+    a = lambda name: np.asarray(arrays[name])  # noqa: E731
+    pre = f"layers.{layer}.attn."
+    w_all = a(pre + "weights")[0]  # (H, T, T)
+    H, T, _ = w_all.shape
+    if not 0 <= head < H:
+        raise ValueError(f"head must be in 0..{H - 1}")
+    i = T - 1 if query is None else int(query)
+    if not 0 <= i < T:
+        raise ValueError(f"query must be in 0..{T - 1}")
+    labels = [str(x) for x in labels]
+    toks = tuple(tok(j, labels) for j in range(T))  # raw: table and chart labels
+    mtoks = tuple(md_escape(t) for t in toks)  # escaped: inside markdown text and radio options
+    tq = mtoks[i]
+    q, k, v = a(pre + "q")[0, head], a(pre + "k")[0, head], a(pre + "v")[0, head]  # (T, d_k)
+    d_k, d_v = q.shape[1], v.shape[1]
+    D = d_k * H
+    scores, scaled, masked = a(pre + "scores")[0, head], a(pre + "scaled")[0, head], a(pre + "masked")[0, head]
+    scale = float(a(pre + "scale"))
+    allowed = np.broadcast_to(a(pre + "allowed").astype(bool), a(pre + "weights").shape)[0, head]
+    w = w_all[head]
+    heads, concat, out = a(pre + "heads")[0, head], a(pre + "concat")[0], a(pre + "output")[0]
+    emb_tok, emb_pos, emb_sum = a("embeddings.token")[0], a("embeddings.position"), a("embeddings.sum")[0]
+    dims = lambda n, p: tuple(f"{p}{j}" for j in range(n))  # noqa: E731
+    n_masked = int((~allowed).sum())
+    hs = f"head {head}"
+
+    # ---- 1. embeddings
+    ln_note = ("This model is **pre-LN** (GPT-2): attention reads LN(X), the layer-normalised rows."
+               if norm == "pre" else "This model is **post-LN** (2017 paper): attention reads X itself.")
+    q_shape = Question(
+        "x_shape", "notes 001, self-assessment Q2",
+        f"Your sentence has **{T} tokens** and this model has **d_model = {D}**. What is the shape of the input matrix X?",
+        "choice", f"{T} × {D}",
+        f"X is T × d_model = **{T} × {D}**: one row per token, one column per embedding dimension "
+        f"(the notes' example: 10 tokens with d_m = 512 give 10 × 512).",
+        options=tuple(dict.fromkeys([f"{T} × {D}", f"{D} × {T}", f"{T} × {T}", f"{D} × {D}", f"{T} × {d_k}"])))
+    q_method = Question(
+        "method_arch", "notes 001, self-assessment Q1",
+        "Auto-regressive modelling and the Transformer: which is the *methodology* and which the *architecture*?",
+        "choice", "auto-regression is the methodology; the Transformer is the architecture",
+        "Auto-regression is the **methodology**: p(x) = Π p(x_t | x_<t). The Transformer is the **architecture** "
+        f"(a network) that computes each p(x_t | x_<t) — here from the {T} × {D} matrix X.",
+        options=("auto-regression is the methodology; the Transformer is the architecture",
+                 "the Transformer is the methodology; auto-regression is the architecture",
+                 "both are architectures", "both are methodologies"))
+    steps = [LessonStep(
+        "embeddings", "1 · Embeddings: the data matrix X", r"X = E_{\text{token}} + PE \in \mathbb{R}^{T \times d_{model}}",
+        f"Each of the **{T}** tokens becomes a row of length d_model = **{D}**: its token embedding plus its "
+        f"position vector. Token {tq}: token {_vec(emb_tok[i])} + position {_vec(emb_pos[i])} = {_vec(emb_sum[i])}. "
+        + ln_note,
+        emb_sum, toks, dims(D, "x"), questions=(q_shape, q_method))]
+
+    # ---- 2. Q, K, V
+    q_dk = Question(
+        "d_k", "notes 000, self-assessment Q4",
+        f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
+        "(and key, and value) vector have?", "number", float(d_k),
+        f"d_k = d_v = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64).", lo=0, hi=4096, step=1)
+    q_kshape = Question(
+        "k_shape", "notes 001, self-assessment Q4",
+        "Q has shape 10 × 64 and V has shape 10 × 128. What are the shapes of K and of the output Z = softmax(QKᵀ/√d_k)V?",
+        "choice", "K: 10 × 64, Z: 10 × 128",
+        "K must have the same width as Q (d_k = 64, so QKᵀ is defined) and as many rows as V (10): **10 × 64**. "
+        f"Z = A V is (10 × 10)(10 × 128) = **10 × 128**. Here, per head: Q and K are {T} × {d_k}, V is {T} × {d_v}, "
+        f"so Z is {T} × {d_v}.",
+        options=("K: 10 × 64, Z: 10 × 128", "K: 10 × 128, Z: 10 × 64", "K: 64 × 10, Z: 10 × 10", "K: 10 × 64, Z: 10 × 64"))
+    steps.append(LessonStep(
+        "qkv", f"2 · Queries, keys, values ({hs})", r"Q_j = X W^Q_j,\quad K_j = X W^K_j,\quad V_j = X W^V_j",
+        f"Three learned projections turn every row of X into a query (what it looks for), a key (what it offers) "
+        f"and a value (what it passes on). Each head gets its own {d_k}-dimensional slice. "
+        f"Token {tq}: q = {_vec(q[i])}, k = {_vec(k[i])}, v = {_vec(v[i])}. The table shows Q of {hs}.",
+        q, toks, dims(d_k, "q"), questions=(q_dk, q_kshape)))
+
+    # ---- 3. scores
+    j_best = int(np.argmax(scores[i]))
+    q_best = Question(
+        "argmax_score", "notes 001 (QKᵀ: the relevance of token j to token i)",
+        f"Which key gets the **highest raw score** q·k from query **{tq}** ({hs})?",
+        "choice", mtoks[j_best],
+        f"Row {tq} of QKᵀ is {_vec(scores[i], 2, 12)}: the largest is **{mtoks[j_best]}** "
+        f"({_f(scores[i, j_best], 3)}). Raw scores exist for *every* pair, future tokens included — "
+        "the mask is applied later.", options=mtoks, keep_order=True)
+    steps.append(LessonStep(
+        "scores", f"3 · Scores QKᵀ ({hs})", r"S = Q K^\top,\quad S_{ij} = q_i \cdot k_j",
+        f"Every query is compared with every key by a dot product: a {T} × {T} matrix ({T * T} numbers — it grows "
+        f"with the square of the length). Row {tq}: {_vec(scores[i], 2, 8)}.",
+        scores, toks, toks, heatmap=True, zrange=None, questions=(q_best,)))
+
+    # ---- 4. scale
+    unscaled_w = softmax_from_scores(scores[i][None], allowed[i][None])[0]
+    scaled_w = w[i]
+    if scale != 1.0:
+        flat = "flatter (less peaked)"
+        expl = (f"Dividing by √d_k = √{d_k} = {math.sqrt(d_k):.3f} shrinks the scores, so the softmax is **flatter**: "
+                f"without scaling the largest weight of row {tq} would be {_f(unscaled_w.max())}; with scaling it is "
+                f"{_f(scaled_w.max())}. Without it, dot products grow with d_k (their variance is ∝ d_k) and the "
+                "softmax saturates: tiny gradients (notes 001 Q3; the [6, 4] example: [0.88, 0.12] vs [0.73, 0.27]).")
+    else:
+        flat = "flatter (less peaked)"
+        expl = ("This model was built with scaling **off** (scale = 1), so nothing changes here; with scaling the "
+                "softmax would be **flatter**. Without it dot products grow with d_k and the softmax saturates.")
+    q_scale = Question(
+        "scale_effect", "notes 001, self-assessment Q3",
+        f"The scores are divided by √d_k = √{d_k}. Compared with no scaling, the softmax of row {tq} becomes …",
+        "choice", flat, expl, options=("more peaked", flat, "exactly the same"))
+    steps.append(LessonStep(
+        "scale", f"4 · Scale by 1/√d_k ({hs})", rf"\frac{{S}}{{\sqrt{{d_k}}}} = S \times {scale:.4f}",
+        f"d_k = {d_k}, so every score is multiplied by {scale:.4f}. Row {tq}: {_vec(scaled[i], 3, 8)}.",
+        scaled, toks, toks, heatmap=True, questions=(q_scale,)))
+
+    # ---- 5. mask
+    n_causal = T * (T - 1) // 2
+    q_count = Question(
+        "mask_count", "notes 000, self-assessment Q2",
+        f"In a causal mask M for your **{T}** tokens, how many entries are −∞?", "number", float(n_causal),
+        f"Everything above the diagonal (j > i): T(T−1)/2 = {T}·{T - 1}/2 = **{n_causal}**. For length 3: "
+        r"$M = \begin{pmatrix}0&-\infty&-\infty\\0&0&-\infty\\0&0&0\end{pmatrix}$ — 3 entries; adding M before the "
+        "softmax makes e^(−∞) = 0, so future tokens get weight 0." +
+        ("" if causal else f" (This run is **bidirectional**: its mask has {n_masked} masked entries; switch the "
+                           "sidebar's Mask to causal to see M.)"), lo=0, hi=1e6, step=1)
+    why = "it would let a token see the future tokens it must predict"
+    q_why = Question(
+        "why_causal", "notes 000 Q1 and 001 Q5",
+        "Why can't a language model that predicts the next token use plain (unmasked) attention?",
+        "choice", why,
+        "Plain attention lets token i attend to tokens j > i — the very tokens it is trained to predict "
+        "(\"looking into the future\"). The causal mask adds −∞ to those scores, so their weights are exactly 0 "
+        "and p(x_t | x_<t) only uses the past." +
+        (f" In this run row {tq} may attend to {int(allowed[i].sum())} of {T} keys." if causal else ""),
+        options=(why, "it is too slow for long sentences", "softmax cannot handle negative scores",
+                 "the values would not sum to one"))
+    add = np.where(allowed, 0.0, -np.inf)
+    steps.append(LessonStep(
+        "mask", "5 · Mask", r"M_{ij} = \begin{cases}0 & j \le i\\ -\infty & j > i\end{cases},\qquad \frac{S}{\sqrt{d_k}} + M",
+        ("**Causal** run: " if causal else "**Bidirectional** run (no mask, M = 0): ") +
+        f"{n_masked} of {T * T} cells are masked (grey). Masked scores of row {tq}: {_vec(masked[i], 3, 8)}.",
+        np.where(allowed, masked, np.nan), toks, toks, heatmap=True, allowed=allowed,
+        questions=(q_count, q_why)))
+
+    # ---- 6. softmax
+    self_w = float(w[i, i])
+    q_self = Question(
+        "self_weight", "notes 001 (softmax rows) — predict, then check",
+        f"What attention weight does **{tq}** put on **itself** ({hs}). Within 0.10 counts as right.",
+        "number", round(self_w, 4),
+        f"The weight is **{self_w:.4f}**. The whole row is {_vec(w[i], 3, 12)} and sums to "
+        f"{w[i].sum():.4f}: softmax makes every (not fully masked) row a probability distribution.",
+        tolerance=0.10, lo=0.0, hi=1.0, step=0.01)
+    steps.append(LessonStep(
+        "softmax", f"6 · Softmax, row by row ({hs})", r"A_{ij} = \frac{e^{m_{ij}}}{\sum_{j'} e^{m_{ij'}}}",
+        f"Each row becomes weights between 0 and 1 that sum to 1; masked cells become exactly 0. "
+        f"Row {tq}: {_vec(w[i], 3, 8)}.", w, toks, toks, heatmap=True, allowed=allowed, zrange=(0.0, 1.0),
+        questions=(q_self,)))
+
+    # ---- 7. weighted sum
+    top = np.argsort(-w[i])[:3]
+    terms = " + ".join(f"{w[i, j]:.3f}·{v[j, 0]:.3f}" for j in top)
+    q_avg = Question(
+        "weighted_of", "notes 001 (Z = AV)",
+        f"The output row z for {tq} is a weighted average of which vectors?", "choice", "the value vectors",
+        f"Of the **value** vectors: z_i = Σ_j A_ij v_j. First coordinate for {tq}: the biggest terms are {terms} "
+        f"(+ the rest) = **{heads[i, 0]:.4f}**.",
+        options=("the query vectors", "the key vectors", "the value vectors", "the raw scores"))
+    steps.append(LessonStep(
+        "weighted", f"7 · Weighted sum of values ({hs})", r"Z_j = A V_j,\qquad z_i = \sum_{j} A_{ij} v_j",
+        f"Each token's new vector mixes the value vectors with its weights. z({tq}) = {_vec(heads[i])}.",
+        heads, toks, dims(d_v, "z"), questions=(q_avg,)))
+
+    # ---- 8. concat
+    q_width = Question(
+        "concat_width", "notes 000, self-assessment Q5",
+        f"Each of the **{H}** heads outputs a {T} × {d_v} matrix Z_j. How many columns does Concat(Z_1, …, Z_{H}) have?",
+        "number", float(H * d_v), f"h · d_v = {H} · {d_v} = **{H * d_v}** = d_model: the heads sit side by side.",
+        lo=0, hi=1e6, step=1)
+    motive = "different heads can attend to different relationships at once"
+    q_why_heads = Question(
+        "why_heads", "notes 000, self-assessment Q3",
+        "What is the main reason for several heads instead of one big one?", "choice", motive,
+        f"Each head has its own W_Q, W_K, W_V, so it can learn its own pattern (syntax, nearby words, long-range links…). "
+        f"Here head {head} puts its largest weight from {tq} on {mtoks[int(np.argmax(w[i]))]}"
+        + (f", while head {(head + 1) % H} prefers {mtoks[int(np.argmax(w_all[(head + 1) % H][i]))]}." if H > 1 else "."),
+        options=(motive, "it needs fewer parameters than one head", "it removes the need for a mask",
+                 "it makes the softmax unnecessary"))
+    steps.append(LessonStep(
+        "concat", "8 · Concatenate the heads", r"Z_c = \mathrm{Concat}(Z_1, \dots, Z_h) \in \mathbb{R}^{T \times h d_v}",
+        f"The {H} head outputs ({T} × {d_v} each) are placed side by side: {T} × {H * d_v}.",
+        concat, toks, dims(concat.shape[1], "c"), questions=(q_width, q_why_heads)))
+
+    # ---- 9. W_O
+    q_out = Question(
+        "out_shape", "notes 000, self-assessment Q5",
+        f"After concatenation, the block multiplies by W_O. What is the shape of the result for your sentence?",
+        "choice", f"{T} × {D}",
+        f"W_O is {D} × {D}, so ({T} × {D})({D} × {D}) = **{T} × {D}** — the same shape as X, so it can be added to "
+        "the residual stream and the next block can take it.",
+        options=tuple(dict.fromkeys([f"{T} × {D}", f"{T} × {d_k}", f"{D} × {D}", f"{T} × {T}"])))
+    pw = "the same small network is applied to each token separately"
+    q_ffn = Question(
+        "position_wise", "notes 000, self-assessment Q6",
+        "Next comes the feed-forward layer, applied \"position-wise\". What does that mean?", "choice", pw,
+        "The same W_1, W_2 act on every row independently; it does not mix tokens — mixing across positions is "
+        "attention's job (the step you just finished).",
+        options=(pw, "it looks at the positions of the tokens", "it mixes information across tokens",
+                 "it has one set of weights per position"))
+    q_final = Question(
+        "output_layer", "notes 000, self-assessment Q7",
+        "At the very end, the output layer turns each row into scores over the vocabulary. Which function makes "
+        "them a probability distribution?", "choice", "softmax",
+        "A linear layer gives |V| logits per position and **softmax** turns them into probabilities that sum to 1 "
+        "(the next-token distribution).", options=("ReLU", "softmax", "layer norm", "argmax"))
+    steps.append(LessonStep(
+        "output", "9 · Output projection W_O", r"\mathrm{MultiHead}(X) = Z_c\, W_O,\quad W_O \in \mathbb{R}^{d_{model} \times d_{model}}",
+        f"W_O mixes the heads' outputs back into one {D}-dimensional vector per token. Row {tq}: {_vec(out[i])}.",
+        out, toks, dims(out.shape[1], "o"), questions=(q_out, q_ffn, q_final)))
+    return steps

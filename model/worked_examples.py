@@ -1,0 +1,591 @@
+"""The hand-worked examples of the lecture notes (seeds/), as pure data, and the functions that
+compute every step of them with the engine's own code (`model.attention.attend`,
+`model.layers.LayerNorm`, `model.layers.sinusoidal_table`).
+
+Convention: the notes write row vectors, Q = X W_Q (X is T x d, W_Q is d x d_k). The engine's
+nn.Linear stores W^T; here the matrices are used as the notes write them.
+
+Each preset carries its inputs, "check your arithmetic" hints (where hand calculations go wrong)
+and `errata`: every place where the notes' own arithmetic is wrong, with the correct value. The
+errata were checked by hand and are asserted in tests/model/test_worked_examples.py.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .attention import attend, causal_allowed, combine, padding_allowed
+from .layers import LayerNorm, sinusoidal_table
+
+MASKS = ("none", "causal", "padding", "combined")
+
+
+# --------------------------------------------------------------------------- attention calculator
+@dataclass(frozen=True)
+class AttentionSetup:
+    """Everything the attention calculator needs. Arrays are float (row-vector convention)."""
+    X: np.ndarray  # (T, d): the queries' source (decoder input in encoder-decoder attention)
+    W_Q: np.ndarray  # (d, d)
+    W_K: np.ndarray  # (d_kv, d)
+    W_V: np.ndarray  # (d_kv, d)
+    W_O: np.ndarray | None = None  # (d, d) or None: no output projection (output = concat)
+    n_heads: int = 1
+    mask: str = "none"  # one of MASKS
+    padding: tuple[bool, ...] | None = None  # per key (and query) position, True = real token
+    scale: bool = True  # divide by sqrt(d_k)
+    mask_padded_queries: bool = True  # padding mask also blanks padded query rows (as the notes' 2D mask)
+    X_kv: np.ndarray | None = None  # (Tk, d_kv): keys/values source (encoder output); None = self-attention
+    labels: tuple[str, ...] = ()  # query labels
+    kv_labels: tuple[str, ...] = ()  # key labels (cross-attention)
+
+
+@dataclass(frozen=True)
+class AttentionSteps:
+    """Every intermediate as numpy. H heads, Tq queries, Tk keys."""
+    Q: np.ndarray  # (Tq, H*d_k)  X W_Q
+    K: np.ndarray  # (Tk, H*d_k)
+    V: np.ndarray  # (Tk, H*d_v)
+    q: np.ndarray  # (H, Tq, d_k)  per head
+    k: np.ndarray  # (H, Tk, d_k)
+    v: np.ndarray  # (H, Tk, d_v)
+    scores: np.ndarray  # (H, Tq, Tk)  q k^T
+    scale: float
+    scaled: np.ndarray  # (H, Tq, Tk)
+    allowed: np.ndarray  # (Tq, Tk) bool
+    mask01: np.ndarray  # (Tq, Tk) 1 = may attend, 0 = masked
+    additive: np.ndarray  # (Tq, Tk) 0 / -inf
+    masked: np.ndarray  # (H, Tq, Tk)  scaled + additive
+    weights: np.ndarray  # (H, Tq, Tk)
+    fully_masked: np.ndarray  # (Tq,) bool: rows with nothing allowed (weights all 0)
+    heads: np.ndarray  # (H, Tq, d_v)
+    concat: np.ndarray  # (Tq, H*d_v)
+    output: np.ndarray  # (Tq, d_out)  concat W_O, or concat when there is no W_O
+    d_k: int
+
+
+def validate(setup: AttentionSetup) -> list[str]:
+    """Problems that stop the computation, each saying what to fix (empty list = fine)."""
+    out: list[str] = []
+    X, kv = setup.X, (setup.X if setup.X_kv is None else setup.X_kv)
+    for name, a in (("X", X), ("keys/values input", kv), ("W_Q", setup.W_Q), ("W_K", setup.W_K),
+                    ("W_V", setup.W_V)) + ((("W_O", setup.W_O),) if setup.W_O is not None else ()):
+        a = np.asarray(a)
+        if a.ndim != 2 or 0 in a.shape:
+            out.append(f"{name} must be a non-empty matrix; got shape {a.shape}.")
+        elif not np.all(np.isfinite(a)):
+            out.append(f"{name} contains a value that is not a finite number.")
+    if out:
+        return out
+    d = X.shape[1]
+    if setup.W_Q.shape[0] != d:
+        out.append(f"W_Q needs {d} rows (one per column of X); it has {setup.W_Q.shape[0]}.")
+    for name, W in (("W_K", setup.W_K), ("W_V", setup.W_V)):
+        if W.shape[0] != kv.shape[1]:
+            out.append(f"{name} needs {kv.shape[1]} rows (one per column of its input); it has {W.shape[0]}.")
+    if setup.W_K.shape[1] != setup.W_Q.shape[1]:
+        out.append(f"W_Q and W_K need the same number of columns (d_k); they have {setup.W_Q.shape[1]} and {setup.W_K.shape[1]}.")
+    h = setup.n_heads
+    if h < 1 or setup.W_Q.shape[1] % h or setup.W_V.shape[1] % h:
+        out.append(f"{h} heads must divide the projection width ({setup.W_Q.shape[1]}).")
+    if setup.W_O is not None and setup.W_O.shape[0] != setup.W_V.shape[1]:
+        out.append(f"W_O needs {setup.W_V.shape[1]} rows (the concat width); it has {setup.W_O.shape[0]}.")
+    if setup.mask not in MASKS:
+        out.append(f"mask must be one of {MASKS}.")
+    if setup.mask in ("padding", "combined"):
+        n = kv.shape[0]
+        if setup.padding is None or len(setup.padding) != n:
+            out.append(f"the padding row needs one 1/0 per key position ({n}).")
+    return out
+
+
+def allowed_mask(setup: AttentionSetup) -> torch.Tensor:
+    """(Tq, Tk) bool from the engine's mask functions (True = may attend)."""
+    tq = setup.X.shape[0]
+    tk = tq if setup.X_kv is None else setup.X_kv.shape[0]
+    parts = []
+    if setup.mask in ("causal", "combined"):
+        parts.append(causal_allowed(tq, tk))
+    if setup.mask in ("padding", "combined"):
+        keys = torch.tensor([bool(p) for p in setup.padding], dtype=torch.bool)
+        if setup.X_kv is None:
+            parts.append(padding_allowed(keys[None], mask_queries=setup.mask_padded_queries)[0, 0])
+        else:  # cross-attention: padding is on the encoder (key) side only
+            parts.append(keys[None, :].expand(tq, tk))
+    m = combine(*parts)
+    return torch.ones(tq, tk, dtype=torch.bool) if m is None else m
+
+
+def compute_attention(setup: AttentionSetup) -> AttentionSteps:
+    """Every step, through `model.attention.attend` (the function the model uses)."""
+    problems = validate(setup)
+    if problems:
+        raise ValueError(" ".join(problems))
+    f64 = torch.float64
+    X = torch.as_tensor(np.asarray(setup.X, dtype=float), dtype=f64)
+    Xkv = X if setup.X_kv is None else torch.as_tensor(np.asarray(setup.X_kv, dtype=float), dtype=f64)
+    Q = X @ torch.as_tensor(setup.W_Q, dtype=f64)  # (Tq, H*d_k)
+    K = Xkv @ torch.as_tensor(setup.W_K, dtype=f64)  # (Tk, H*d_k)
+    V = Xkv @ torch.as_tensor(setup.W_V, dtype=f64)  # (Tk, H*d_v)
+    H = setup.n_heads
+    d_k, d_v = Q.shape[1] // H, V.shape[1] // H
+
+    def split(M: torch.Tensor, dh: int) -> torch.Tensor:
+        return M.view(M.shape[0], H, dh).transpose(0, 1)  # (H, T, dh)
+
+    q, k, v = split(Q, d_k), split(K, d_k), split(V, d_v)
+    allowed = allowed_mask(setup)
+    tr = attend(q, k, v, allowed=allowed, scale=None if setup.scale else 1.0)
+    concat = tr.heads.transpose(0, 1).reshape(q.shape[1], H * d_v)  # (Tq, H*d_v)
+    out = concat if setup.W_O is None else concat @ torch.as_tensor(setup.W_O, dtype=f64)
+    a = allowed.numpy()
+    return AttentionSteps(
+        Q=Q.numpy(), K=K.numpy(), V=V.numpy(), q=q.numpy(), k=k.numpy(), v=v.numpy(),
+        scores=tr.scores.numpy(), scale=float(tr.scale), scaled=tr.scaled.numpy(), allowed=a,
+        mask01=a.astype(float), additive=np.where(a, 0.0, -np.inf), masked=tr.masked.numpy(),
+        weights=tr.weights.numpy(), fully_masked=tr.fully_masked.numpy().reshape(-1, a.shape[0]).any(axis=0),
+        heads=tr.heads.numpy(), concat=concat.numpy(), output=out.numpy(), d_k=d_k)
+
+
+def softmax_from_scores(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+    """Row softmax of given scores through `attend` (q = scores, k = identity, scale 1): used for
+    the notes' made-up score matrices so every softmax on screen comes from the one function."""
+    s = torch.as_tensor(np.array(scores, dtype=float), dtype=torch.float64)
+    eye = torch.eye(s.shape[-1], dtype=torch.float64)
+    al = None if allowed is None else torch.as_tensor(np.array(allowed, dtype=bool))
+    return attend(s, eye, eye, allowed=al, scale=1.0).weights.numpy()
+
+
+# --------------------------------------------------------------------------- small calculators
+def softmax_temperature(x, temperature: float = 1.0) -> np.ndarray:
+    """softmax(x / T) through `attend` (one query whose scores are x, scale = 1/T)."""
+    if not temperature > 0:
+        raise ValueError("the temperature must be > 0")
+    x = np.asarray(x, dtype=float).reshape(1, -1)
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError("give at least one finite number")
+    eye = torch.eye(x.shape[1], dtype=torch.float64)
+    return attend(torch.as_tensor(x), eye, eye, scale=1.0 / temperature).weights.numpy()[0]
+
+
+@dataclass(frozen=True)
+class LayerNormSteps:
+    x: np.ndarray
+    mean: float
+    var: float  # biased (divide by D), as F.layer_norm
+    eps: float
+    std: float  # sqrt(var + eps)
+    normalized: np.ndarray
+    gamma: np.ndarray
+    beta: np.ndarray
+    output: np.ndarray
+
+
+def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSteps:
+    """Layer norm of one vector through the model's LayerNorm module."""
+    x = np.asarray(x, dtype=float).ravel()
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError("give at least one finite number")
+    if not eps > 0:
+        raise ValueError("ε must be > 0")
+    gamma = np.ones_like(x) if gamma is None else np.asarray(gamma, dtype=float).ravel()
+    beta = np.zeros_like(x) if beta is None else np.asarray(beta, dtype=float).ravel()
+    if gamma.shape != x.shape or beta.shape != x.shape:
+        raise ValueError(f"γ and β need {x.size} numbers each (one per entry of x)")
+    ln = LayerNorm(x.size, eps=float(eps)).double()
+    with torch.no_grad():
+        ln.weight.copy_(torch.as_tensor(gamma))
+        ln.bias.copy_(torch.as_tensor(beta))
+        out, tr = ln(torch.as_tensor(x)[None, None])
+    var = float(tr.var.item())
+    return LayerNormSteps(x=x, mean=float(tr.mean.item()), var=var, eps=float(eps), std=math.sqrt(var + eps),
+                          normalized=tr.normalized.numpy()[0, 0], gamma=gamma, beta=beta, output=out.numpy()[0, 0])
+
+
+def pe_table(n_positions: int, d_model: int, start: int = 0) -> np.ndarray:
+    """(n_positions, d_model) sinusoidal PE rows for positions start..start+n-1.
+
+    The engine's `model.layers.sinusoidal_table` returns float32, which shows cos(0.01) = 0.99995
+    as 0.9999 at 4 decimals; the same formula is evaluated here in float64 and checked against the
+    engine's table (they must agree to float32 precision), so the two cannot drift apart."""
+    if d_model < 1 or n_positions < 1 or start < 0:
+        raise ValueError("d_model and the number of positions must be >= 1, positions >= 0")
+    pos = np.arange(start, start + n_positions, dtype=float)[:, None]
+    i2 = np.arange(0, d_model, 2, dtype=float)  # 2i
+    angle = pos / np.power(10000.0, i2 / d_model)
+    pe = np.zeros((n_positions, d_model))
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle[:, : d_model // 2])
+    if start + n_positions <= 4096:
+        engine = sinusoidal_table(start + n_positions, d_model).double().numpy()[start:]
+        if not np.allclose(engine, pe, atol=1e-5):
+            raise AssertionError("PE formula drifted from model.layers.sinusoidal_table")
+    return pe
+
+
+def pe_value(pos: int, i: int, d_model: int) -> tuple[float, str]:
+    """PE(pos, i) for dimension index i (0-based) and the formula used, as LaTeX."""
+    if not 0 <= i < d_model:
+        raise ValueError(f"the dimension i must be in 0..{d_model - 1}")
+    two_i = i - (i % 2)
+    fn = "sin" if i % 2 == 0 else "cos"
+    val = float(pe_table(1, d_model, start=pos)[0, i])
+    tex = rf"PE({pos},{i}) = \{fn}({pos} / 10000^{{{two_i}/{d_model}}}) = {val:.4f}"
+    return val, tex
+
+
+# --------------------------------------------------------------------------- presets
+@dataclass(frozen=True)
+class Erratum:
+    where: str  # what the notes compute
+    notes: str  # what the notes write
+    correct: str  # the correct value and why
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str
+    title: str
+    source: str  # which note
+    kind: str  # "attention" | "layernorm" | "pe"
+    description: str
+    hints: tuple[str, ...]
+    errata: tuple[Erratum, ...] = ()
+    setup: AttentionSetup | None = None
+    vector: tuple[float, ...] = ()  # layer norm input
+    eps: float = 1e-5
+    d_model: int = 4  # PE
+    positions: int = 3
+    embeddings: tuple[tuple[float, ...], ...] = ()  # PE: word embeddings to add
+    words: tuple[str, ...] = ()
+
+
+I4 = np.eye(4)
+THE_CAT_SAT = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1]], dtype=float)
+EMB3 = np.array([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2]])
+PADDED = np.vstack([EMB3, np.zeros((1, 4))])
+DEC_Q = np.array([[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]])
+# The notes' made-up decoder scores (003): not computed from D, used to check their softmax.
+NOTES_DECODER_SCORES = np.array([[1.0, 0.8], [0.9, 1.1]])
+
+PRESETS: dict[str, Preset] = {p.key: p for p in [
+    Preset(
+        "the-cat-sat", "The / CAT / SAT, identity weights (d_k = 4)", "004 (self-attention in detail)", "attention",
+        "Embeddings The=[1,0,1,0], CAT=[0,1,0,1], SAT=[1,1,1,1]; W_Q = W_K = W_V = I, one head, no mask. "
+        "So Q = K = V = X.",
+        (
+            "Softmax takes the *scaled* scores: The [1, 0, 1], CAT [0, 1, 1], SAT [1, 1, 2] — not the raw "
+            "scores [0, 2, 2] and [2, 2, 4].",
+            "In the weighted sum each weight multiplies its own value vector once: "
+            "0.4223·The + 0.1554·CAT + 0.4223·SAT. Adding 0.4223 twice into a coordinate gives the "
+            "notes' wrong 1.2669.",
+            "W = I is 4 × 4 here (d_model = 4), so Q, K, V keep all four coordinates.",
+        ),
+        (
+            Erratum("Q_The = [1 0 1] · I", "a 3 × 3 identity and a 3-vector", "the embeddings have 4 entries: Q_The = [1, 0, 1, 0] · I₄ = [1, 0, 1, 0]"),
+            Erratum("weights of CAT", "Softmax([0, 2, 2]) = [0.1554, 0.4223, 0.4223]",
+                    "the scaled scores are [0, 1, 1]; softmax([0, 1, 1]) = [0.1554, 0.4223, 0.4223] "
+                    "(softmax of the raw [0, 2, 2] would be [0.0634, 0.4683, 0.4683])"),
+            Erratum("weights of SAT", "Softmax([2, 2, 4]) = [0.2119, 0.2119, 0.5762]",
+                    "the scaled scores are [1, 1, 2]; softmax([1, 1, 2]) = [0.2119, 0.2119, 0.5761] "
+                    "(softmax of the raw [2, 2, 4] would be [0.1065, 0.1065, 0.7870])"),
+            Erratum("output of The", "[1.2669, 0.9999, 1.2669, 0.9999]",
+                    "[0.8446, 0.5777, 0.8446, 0.5777] (0.4223 + 0.4223 = 0.8446 in coordinates 1 and 3; "
+                    "0.1554 + 0.4223 = 0.5777 in coordinates 2 and 4 — the notes add one weight too many)"),
+        ),
+        setup=AttentionSetup(THE_CAT_SAT, I4, I4, I4, labels=("The", "CAT", "SAT")),
+    ),
+    Preset(
+        "scaling-6-4", "Scores [6, 4]: softmax with and without scaling", "004 (scaling)", "attention",
+        "One query Q = [2, 3, 4, 1] against keys K₁ = [1, 0, 1, 0] and K₂ = [0, 1, 0, 1] (identity weights). "
+        "Raw scores [6, 4]; d_k = 4, so √d_k = 2 and the scaled scores are [3, 2]. Toggle scaling to compare.",
+        (
+            "√d_k = √4 = 2, not √2: the scaled scores are [6/2, 4/2] = [3, 2].",
+            "Without scaling softmax([6, 4]) = [0.8808, 0.1192]; with scaling softmax([3, 2]) = [0.7311, 0.2689]: "
+            "scaling makes the weights less peaked.",
+        ),
+        (
+            Erratum("scaled scores", "[6/√2, 4/√2] = [3, 2] and √d_k = √4 = √2",
+                    "√4 = 2, so [6/2, 4/2] = [3, 2] (6/√2 = 4.2426 and 4/√2 = 2.8284 would give softmax "
+                    "[0.8044, 0.1956])"),
+            Erratum("softmax([10, 1])", "[0.99, 0.01]", "[0.9999, 0.0001] (e⁻⁹ / (1 + e⁻⁹) = 0.000123)"),
+        ),
+        setup=AttentionSetup(np.array([[2.0, 3, 4, 1]]), I4, I4, I4,
+                             X_kv=np.array([[1.0, 0, 1, 0], [0, 1, 0, 1]]), labels=("Q",), kv_labels=("K1", "K2")),
+    ),
+    Preset(
+        "layernorm-2468", "Layer norm of [2, 4, 6, 8]", "004 (layer normalization)", "layernorm",
+        "x = [2, 4, 6, 8] (the vector of CAT), γ = 1, β = 0, ε = 1e-5.",
+        (
+            "The variance divides by D = 4 (biased, as PyTorch's layer norm), not by D − 1 = 3: σ² = 20/4 = 5.",
+            "ε goes inside the square root: √(5 + 0.00001) = 2.23607.",
+        ),
+        (),
+        vector=(2.0, 4.0, 6.0, 8.0),
+    ),
+    Preset(
+        "pe-d4", "Positional encoding, d_model = 4, positions 0–2, embedding + PE", "004 (positional encoding)", "pe",
+        "PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). "
+        "The = [0.1, 0.2, 0.3, 0.4] at position 0, CAT = [0.5, 0.6, 0.7, 0.8] at 1, SAT = [0.9, 1.0, 1.1, 1.2] at 2.",
+        (
+            "The sin and cos of one pair share the exponent 2i/d: dimension 1 uses 10000^(0/4) and dimension 3 "
+            "uses 10000^(2/4) — never 1/4 or 3/4.",
+            "Angles are in radians: sin(1) = 0.8415, cos(1) = 0.5403.",
+            "Add coordinate by coordinate; every coordinate changes (CAT: 0.7 + 0.01 = 0.71).",
+        ),
+        (
+            Erratum("PE(0,1), PE(0,3), PE(1,1), PE(1,3)", "exponents 1/4 and 3/4, and the formula cos(pos/10000^((2i+1)/d))",
+                    "the exponent is 2i/d for both members of a pair: PE(1,1) = cos(1/10000⁰) = cos 1 = 0.5403, "
+                    "PE(1,3) = cos(1/10000^(2/4)) = cos 0.01 = 0.99995 (the notes' values happen to be right, their formula is not)"),
+            Erratum("PE for CAT (position 1)", "[0.84, 0.54, 0.01, 0.995] and in the diagram [0.84, 0.34, 0.01, 0.99]",
+                    "[0.8415, 0.5403, 0.0100, 0.99995] (0.99995 ≈ 1.0000, not 0.995; 0.34 is a typo)"),
+            Erratum("CAT embedding", "[0.5 | 0.8 | 0.7 | 0.8] in one line", "[0.5, 0.6, 0.7, 0.8]"),
+            Erratum("CAT + PE", "[1.34, 0.94, 0.01, 1.79]",
+                    "[1.3415, 1.1403, 0.7100, 1.8000] (0.6 + 0.5403 = 1.1403; 0.7 + 0.01 = 0.71)"),
+            Erratum("The + PE", "[0.1, 1.2, 0.3, 0.4]", "[0.1, 1.2, 0.3, 1.4] (0.4 + 1 = 1.4)"),
+        ),
+        d_model=4, positions=3, embeddings=tuple(map(tuple, EMB3)), words=("The", "CAT", "SAT"),
+    ),
+    Preset(
+        "padded-batch", "4-token padded batch: look-ahead × padding mask", "004 (masked multi-head self-attention)", "attention",
+        "Decoder input [1, 2, 3, 0] (0 = padding) with embeddings [0.1..0.4], [0.5..0.8], [0.9..1.2], [0, 0, 0, 0]; "
+        "W_Q = W_K = W_V = I, d_k = 4. Combined mask = look-ahead × padding (the notes' 2D padding mask also "
+        "blanks the padded query row).",
+        (
+            "The formula says QKᵀ/√d_k = QKᵀ/2: the scaled scores are [[0.15, …], [0.35, 0.87, …], [0.55, 1.39, 2.23, …]] "
+            "— the notes use the raw QKᵀ after writing /2.",
+            "Raw dot products: 0.5² + 0.6² + 0.7² + 0.8² = 1.74 (not 1.9); 0.5·0.9 + 0.6·1.0 + 0.7·1.1 + 0.8·1.2 = 2.78 "
+            "(not 3.1); 0.9² + 1.0² + 1.1² + 1.2² = 4.46 (not 5.1).",
+            "The padded query row (row 4) is masked entirely by the 2D padding mask: 1·0 = 0 in every cell. "
+            "Its weights are all zero (flagged), never [1, 0, 0, 0]. With a keys-only padding mask it would be "
+            "[1/3, 1/3, 1/3, 0].",
+            "Additive form: allowed cells add 0 (not 1), masked cells add −∞.",
+        ),
+        (
+            Erratum("scores", "[[0.3, 0.7, 1.1, 0], [0.7, 1.9, 3.1, 0], [1.1, 3.1, 5.1, 0], [0, 0, 0, 0]] labelled QKᵀ/√d_k",
+                    "raw QKᵀ = [[0.30, 0.70, 1.10, 0], [0.70, 1.74, 2.78, 0], [1.10, 2.78, 4.46, 0], [0, 0, 0, 0]]; "
+                    "scaled (/2) = [[0.15, 0.35, 0.55, 0], [0.35, 0.87, 1.39, 0], [0.55, 1.39, 2.23, 0], [0, 0, 0, 0]]"),
+            Erratum("combined mask, row 4", "[1·1, 1·1, 1·1, 1·0] = [1, 1, 1, 0]",
+                    "the 2D padding mask's row 4 is [0, 0, 0, 0], so the product is [0, 0, 0, 0]"),
+            Erratum("additive mask", "[[1, −∞, −∞, −∞], …] (1 where allowed)", "0 where allowed, −∞ where masked"),
+            Erratum("softmax", "[[1, 0, 0, 0], [0.3, 0.7, 0, 0], [0.1, 0.3, 0.6, 0], [1.0, 0, 0, 0]]",
+                    "[[1, 0, 0, 0], [0.3729, 0.6271, 0, 0], [0.1152, 0.2668, 0.6180, 0], [0, 0, 0, 0]] "
+                    "(row 4 fully masked; even with the notes' unscaled scores row 2 would be [0.2315, 0.7685])"),
+        ),
+        setup=AttentionSetup(PADDED, I4, I4, I4, mask="combined", padding=(True, True, True, False),
+                             labels=("1", "2", "3", "0 (pad)")),
+    ),
+    Preset(
+        "decoder-2x2", "Decoder masked self-attention, 2 × 2", "003 (decoder self-attention)", "attention",
+        "\"Me gustan\": D = [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]], W_Q = W_K = W_V = I, d_k = 4, causal mask.",
+        (
+            "The notes' scores [[1.0, 0.8], [0.9, 1.1]] are illustrative, not computed from D: with W = I the raw "
+            "scores are [[0.30, 0.70], [0.70, 1.74]] and the scaled ones [[0.15, 0.35], [0.35, 0.87]].",
+            "softmax([0.9, 1.1]) = [0.4502, 0.5498] — rounding to [0.4, 0.6] changes the output in the second decimal.",
+            "Write D·W_Q (rows are tokens), not W_Q·D.",
+        ),
+        (
+            Erratum("Q = W_Q · D", "W_Q · D", "D · W_Q (D is T × d_model, W_Q is d_model × d_k)"),
+            Erratum("softmax of the notes' scores, row 2", "softmax([0.9, 1.1]) = [0.4, 0.6]", "[0.4502, 0.5498]"),
+            Erratum("output row 2 (with the notes' scores)", "[0.34, 0.44, 0.54, 0.64] (from the rounded weights)",
+                    "[0.3199, 0.4199, 0.5199, 0.6199]; from D itself (scores computed) it is [0.3509, 0.4509, 0.5509, 0.6509]"),
+        ),
+        setup=AttentionSetup(EMB3[:2], I4, I4, I4, mask="causal", labels=("Me", "gustan")),
+    ),
+    Preset(
+        "enc-dec-2x3", "Encoder–decoder attention, 2 × 3", "003 (encoder–decoder attention)", "attention",
+        "\"I like cats\" → \"Me gustan\": encoder output E (3 × 4) gives K = V = E; the decoder query Q (2 × 4) = "
+        "[[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]]. Scores are T_dec × T_enc = 2 × 3; scaled by √4 = 2.",
+        (
+            "Q·Kᵀ: 0.2·0.1 + 0.4·0.2 + 0.6·0.3 + 0.8·0.4 = 0.60 — the notes' 0.3 is already halved, and then they "
+            "halve it again in the scaling step.",
+            "Row 2 of the context: 0.25·0.1 + 0.35·0.5 + 0.4·0.9 = 0.56 even with the notes' own weights (they write 0.65).",
+            "Weights come from softmax of the scaled scores; they are not free to choose.",
+        ),
+        (
+            Erratum("scores QKᵀ", "[[0.3, 0.7, 1.1], [0.26, 0.62, 0.98]]", "[[0.60, 1.40, 2.20], [0.50, 1.14, 1.78]]"),
+            Erratum("scaled scores", "[[0.15, 0.35, 0.55], [0.13, 0.31, 0.49]]", "[[0.30, 0.70, 1.10], [0.25, 0.57, 0.89]]"),
+            Erratum("attention weights", "[[0.2, 0.3, 0.5], [0.25, 0.35, 0.4]] (\"example\")",
+                    "[[0.2120, 0.3162, 0.4718], [0.2340, 0.3222, 0.4438]]"),
+            Erratum("context row 2", "[0.65, 0.75, 0.85, 0.95]",
+                    "[0.56, 0.66, 0.76, 0.86] with the notes' weights; with the correct weights the context is "
+                    "[[0.6039, 0.7039, 0.8039, 0.9039], [0.5839, 0.6839, 0.7839, 0.8839]]"),
+        ),
+        setup=AttentionSetup(DEC_Q, I4, I4, I4, X_kv=EMB3, labels=("Me", "gustan"), kv_labels=("I", "like", "cats")),
+    ),
+]}
+
+
+# --------------------------------------------------------------------------- worked solutions
+@dataclass(frozen=True)
+class Step:
+    title: str
+    formula: str  # LaTeX
+    values: np.ndarray  # 1-D or 2-D
+    rows: tuple[str, ...] = ()
+    cols: tuple[str, ...] = ()
+    note: str = ""
+
+
+def _labels(labels, n: int, p: str) -> tuple[str, ...]:
+    """Unique row/column names "i:label" (a label may repeat, e.g. two "the")."""
+    labels = list(labels)[:n] + [f"{p}{i}" for i in range(len(labels), n)]
+    return tuple(f"{i}:{lab}" for i, lab in enumerate(labels))
+
+
+def attention_step_list(setup: AttentionSetup, head: int = 0) -> list[Step]:
+    """The calculator's tables for one head, in order, each with its formula."""
+    s = compute_attention(setup)
+    H = setup.n_heads
+    qlab = _labels(setup.labels, setup.X.shape[0], "t")
+    klab = _labels(setup.kv_labels, setup.X_kv.shape[0], "s") if setup.X_kv is not None else qlab
+    dims = lambda n, p: tuple(f"{p}{j}" for j in range(n))  # noqa: E731
+    hs = f" (head {head})" if H > 1 else ""
+    sub = "_h" if H > 1 else ""
+    src = "X" if setup.X_kv is None else "E"
+    steps = [
+        Step("Q" + hs, rf"Q{sub} = X W_Q{sub}", s.q[head], qlab, dims(s.d_k, "q")),
+        Step("K" + hs, rf"K{sub} = {src} W_K{sub}", s.k[head], klab, dims(s.d_k, "k")),
+        Step("V" + hs, rf"V{sub} = {src} W_V{sub}", s.v[head], klab, dims(s.v.shape[2], "v")),
+        Step("Scores QKᵀ" + hs, r"S = Q K^\top", s.scores[head], qlab, klab),
+        Step("Scaled" + hs, (rf"S / \sqrt{{d_k}} = S / \sqrt{{{s.d_k}}} = S \times {s.scale:.4g}" if setup.scale
+                             else r"\text{scaling off: } S \times 1"), s.scaled[head], qlab, klab),
+        Step("Mask (1 = may attend, 0 = masked)", r"\text{allowed}_{ij} \in \{1, 0\}", s.mask01, qlab, klab),
+        Step("Mask, additive form (0 / −∞)", r"M_{ij} = 0 \text{ if allowed, } -\infty \text{ otherwise}", s.additive, qlab, klab),
+        Step("Masked scores" + hs, r"S / \sqrt{d_k} + M", s.masked[head], qlab, klab),
+        Step("Softmax (attention weights)" + hs, r"A_{ij} = \frac{e^{m_{ij}}}{\sum_{j'} e^{m_{ij'}}}",
+             s.weights[head], qlab, klab,
+             note=("Fully masked rows (nothing allowed) get all-zero weights: " +
+                   ", ".join(q for q, f in zip(qlab, s.fully_masked) if f)) if s.fully_masked.any() else ""),
+        Step("Output of the head Z = A V" + hs, r"Z = A V", s.heads[head], qlab, dims(s.v.shape[2], "z")),
+    ]
+    if H > 1 or setup.W_O is not None:
+        steps.append(Step("Concat of the heads", r"Z_c = [Z_1 \,|\, \dots \,|\, Z_h]", s.concat, qlab, dims(s.concat.shape[1], "c")))
+    if setup.W_O is not None:
+        steps.append(Step("Output Z_c W_O", r"\text{MultiHead}(X) = Z_c W_O", s.output, qlab, dims(s.output.shape[1], "o")))
+    return steps
+
+
+def solve(key: str) -> list[Step]:
+    """The full worked solution of a preset, every number from the engine's code."""
+    p = PRESETS[key]
+    if p.kind == "attention":
+        steps = attention_step_list(p.setup)
+        if key == "scaling-6-4":
+            raw = compute_attention(_replace(p.setup, scale=False))
+            steps.append(Step("Softmax without scaling", r"\mathrm{softmax}(S) = \mathrm{softmax}([6, 4])",
+                              raw.weights[0], ("0:Q",), ("0:K1", "1:K2"), note="Compare with the scaled weights above."))
+        if key == "decoder-2x2":
+            al = causal_allowed(2).numpy()
+            w = softmax_from_scores(NOTES_DECODER_SCORES, al)
+            lab = ("0:Me", "1:gustan")
+            steps.append(Step("Softmax of the notes' illustrative scores", r"\mathrm{softmax}([[1.0, -\infty], [0.9, 1.1]])",
+                              w, lab, lab))
+            steps.append(Step("Output with the notes' scores", r"A V", w @ EMB3[:2], lab,
+                              tuple(f"z{j}" for j in range(4))))
+        return steps
+    if p.kind == "layernorm":
+        ln = layer_norm_steps(p.vector, p.eps)
+        cols = tuple(f"x{j}" for j in range(len(p.vector)))
+        return [
+            Step("Input x", r"x", ln.x, cols=cols),
+            Step("Mean", r"\mu = \tfrac{1}{D}\sum_i x_i", np.array([ln.mean]), cols=("μ",)),
+            Step("Variance (biased, divide by D)", r"\sigma^2 = \tfrac{1}{D}\sum_i (x_i-\mu)^2", np.array([ln.var]), cols=("σ²",)),
+            Step(f"√(σ² + ε), ε = {ln.eps:g}", r"\sqrt{\sigma^2 + \varepsilon}", np.array([ln.std]), cols=("√(σ²+ε)",)),
+            Step("Normalized", r"\hat x_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \varepsilon}}", ln.normalized, cols=cols),
+            Step("Scale and shift (γ = 1, β = 0)", r"y_i = \gamma_i \hat x_i + \beta_i", ln.output, cols=cols),
+        ]
+    if p.kind == "pe":
+        pe = pe_table(p.positions, p.d_model)
+        rows = tuple(f"pos {i} ({w})" for i, w in enumerate(p.words))
+        cols = tuple(f"d{j}" for j in range(p.d_model))
+        emb = np.array(p.embeddings)
+        return [
+            Step("Positional encodings", r"PE(pos,2i)=\sin\frac{pos}{10000^{2i/d}},\; PE(pos,2i+1)=\cos\frac{pos}{10000^{2i/d}}",
+                 pe, rows, cols),
+            Step("Word embeddings", r"E", emb, rows, cols),
+            Step("Embedding + PE (what the first layer sees)", r"X = E + PE", emb + pe, rows, cols),
+        ]
+    raise ValueError(f"unknown preset kind {p.kind!r}")
+
+
+def _replace(setup: AttentionSetup, **kw) -> AttentionSetup:
+    from dataclasses import replace
+    return replace(setup, **kw)
+
+
+# --------------------------------------------------------------------------- exports
+def _fmt(v: float) -> str:
+    if np.isneginf(v):
+        return "−∞"
+    if np.isposinf(v):
+        return "∞"
+    return f"{v:.4f}"
+
+
+def steps_csv(steps: list[Step]) -> str:
+    """Long format: step, row, column, value (−inf written as -inf)."""
+    buf = io.StringIO()
+    buf.write("step,row,column,value\n")
+    for st in steps:
+        v = np.atleast_2d(st.values)
+        rows = st.rows or ("",) * v.shape[0]
+        cols = st.cols or tuple(str(j) for j in range(v.shape[1]))
+        for i in range(v.shape[0]):
+            for j in range(v.shape[1]):
+                x = float(v[i, j])
+                val = "-inf" if np.isneginf(x) else repr(round(x, 10))
+                buf.write(f"{_csv(st.title)},{_csv(rows[i])},{_csv(cols[j])},{val}\n")
+    return buf.getvalue()
+
+
+def _csv(s: str) -> str:
+    s = str(s)
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\n') else s
+
+
+def _md_cell(s: str) -> str:
+    return str(s).replace("|", "\\|")
+
+
+def md_table(st: Step) -> str:
+    v = np.atleast_2d(st.values)
+    cols = st.cols or tuple(str(j) for j in range(v.shape[1]))
+    head = "| " + " | ".join([""] + [_md_cell(c) for c in cols]) + " |"
+    sep = "|" + "---|" * (len(cols) + 1)
+    rows = st.rows or ("",) * v.shape[0]
+    body = ["| " + " | ".join([_md_cell(rows[i])] + [_fmt(float(x)) for x in v[i]]) + " |" for i in range(v.shape[0])]
+    return "\n".join([head, sep, *body])
+
+
+def handout_markdown(title: str, description: str, steps: list[Step], hints=(), errata=()) -> str:
+    """A printable handout: inputs, every step with its formula and table, hints, errata."""
+    out = [f"# {title}", "", description, ""]
+    for n, st in enumerate(steps, 1):
+        out += [f"## {n}. {st.title}", "", f"$${st.formula}$$", "", md_table(st), ""]
+        if st.note:
+            out += [f"_{st.note}_", ""]
+    if hints:
+        out += ["## Check your arithmetic", ""] + [f"- {h}" for h in hints] + [""]
+    if errata:
+        out += ["## Where the lecture notes go wrong", ""]
+        out += [f"- **{e.where}** — notes: {e.notes}; correct: {e.correct}" for e in errata] + [""]
+    out.append("_Made with Attention Lab (every number computed by model.attention.attend / model.layers)._")
+    return "\n".join(out)
+
+
+def setup_inputs_steps(setup: AttentionSetup) -> list[Step]:
+    """The inputs of an attention setup as steps (for the handout and CSV)."""
+    qlab = _labels(setup.labels, setup.X.shape[0], "t")
+    out = [Step("Input X", r"X", np.asarray(setup.X), qlab, tuple(f"x{j}" for j in range(setup.X.shape[1])))]
+    if setup.X_kv is not None:
+        klab = _labels(setup.kv_labels, setup.X_kv.shape[0], "s")
+        out.append(Step("Keys/values input E", r"E", np.asarray(setup.X_kv), klab,
+                        tuple(f"e{j}" for j in range(setup.X_kv.shape[1]))))
+    for name, W in (("W_Q", setup.W_Q), ("W_K", setup.W_K), ("W_V", setup.W_V), ("W_O", setup.W_O)):
+        if W is not None:
+            out.append(Step(name, name, np.asarray(W)))
+    return out

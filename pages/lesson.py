@@ -1,0 +1,89 @@
+"""Lesson mode: one attention computation on the sidebar's sentence, one step per screen, with
+predict-then-reveal questions (model/lesson.py builds the steps and questions from the live trace)."""
+import numpy as np
+import streamlit as st
+
+from model.lesson import build_lesson
+from ui import lesson as L
+from ui import state
+from ui.compute import current_run
+from ui.show import show_fig
+from viz.attention import head_heatmap
+from viz.common import DIVERGING_SCALE
+
+L.present_css()
+st.title("🎓 Lesson mode")
+run = current_run()
+H, T = run.cfg.n_heads, run.T
+N_STEPS = 9
+
+state.bound("lesson_step", 1)
+state.bound("lesson_head", 0)
+state.bound("lesson_query", T - 1)
+state.fix("lesson_step", list(range(1, N_STEPS + 1)), 1)
+state.fix("lesson_head", list(range(H)), 0)
+state.fix("lesson_query", list(range(T)), T - 1)
+
+
+def _go(delta: int) -> None:
+    st.session_state["lesson_step"] = min(N_STEPS, max(1, st.session_state["lesson_step"] + delta))
+
+
+def _leave_present() -> None:
+    st.session_state["present"] = False
+
+
+if L.presenting():
+    st.button("Leave presentation mode", key="lesson_leave_present", on_click=_leave_present)
+
+c1, c2 = st.columns(2)
+c1.selectbox("Head", list(range(H)), key="lesson_head", format_func=lambda h: f"head {h}")
+c2.selectbox("Follow the query token", list(range(T)), key="lesson_query",
+             format_func=lambda i: f"{i}:{run.labels[i]}",
+             help="The questions and the numbers in the text follow this row.")
+steps = build_lesson(run.arrays, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
+                     head=st.session_state["lesson_head"], query=st.session_state["lesson_query"])
+n = st.session_state["lesson_step"]
+step = steps[n - 1]
+
+st.progress(n / N_STEPS, text=f"Step {n} of {N_STEPS} · layer 0 · "
+            f"{'causal' if run.causal else 'bidirectional'} · {T} tokens")
+st.header(step.title)
+st.latex(step.formula)
+st.markdown(step.text)
+
+if step.matrix is not None:
+    big = L.presenting()
+    if step.heatmap:
+        finite = step.matrix[np.isfinite(step.matrix)]
+        if step.zrange is not None:
+            zmin, zmax, zmid, scale, name = *step.zrange, None, "Cividis", "weight"
+        else:
+            m = float(np.abs(finite).max()) if finite.size else 1.0
+            zmin, zmax, zmid, scale, name = -m, m, 0.0, DIVERGING_SCALE, "score"
+        fig = head_heatmap(np.nan_to_num(step.matrix, nan=0.0, neginf=0.0), run.labels, allowed=step.allowed,
+                           zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, value_name=name,
+                           height=(760 if big else None))
+        if big:  # projector: explicit sizes (the app theme would otherwise keep 12 px ticks)
+            fig.update_layout(font=dict(size=20), title_font_size=24)
+            fig.update_xaxes(tickfont_size=18, title_font_size=20)
+            fig.update_yaxes(tickfont_size=18, title_font_size=20)
+            fig.update_traces(colorbar=dict(tickfont=dict(size=18), title=dict(font=dict(size=20))))
+        show_fig(fig, f"lesson_fig_{step.key}", table=L.frame(step.matrix, step.rows, step.cols),
+                 alt="Rows are queries, columns are keys; grey cells are masked.", filename=f"lesson-{step.key}")
+        if T <= 16:
+            with st.expander("The numbers", expanded=False):
+                L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3)
+    else:
+        L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3,
+                     max_cols=6 if big else 8)
+
+st.divider()
+for q in step.questions:
+    with st.container(border=True):
+        L.question(q, key=f"lq_{q.id}")
+
+b1, b2, b3 = st.columns([1, 2, 1])
+b1.button("◀ Back", key="lesson_back", on_click=_go, args=(-1,), disabled=n == 1, width="stretch")
+b2.markdown(f"<p style='text-align:center'>step {n} / {N_STEPS}</p>", unsafe_allow_html=True)  # static text
+b3.button("Next ▶", key="lesson_next", on_click=_go, args=(1,), disabled=n == N_STEPS, width="stretch")

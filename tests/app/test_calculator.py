@@ -1,0 +1,138 @@
+"""AppTest: the calculator page reproduces the presets, reacts to an edited cell, rejects bad input
+with a message (keeping what was typed) and offers only valid head counts."""
+import numpy as np
+import pytest
+
+from tests.helpers import app_test, errors
+
+PAGE = "pages/calculator.py"
+
+
+def open_calc(**query):
+    at = app_test()
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not errors(at), errors(at)
+    return at
+
+
+def tables(at):
+    return [d.value for d in at.dataframe]
+
+
+def find_table(at, first_row):
+    """The first table whose first row reads first_row (as shown, 4 decimals)."""
+    want = [f"{x:.4f}" for x in first_row]
+    for df in tables(at):
+        if list(df.shape) and df.shape[1] == len(want) and list(df.iloc[0].astype(str)) == want:
+            return df
+    return None
+
+
+def shown(df) -> np.ndarray:
+    return np.array([[float(x.replace("−∞", "-inf")) for x in row] for row in df.astype(str).values])
+
+
+def edit(at, name, row, col, text):
+    ver = at.session_state["_calc_ver"]
+    at.session_state[f"calc_ed_{name}_{ver}"] = {"edited_rows": {row: {col: text}}, "added_rows": [],
+                                                 "deleted_rows": []}
+    at.run()
+
+
+@pytest.fixture(scope="module")
+def calc():
+    return open_calc()
+
+
+def test_default_preset_the_cat_sat(calc):
+    at = calc
+    w = find_table(at, [0.4223, 0.1554, 0.4223])
+    assert w is not None, "softmax table of The/CAT/SAT missing"
+    np.testing.assert_allclose(shown(w)[2], [0.2119, 0.2119, 0.5761], atol=1e-4)
+    out = find_table(at, [0.8446, 0.5777, 0.8446, 0.5777])
+    assert out is not None, "output row of The must be [0.8446, 0.5777, ...] (not the notes' 1.2669)"
+    body = " ".join(m.value for m in at.markdown) + " ".join(w.value for w in at.warning)
+    assert "Check your arithmetic" in body and "1.2669" in body
+    assert at.selectbox(key="preset").value == "the-cat-sat"
+
+
+def test_edit_a_cell_changes_outputs():
+    at = open_calc()
+    assert find_table(at, [2, 0, 2]) is not None  # scores row of The
+    edit(at, "X", 0, "x1", "2")  # The = [1, 2, 1, 0]
+    assert not errors(at)
+    scores = find_table(at, [6, 2, 4])  # row The of QKᵀ with The = [1, 2, 1, 0]
+    assert scores is not None, [df.iloc[0].tolist() for df in tables(at)]
+    X = np.array([[1, 2, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1]], float)
+    np.testing.assert_allclose(shown(scores), X @ X.T, atol=1e-4)
+    assert any("changed the example" in c.value for c in at.caption)
+    assert find_table(at, [0.4223, 0.1554, 0.4223]) is None  # the old weights are gone
+
+
+@pytest.mark.parametrize("typed, message", [("abc", "is not a number"), ("", "is empty"),
+                                            ("nan", "not a finite number"), ("inf", "not a finite number")])
+def test_bad_cell_gives_message_and_keeps_text(typed, message):
+    at = open_calc()
+    edit(at, "W_Q", 1, "q2", typed)
+    assert not errors(at)
+    msgs = " ".join(e.value for e in at.error)
+    assert message in msgs and "W" in msgs, msgs
+    assert at.session_state["_calc_cur"]["W_Q"].iat[1, 2] == typed  # what the user typed stays
+    for df in tables(at):  # no NaN on screen
+        assert not any(str(x).lower() == "nan" for x in df.values.ravel())
+
+
+@pytest.mark.parametrize("preset, first_row", [
+    ("enc-dec-2x3", [0.60, 1.40, 2.20]),  # scores (2 x 3)
+    ("decoder-2x2", [0.1, 0.2, 0.3, 0.4]),
+    ("scaling-6-4", [0.7311, 0.2689]),
+    ("layernorm-2468", [-1.3416, -0.4472, 0.4472, 1.3416]),
+])
+def test_switch_presets(calc, preset, first_row):
+    at = calc
+    at.selectbox(key="preset").set_value(preset).run()
+    assert not errors(at)
+    assert find_table(at, first_row) is not None, (preset, [df.iloc[0].tolist() for df in tables(at)][:20])
+    assert at.query_params.get("preset") in (preset, [preset])
+
+
+def test_padded_batch_preset_masks_row_four():
+    at = open_calc(preset="padded-batch")
+    cands = [shown(df) for df in tables(at) if df.shape == (4, 4) and "0.3729" in df.values.ravel().tolist()]
+    assert cands, "softmax table of the padded batch missing"
+    got = cands[0]
+    np.testing.assert_allclose(got[0], [1, 0, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(got[1], [0.3729, 0.6271, 0, 0], atol=1e-4)
+    np.testing.assert_allclose(got[3], [0, 0, 0, 0], atol=1e-9)
+    add = [df for df in tables(at) if "−∞" in df.values.ravel().tolist()]
+    assert add, "the additive mask must show −∞"
+    assert any("Fully masked rows" in c.value for c in at.caption)
+
+
+def test_pe_preset_and_heads_options():
+    at = open_calc(preset="pe-d4")
+    rows = [list(df.iloc[1]) for df in tables(at) if df.shape == (3, 4)]
+    assert ["1.3415", "1.1403", "0.7100", "1.8000"] in rows, rows  # CAT + PE (the notes: 1.34, 0.94, 0.01, 1.79)
+    assert ["0.8415", "0.5403", "0.0100", "1.0000"] in rows, rows  # PE(1) in float64: cos(0.01) = 0.99995
+    at.number_input(key="calc_d").set_value(6).run()
+    assert not errors(at)
+    assert at.selectbox(key="calc_heads").options == ["1", "2", "3", "6"]
+    at.selectbox(key="calc_heads").set_value(3).run()
+    assert not errors(at)
+    assert any("head 2" in m.value or "(head 0)" in m.value for m in at.markdown)
+
+
+def test_small_calculators_bad_input():
+    at = open_calc()
+    at.text_input(key="calc_sm_x").input("6, 4").run()
+    at.number_input(key="calc_sm_t").set_value(2.0).run()
+    sm = [df for df in tables(at) if df.shape == (3, 2) and list(df.iloc[0]) == ["6.000", "4.000"]]
+    assert sm and list(sm[0].iloc[1]) == ["3.000", "2.000"] and list(sm[0].iloc[2]) == ["0.731", "0.269"]
+    at.text_input(key="calc_ln_x").input("1, two, 3").run()
+    assert not errors(at)
+    assert any("'two' is not a number" in e.value for e in at.error)
+    at.text_input(key="calc_ln_eps").input("0").run()
+    assert any("ε must be > 0" in e.value for e in at.error)
