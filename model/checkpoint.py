@@ -84,13 +84,26 @@ def _read_header_meta(data: bytes) -> dict | None:
     return json.loads(meta) if meta else None
 
 
+def _looks_like_pickle(data: bytes) -> bool:
+    """Pickle (protocol 2+ starts with 0x80 <protocol>) or gzip, unless the bytes parse as a
+    safetensors header: its first 8 bytes are a little-endian header length, which may well start
+    with 0x80 (a 7,552-byte header is b"\\x80\\x1d..."), followed by a JSON object."""
+    if data[:2] == b"\x1f\x8b":
+        return True
+    if len(data) >= 9:
+        n = int.from_bytes(data[:8], "little")
+        if 8 + n <= len(data) and data[8:9] == b"{":
+            return False
+    return data[:1] == b"\x80"
+
+
 def from_bytes(data: bytes, meta: dict | None = None, max_bytes: int = MAX_BYTES):
     """Build (model, tokenizer) from safetensors bytes; `meta` overrides the header metadata."""
     if len(data) > max_bytes:
         raise ValueError(f"checkpoint is {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB")
     if data[:2] == b"PK":
         return _from_zip(data, max_bytes)
-    if data[:1] == b"\x80" or data[:2] in (b"\x1f\x8b",):
+    if _looks_like_pickle(data):
         raise ValueError("this looks like a pickle / torch.save file; only .safetensors checkpoints are accepted (never pickle)")
     header_meta = _read_header_meta(data)
     meta = meta or header_meta

@@ -197,3 +197,17 @@ def test_safetensors_without_metadata_is_refused(model):
     data = st_save({k: v.contiguous() for k, v in model.state_dict().items()})
     with pytest.raises(ValueError, match="config"):
         from_bytes(data)
+
+
+def test_safetensors_header_length_starting_with_0x80_is_not_taken_for_a_pickle():
+    """Regression: a 7,552-byte header encodes as b"\\x80\\x1d..." (like pickle's magic)."""
+    import pickle
+
+    from model.checkpoint import _looks_like_pickle
+
+    n = 0x1D80
+    fake_safetensors = n.to_bytes(8, "little") + b"{" + b" " * (n - 1)
+    assert fake_safetensors[:1] == b"\x80"
+    assert not _looks_like_pickle(fake_safetensors)
+    assert _looks_like_pickle(pickle.dumps({"w": [1.0, 2.0]}, protocol=4))
+    assert _looks_like_pickle(b"\x1f\x8b" + b"\x00" * 20)

@@ -1,0 +1,158 @@
+"""The training library: loss goes down, determinism, copies never mutate, snapshots, stop,
+masked-LM corruption, checkpoint round trip. Tiny models, a few steps each."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model import corpus
+from model import train as T
+from model.checkpoint import load_checkpoint, save_checkpoint, to_bytes
+from model.config import ModelConfig
+from model.transformer import Transformer
+
+TEXTS = corpus.generate().train[:400]
+
+
+def tiny_cfg(tok, **kw) -> ModelConfig:
+    base = dict(vocab_size=len(tok), d_model=32, n_heads=4, n_layers=1, d_ff=64, max_len=32)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return T.tokenizer_for("causal")
+
+
+@pytest.fixture(scope="module")
+def mtok():
+    return T.tokenizer_for("mlm")
+
+
+def test_a_few_steps_reduce_the_loss(tok):
+    res = T.train(tiny_cfg(tok), tok, TEXTS, steps=40, lr=1e-2, seed=0, batch_size=16)
+    assert len(res.losses) == 40 and res.steps_done == 40 and not res.stopped
+    first, last = np.mean(res.losses[:3]), np.mean(res.losses[-5:])
+    assert last < first - 1.0, (first, last)
+    assert not res.model.training  # handed back in eval mode
+
+
+def test_masked_lm_steps_reduce_the_loss(mtok):
+    res = T.train(tiny_cfg(mtok), mtok, TEXTS, steps=40, lr=1e-2, seed=0, objective="mlm", batch_size=16)
+    assert np.mean(res.losses[-5:]) < np.mean(res.losses[:3]) - 1.0
+
+
+def test_same_seed_same_loss_curve_other_seed_differs(tok):
+    a = T.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=3, batch_size=8)
+    b = T.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=3, batch_size=8)
+    c = T.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=4, batch_size=8)
+    assert a.losses == b.losses
+    assert a.losses != c.losses
+    for (k, v), (_, w) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert torch.equal(v, w), k
+
+
+def test_masked_lm_is_deterministic(mtok):
+    a = T.train(tiny_cfg(mtok), mtok, TEXTS, steps=4, seed=1, objective="mlm", batch_size=8)
+    b = T.train(tiny_cfg(mtok), mtok, TEXTS, steps=4, seed=1, objective="mlm", batch_size=8)
+    assert a.losses == b.losses
+
+
+def test_trains_a_copy_never_the_model_passed_in(tok):
+    base = Transformer(tiny_cfg(tok), seed=0)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    res = T.train(None, tok, TEXTS, steps=3, lr=1e-2, seed=0, init_model=base, batch_size=8)
+    assert res.model is not base
+    for k, v in base.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    changed = [k for k, v in res.model.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed  # the copy did train
+
+
+def test_callback_snapshots_and_stop(tok):
+    seen = []
+    probe = tok.encode(corpus.DEFAULT_SENTENCE).ids
+    res = T.train(tiny_cfg(tok, n_layers=2), tok, TEXTS, steps=10, seed=0, batch_size=8,
+                  callback=lambda s, l: seen.append((s, l)), snapshot_every=4, snapshot_ids=probe)
+    assert [s for s, _ in seen] == list(range(1, 11))
+    assert [l for _, l in seen] == res.losses
+    assert [s.step for s in res.snapshots] == [0, 4, 8, 10]
+    w = res.snapshots[-1].weights
+    assert w.shape == (2, 4, len(probe), len(probe))
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(w, k=1) == 0)  # causal probe
+    assert not np.allclose(res.snapshots[0].weights, w)  # heads moved during training
+    # the last snapshot is the returned model's attention
+    np.testing.assert_allclose(T.probe_weights(res.model, probe, True), w, atol=1e-6)
+
+    calls = {"n": 0}
+
+    def stop():
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    res2 = T.train(tiny_cfg(tok), tok, TEXTS, steps=50, seed=0, batch_size=8, should_stop=stop,
+                   snapshot_every=100, snapshot_ids=probe)
+    assert res2.stopped and res2.steps_done == 3 and len(res2.losses) == 3
+    assert [s.step for s in res2.snapshots] == [0, 3]
+
+
+def test_bad_arguments_raise_clear_errors(tok):
+    with pytest.raises(ValueError, match="vocab_size"):
+        T.train(tiny_cfg(tok, vocab_size=len(tok) + 1), tok, TEXTS, steps=1)
+    with pytest.raises(ValueError, match="<mask>"):
+        T.train(tiny_cfg(tok), tok, TEXTS, steps=1, objective="mlm")
+    with pytest.raises(ValueError, match="objective"):
+        T.train(tiny_cfg(tok), tok, TEXTS, steps=1, objective="seq2seq")
+    with pytest.raises(ValueError, match="steps"):
+        T.train(tiny_cfg(tok), tok, TEXTS, steps=-1)
+
+
+def test_mask_tokens_only_corrupts_real_words(mtok):
+    ids, _ = T.encode_texts(mtok, TEXTS[:64], 32)
+    gen = torch.Generator().manual_seed(0)
+    inputs, targets = T.mask_tokens(ids, mtok, gen)
+    pick = targets != -100
+    assert pick.any(dim=1).all()  # at least one prediction per sentence
+    assert torch.equal(targets[pick], ids[pick])
+    assert not pick[:, 0].any()  # never <bos>
+    assert not pick[ids == mtok.pad_id].any()  # never padding
+    assert torch.equal(inputs[~pick], ids[~pick])
+    mask_id = mtok.index[corpus.MASK]
+    frac_masked = (inputs[pick] == mask_id).float().mean().item()
+    assert 0.6 < frac_masked < 0.95  # ~80 % become <mask>
+    rate = pick.sum().item() / (ids > 4).sum().item()
+    assert 0.12 < rate < 0.3
+
+
+def test_checkpoint_round_trip_is_bit_identical(tok, tmp_path):
+    res = T.train(tiny_cfg(tok, pos_encoding="learned"), tok, TEXTS, steps=3, seed=0, batch_size=8)
+    save_checkpoint(res.model, tok, tmp_path / "ck", extra={"preset": "test"})
+    model, tok2 = load_checkpoint(tmp_path / "ck")
+    assert tok2.vocab == tok.vocab and tok2.add_bos
+    sd1, sd2 = res.model.state_dict(), model.state_dict()
+    assert sd1.keys() == sd2.keys()
+    for k in sd1:
+        assert sd1[k].dtype == sd2[k].dtype and torch.equal(sd1[k], sd2[k]), k
+    assert to_bytes(model, tok2, {"preset": "test"}) == (tmp_path / "ck" / "model.safetensors").read_bytes()
+    ids = torch.tensor([tok.encode(corpus.DEFAULT_SENTENCE).ids])
+    assert torch.equal(res.model(ids), model(ids))
+
+
+def test_cli_trains_saves_and_logs(tmp_path, capsys):
+    out = tmp_path / "cli"
+    n_threads = torch.get_num_threads()
+    try:
+        T.main(["--preset", "causal-lm", "--steps", "2", "--out", str(out), "--threads", "1"])
+    finally:
+        torch.set_num_threads(n_threads)
+    text = capsys.readouterr().out
+    assert "step 2/2" in text and "[" in text
+    model, tok = load_checkpoint(out)
+    meta = __import__("json").loads((out / "config.json").read_text())
+    assert meta["extra"]["preset"] == "causal-lm" and meta["extra"]["steps"] == 2
+    assert "next_token_acc" in meta["extra"]["heldout"]
+    log = (out / "loss_log.csv").read_text().splitlines()
+    assert log[0] == "step,loss" and len(log) == 3
