@@ -1,0 +1,168 @@
+"""Load with real browsers: N concurrent Chromium sessions (Playwright), each doing R interactions
+after all have loaded; p50/p90/p95 repaint next to the bare app under the same load, same run.
+
+An interaction is: type a new sentence in the "Sentence" box and commit (Ctrl+Enter); on the
+Attention Lab every 5th interaction instead clicks another page in the navigation ("across
+pages"). Repaint time = commit -> the script ran (stApp went to "running" and back to
+"notRunning"), the status widget is gone, and two animation frames have passed (the new charts
+are painted). Errors = an stException on the page, a timeout, or a request that left localhost.
+
+    python -m benchmarks.browser_load [--sessions 10] [--interactions 20]
+
+On 2 cores the browsers compete with the server, so p90/p95 are noisy; judge on p50.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from urllib.parse import urlparse
+
+from benchmarks.server import Server
+from benchmarks.soak import url_paths
+from benchmarks.ws_load import sentence
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage"]
+LOCAL = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+ARM = """() => {
+  window.__ran = false;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (window.__obs) window.__obs.disconnect();
+  window.__obs = new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'running') window.__ran = true;
+  });
+  window.__obs.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+DONE = """() => window.__ran &&
+  document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state') === 'notRunning' &&
+  !document.querySelector('[data-testid="stStatusWidget"]')"""
+FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
+async def _idle(page, timeout_ms: float) -> None:
+    await page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout_ms)
+    await page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+
+
+async def _session(browser, url: str, k: int, n: int, pages: list[str], loaded: asyncio.Barrier,
+                   times: list[float], errors: list[str], timeout_ms: float) -> None:
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 1000})
+    offsite: list[str] = []
+
+    async def guard(route):
+        host = urlparse(route.request.url).hostname or ""
+        if route.request.url.startswith(("data:", "blob:", "about:")) or host in LOCAL:
+            await route.continue_()
+        else:
+            offsite.append(route.request.url)
+            await route.abort()
+
+    await ctx.route("**/*", guard)
+    page = await ctx.new_page()
+    try:
+        await page.goto(f"{url}/{pages[0] if pages else ''}", timeout=timeout_ms)
+        await page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=timeout_ms)
+        await _idle(page, timeout_ms)
+    except Exception as exc:
+        errors.append(f"session {k} load: {type(exc).__name__}: {str(exc)[:200]}")
+        await loaded.wait()
+        await ctx.close()
+        return
+    await loaded.wait()
+    for i in range(n):
+        try:
+            await page.evaluate(ARM)
+            t0 = time.perf_counter()
+            if pages and i % 5 == 4:
+                target = pages[(k + i) % len(pages)]
+                await page.locator(f'[data-testid="stSidebarNav"] a[href$="/{target}"]').first.click(timeout=timeout_ms)
+            else:
+                box = page.get_by_role("textbox", name="Sentence")
+                await box.fill(sentence(k, i), timeout=timeout_ms)
+                t0 = time.perf_counter()
+                await box.press("Control+Enter")
+            await page.wait_for_function(DONE, timeout=timeout_ms)
+            await page.evaluate(FRAMES)
+            times.append(time.perf_counter() - t0)
+            if await page.locator('[data-testid="stException"]').count():
+                errors.append(f"session {k} interaction {i}: stException shown")
+        except Exception as exc:
+            errors.append(f"session {k} interaction {i}: {type(exc).__name__}: {str(exc)[:200]}")
+    if offsite:
+        errors.append(f"session {k}: requests left localhost: {offsite[:3]}")
+    await ctx.close()
+
+
+async def load(url: str, sessions: int, n: int, pages: list[str], timeout_ms: float = 180_000) -> dict:
+    from playwright.async_api import async_playwright
+    times: list[float] = []
+    errors: list[str] = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        loaded = asyncio.Barrier(sessions + 1)
+        tasks = [asyncio.create_task(_session(browser, url, k, n, pages, loaded, times, errors, timeout_ms))
+                 for k in range(sessions)]
+        await loaded.wait()
+        t0 = time.perf_counter()
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - t0
+        await browser.close()
+    xs = sorted(times)
+
+    def q(p):
+        return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))] if xs else float("nan")
+    return dict(p50=statistics.median(xs) if xs else float("nan"), p90=q(0.9), p95=q(0.95),
+                n=len(xs), errors=errors, wall=wall)
+
+
+def run_pair(sessions: int, n: int) -> tuple[dict, dict]:
+    pages = url_paths()
+    with Server("benchmarks/bare_app.py") as s:
+        bare = asyncio.run(load(s.url, sessions, n, []))
+    with Server("app.py") as s:
+        asyncio.run(load(s.url, 1, 1, pages[:1]))  # first session of the process (see ws_load.warm)
+        app = asyncio.run(load(s.url, sessions, n, pages))
+    return bare, app
+
+
+def rows(bare: dict, app: dict, sessions: int, n: int) -> list[dict]:
+    name = f"Browser load, {sessions} Chromium sessions x {n} interactions"
+    return [dict(benchmark=name, metric="p50 repaint (s)", app=app["p50"], bare=bare["p50"],
+                 ratio=app["p50"] / bare["p50"], target="≤ 1.3×"),
+            dict(benchmark=name, metric="p90 repaint (s)", app=app["p90"], bare=bare["p90"],
+                 ratio=app["p90"] / bare["p90"], target="(noisy)"),
+            dict(benchmark=name, metric="p95 repaint (s)", app=app["p95"], bare=bare["p95"],
+                 ratio=app["p95"] / bare["p95"], target="(noisy)"),
+            dict(benchmark=name, metric="errors", app=len(app["errors"]), bare=len(bare["errors"]), ratio=None, target="0")]
+
+
+def run(quick: bool = False) -> list[dict]:
+    sessions, n = (3, 5) if quick else (10, 20)
+    bare, app = run_pair(sessions, n)
+    for label, r in (("bare app", bare), ("Attention Lab", app)):
+        print(f"browser {label}: {r['n']} repaints, p50 {r['p50']:.2f} s, p90 {r['p90']:.2f} s, "
+              f"p95 {r['p95']:.2f} s, errors {len(r['errors'])}")
+        for e in r["errors"][:5]:
+            print("  error:", e)
+    return rows(bare, app, sessions, n)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--interactions", type=int, default=20)
+    a = ap.parse_args()
+    bare, app = run_pair(a.sessions, a.interactions)
+    from benchmarks.report import table
+    print(table(rows(bare, app, a.sessions, a.interactions)))
+    for e in (app["errors"] + bare["errors"])[:10]:
+        print("  error:", e)
+
+
+if __name__ == "__main__":
+    main()

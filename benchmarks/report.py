@@ -1,0 +1,55 @@
+"""Formatting for the README table: machine info and rows of (benchmark, metric, app, bare, ratio, target)."""
+from __future__ import annotations
+
+import math
+import os
+import platform
+
+
+def machine_info() -> str:
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f"{int(f.readline().split()[1]) / 1024 / 1024:.0f} GB"
+    except OSError:
+        pass
+    try:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    import numpy
+    import streamlit
+    import torch
+    return (f"{cpu}, {os.cpu_count()} cores, {mem} RAM, load average {load} at start; "
+            f"Python {platform.python_version()}, torch {torch.__version__} "
+            f"(threads {torch.get_num_threads()}), Streamlit {streamlit.__version__}, numpy {numpy.__version__}")
+
+
+def _fmt(x) -> str:
+    if x is None or x == "":
+        return "–"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "–"
+        return f"{x:.3g}" if abs(x) < 100 else f"{x:,.0f}"
+    return str(x)
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| benchmark | metric | Attention Lab | bare app | ratio | target |",
+           "|---|---|---:|---:|---:|---|"]
+    for r in rows:
+        ratio = r.get("ratio")
+        out.append(f"| {r.get('benchmark', '')} | {r.get('metric', '')} | {_fmt(r.get('app'))} | "
+                   f"{_fmt(r.get('bare'))} | {(_fmt(ratio) + '×') if isinstance(ratio, (int, float)) and not math.isnan(ratio) else '–'} | "
+                   f"{r.get('target', '')} |")
+    return "\n".join(out)

@@ -1,0 +1,222 @@
+"""A minimal Streamlit client that speaks the browser's own protocol, without rendering.
+
+The Streamlit frontend opens a WebSocket at `/_stcore/stream` (subprotocol "streamlit"), sends a
+`BackMsg` whose `rerun_script` is a `ClientState` (query string, page name or page-script hash,
+widget states) and then receives `ForwardMsg`s (new_session, navigation, deltas, ...) until
+`script_finished`. This module does exactly that with the `websockets` package and the protobuf
+classes shipped in `streamlit.proto`, so the server does all of its real work (script run,
+serialization, sending) while the client costs almost nothing. Used by benchmarks/ws_load.py,
+benchmarks/soak.py, tests/load and tests/deploy.
+
+    async with StClient("http://localhost:8501", page="heads") as c:
+        r = await c.rerun()                       # first run of the page (as a browser would)
+        r = await c.set_widget("Sentence", "a new sentence .")
+        r.seconds, r.exceptions, r.alerts, r.bytes
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+# Element fields (in streamlit.proto.Element) that are widgets, and how the frontend sends each value
+# (the `value_type` each widget registers with in streamlit/elements/widgets/*.py).
+STRING_WIDGETS = {"text_area", "text_input"}
+OPTION_WIDGETS = {"selectbox", "radio"}  # string_value = the shown option
+
+
+def widget_state_of(etype: str, w) -> WidgetState | None:
+    """The state the frontend would send for a widget element it has just drawn: the value the
+    server set (set_value) or else the widget's default. None for widgets we do not model."""
+    ws = WidgetState(id=w.id)
+    if etype in STRING_WIDGETS:
+        ws.string_value = w.value if w.set_value else w.default
+    elif etype in OPTION_WIDGETS:
+        if w.set_value:
+            ws.string_value = w.raw_value
+        elif 0 <= w.default < len(w.options):
+            ws.string_value = w.options[w.default]
+        else:
+            return None
+    elif etype == "slider":
+        ws.double_array_value.data.extend(list(w.value) if w.set_value else list(w.default))
+    elif etype == "number_input":
+        ws.double_value = w.value if w.set_value else w.default
+    elif etype == "checkbox":
+        ws.bool_value = w.value if w.set_value else w.default
+    else:
+        return None
+    return ws
+
+
+@dataclass
+class RunResult:
+    seconds: float  # BackMsg sent -> script_finished received
+    status: int  # ForwardMsg.ScriptFinishedStatus
+    messages: int
+    bytes: int  # ForwardMsg bytes received during the run
+    exceptions: list[str] = field(default_factory=list)  # st.exception / uncaught errors shown
+    alerts: list[str] = field(default_factory=list)  # st.warning / st.info / st.error bodies
+    elements: dict[str, int] = field(default_factory=dict)  # element type -> count this run
+
+    @property
+    def ok(self) -> bool:
+        return not self.exceptions and self.status == ForwardMsg.FINISHED_SUCCESSFULLY
+
+
+class ProtocolError(RuntimeError):
+    pass
+
+
+class StClient:
+    """One browser-less session. Not thread-safe; one asyncio task per client."""
+
+    def __init__(self, base_url: str, page: str = "", query: str = "", timeout: float = 120.0,
+                 headers: dict[str, str] | None = None):
+        u = urlparse(base_url)
+        scheme = "wss" if u.scheme == "https" else "ws"
+        self.ws_url = f"{scheme}://{u.netloc}{u.path.rstrip('/')}/_stcore/stream"
+        self.page_name = page
+        self.page_hash = ""
+        self.query = query
+        self.timeout = timeout
+        self.headers = headers or {}
+        self.ws = None
+        self.session_id = ""
+        self.pages: dict[str, str] = {}  # url_pathname -> page_script_hash
+        self.widgets: dict[str, tuple[str, str]] = {}  # label -> (widget id, element type)
+        self.widget_values: dict[str, WidgetState] = {}
+        self.runs = 0
+
+    async def __aenter__(self) -> "StClient":
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        self.ws = await websockets.connect(
+            self.ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=self.timeout,
+            additional_headers=self.headers or None, ping_interval=None, compression=None)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+            self.ws = None
+
+    # -- protocol -----------------------------------------------------------------------------
+    def _back_msg(self) -> bytes:
+        msg = BackMsg()
+        cs = msg.rerun_script
+        cs.query_string = self.query
+        if self.page_hash:
+            cs.page_script_hash = self.page_hash
+        else:
+            cs.page_name = self.page_name
+        cs.widget_states.widgets.extend(self.widget_values.values())
+        return msg.SerializeToString()
+
+    async def rerun(self) -> RunResult:
+        """Send one rerun request and read ForwardMsgs until the script finishes."""
+        if self.ws is None:
+            raise ProtocolError("not connected")
+        t0 = time.perf_counter()
+        await self.ws.send(self._back_msg())
+        n = nbytes = 0
+        exceptions: list[str] = []
+        alerts: list[str] = []
+        elements: dict[str, int] = {}
+        deadline = t0 + self.timeout
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise ProtocolError(f"no script_finished within {self.timeout:.0f} s")
+            raw = await asyncio.wait_for(self.ws.recv(), remaining)
+            if isinstance(raw, str):
+                raise ProtocolError("text frame from server")
+            n += 1
+            nbytes += len(raw)
+            fm = ForwardMsg()
+            fm.ParseFromString(raw)
+            kind = fm.WhichOneof("type")
+            if kind == "new_session":
+                self.session_id = fm.new_session.initialize.session_id or self.session_id
+                self._learn_pages(fm.new_session.app_pages)
+            elif kind == "navigation":
+                self._learn_pages(fm.navigation.app_pages)
+                if fm.navigation.page_script_hash:
+                    self.page_hash = fm.navigation.page_script_hash
+            elif kind == "page_info_changed":
+                self.query = fm.page_info_changed.query_string
+            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                el = fm.delta.new_element
+                etype = el.WhichOneof("type") or "?"
+                elements[etype] = elements.get(etype, 0) + 1
+                if etype == "exception":
+                    exceptions.append(f"{el.exception.type}: {el.exception.message}")
+                elif etype == "alert":
+                    alerts.append(el.alert.body)
+                else:
+                    w = getattr(el, etype, None)
+                    label, wid = getattr(w, "label", None), getattr(w, "id", None)
+                    if isinstance(label, str) and isinstance(wid, str) and wid:
+                        self.widgets[label] = (wid, etype)
+                        if wid not in self.widget_values or w.set_value:
+                            state = widget_state_of(etype, w)
+                            if state is not None:
+                                self.widget_values[wid] = state
+            elif kind == "script_finished":
+                status = fm.script_finished
+                if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                    continue  # a rerun we (or the app) requested follows
+                self.runs += 1
+                return RunResult(time.perf_counter() - t0, status, n, nbytes, exceptions, alerts, elements)
+
+    def _learn_pages(self, app_pages) -> None:
+        for p in app_pages:
+            self.pages[p.url_pathname] = p.page_script_hash
+
+    async def goto(self, url_path: str) -> RunResult:
+        """Switch page like a click in the navigation (by page-script hash once known)."""
+        if url_path in self.pages:
+            self.page_hash, self.page_name = self.pages[url_path], url_path
+        else:
+            self.page_hash, self.page_name = "", url_path
+        return await self.rerun()
+
+    async def set_widget(self, label: str, value) -> RunResult:
+        """Change a widget seen in an earlier run (by its label) and rerun: text for text widgets,
+        the option's text for selectbox/radio, a number for sliders/number inputs, a bool for
+        checkboxes/toggles."""
+        if label not in self.widgets:
+            raise ProtocolError(f"no widget labelled {label!r}; seen: {sorted(self.widgets)}")
+        wid, etype = self.widgets[label]
+        ws = WidgetState(id=wid)
+        if etype in STRING_WIDGETS or etype in OPTION_WIDGETS:
+            ws.string_value = str(value)
+        elif etype == "slider":
+            ws.double_array_value.data.extend([float(value)])
+        elif etype == "number_input":
+            ws.double_value = float(value)
+        elif etype == "checkbox":
+            ws.bool_value = bool(value)
+        else:
+            raise ProtocolError(f"widget type {etype} is not modelled")
+        self.widget_values[wid] = ws
+        return await self.rerun()
+
+
+def server_pid_rss_kb(pid: int) -> int:
+    """Resident set size of a process in kB, from /proc (psutil is not installed here)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0

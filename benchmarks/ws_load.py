@@ -1,0 +1,222 @@
+"""Server-side load: N concurrent sessions speaking Streamlit's own WebSocket protocol.
+
+Each session opens `/_stcore/stream`, runs the page once (like a browser opening it), waits until
+every session has loaded, then re-runs the page R times, each time with a new sentence in the
+sidebar's "Sentence" box (a real cache miss every time). No rendering cost: the client only parses
+the ForwardMsgs. The same load runs against the bare app (benchmarks/bare_app.py: one heatmap) in
+the same invocation, and the report puts them side by side.
+
+    python -m benchmarks.ws_load                      # 30 sessions x 20 reruns, page "heads"
+    python -m benchmarks.ws_load --sessions 3 --reruns 5 --pages heads,overview
+
+Reports p50/p90 rerun time (BackMsg sent -> script_finished), throughput (reruns/s over the timed
+phase), errors (exceptions shown, protocol errors, timeouts), server RSS (start, peak, end; read
+from /proc) and bytes received per rerun.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+
+from benchmarks.server import Server
+from benchmarks.stclient import StClient, server_pid_rss_kb
+
+WORDS = ["cat", "dog", "bird", "child", "teacher", "robot", "king", "queen", "river", "table",
+         "keys", "book", "garden", "house", "city", "car", "door", "window", "tree", "song"]
+
+
+def sentence(session: int, i: int) -> str:
+    """A new sentence for every (session, rerun): cached results never answer it."""
+    a, b, c = WORDS[(session * 7 + i) % len(WORDS)], WORDS[(session + 3 * i) % len(WORDS)], WORDS[(i * 11 + 5) % len(WORDS)]
+    return f"the {a} saw the {b} near the {c} and {session} {i} ."
+
+
+@dataclass
+class LoadResult:
+    label: str
+    sessions: int
+    reruns: int
+    times: list[float] = field(default_factory=list)
+    load_times: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    wall: float = 0.0
+    bytes: list[int] = field(default_factory=list)
+    rss_start_mb: float = 0.0
+    rss_peak_mb: float = 0.0
+    rss_end_mb: float = 0.0
+
+    def q(self, p: float) -> float:
+        if not self.times:
+            return float("nan")
+        xs = sorted(self.times)
+        return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+    @property
+    def p90(self) -> float:
+        return self.q(0.90)
+
+    @property
+    def throughput(self) -> float:
+        return len(self.times) / self.wall if self.wall else 0.0
+
+    def summary(self) -> str:
+        kb = statistics.median(self.bytes) / 1024 if self.bytes else 0
+        return (f"{self.label}: {self.sessions} sessions x {self.reruns} reruns: p50 {self.p50:.2f} s, "
+                f"p90 {self.p90:.2f} s, {self.throughput:.1f} reruns/s, errors {len(self.errors)}, "
+                f"RSS {self.rss_start_mb:.0f} -> peak {self.rss_peak_mb:.0f} -> {self.rss_end_mb:.0f} MB, "
+                f"{kb:.0f} kB/rerun")
+
+
+class RssSampler:
+    """Samples a process's RSS every 0.2 s in a thread; keeps the peak."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, server_pid_rss_kb(self.pid))
+            except OSError:
+                return
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> "RssSampler":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._t.join(2)
+
+
+async def _session(url: str, page: str, k: int, reruns: int, loaded: asyncio.Barrier,
+                   res: LoadResult, timeout: float) -> None:
+    client = StClient(url, page=page, timeout=timeout)
+    try:
+        await client.connect()
+        r = await client.rerun()
+        res.load_times.append(r.seconds)
+        if not r.ok:
+            res.errors.append(f"session {k} load: {r.exceptions[:1] or r.status}")
+    except Exception as exc:  # connection refused, timeout, protocol error
+        res.errors.append(f"session {k} load: {type(exc).__name__}: {exc}")
+        await loaded.wait()
+        await client.close()
+        return
+    await loaded.wait()  # every session has loaded: now the timed phase
+    try:
+        for i in range(reruns):
+            try:
+                r = await client.set_widget("Sentence", sentence(k, i))
+            except Exception as exc:
+                res.errors.append(f"session {k} rerun {i}: {type(exc).__name__}: {exc}")
+                break
+            res.times.append(r.seconds)
+            res.bytes.append(r.bytes)
+            if not r.ok:
+                res.errors.append(f"session {k} rerun {i}: {r.exceptions[:1] or r.status}")
+    finally:
+        await client.close()
+
+
+async def load(url: str, pages: list[str], sessions: int, reruns: int, label: str, pid: int | None,
+               timeout: float = 300.0) -> LoadResult:
+    res = LoadResult(label, sessions, reruns)
+    if pid:
+        res.rss_start_mb = server_pid_rss_kb(pid) / 1024
+    loaded = asyncio.Barrier(sessions + 1)
+    tasks = [asyncio.create_task(_session(url, pages[k % len(pages)], k, reruns, loaded, res, timeout))
+             for k in range(sessions)]
+    sampler = RssSampler(pid) if pid else None
+    if sampler:
+        sampler.__enter__()
+    try:
+        await loaded.wait()
+        t0 = time.perf_counter()
+        await asyncio.gather(*tasks)
+        res.wall = time.perf_counter() - t0
+    finally:
+        if sampler:
+            sampler.__exit__()
+            res.rss_peak_mb = sampler.peak / 1024
+    if pid:
+        res.rss_end_mb = server_pid_rss_kb(pid) / 1024
+    return res
+
+
+async def warm(url: str, page: str) -> None:
+    """One session opens the root first: it makes the server import torch and the model before the
+    load, and (until the pages/ folder issue is fixed, see the report) it is the first session of
+    the process, which Streamlit runs with the wrong widget ids."""
+    async with StClient(url, page="") as c:
+        await c.rerun()
+    async with StClient(url, page=page) as c:
+        await c.rerun()
+
+
+def run_pair(sessions: int = 30, reruns: int = 20, pages: list[str] | None = None,
+             app_env: dict[str, str] | None = None) -> tuple[LoadResult, LoadResult]:
+    """The same load on the bare app and on the real app, one after the other, same run."""
+    pages = pages or ["heads"]
+    out = []
+    for label, app, pg, env in (("bare app", "benchmarks/bare_app.py", [""], None),
+                                ("Attention Lab", "app.py", pages, app_env)):
+        with Server(app, env=env) as s:
+            asyncio.run(warm(s.url, pg[0]))
+            out.append(asyncio.run(load(s.url, pg, sessions, reruns, label, s.pid)))
+    return out[0], out[1]
+
+
+def rows(bare: LoadResult, app: LoadResult) -> list[dict]:
+    """README table rows (benchmark, metric, app, bare, ratio, target)."""
+    n = f"WebSocket load, {app.sessions} sessions x {app.reruns} reruns"
+    return [
+        dict(benchmark=n, metric="p50 rerun (s)", app=app.p50, bare=bare.p50, ratio=app.p50 / bare.p50, target=""),
+        dict(benchmark=n, metric="p90 rerun (s)", app=app.p90, bare=bare.p90, ratio=app.p90 / bare.p90, target="≤ 1.5×"),
+        dict(benchmark=n, metric="throughput (reruns/s)", app=app.throughput, bare=bare.throughput,
+             ratio=app.throughput / bare.throughput if bare.throughput else float("nan"), target=""),
+        dict(benchmark=n, metric="errors", app=len(app.errors), bare=len(bare.errors), ratio=None, target="0"),
+        dict(benchmark=n, metric="server RSS peak (MB)", app=app.rss_peak_mb, bare=bare.rss_peak_mb,
+             ratio=app.rss_peak_mb / bare.rss_peak_mb if bare.rss_peak_mb else None, target=""),
+        dict(benchmark=n, metric="kB received per rerun (median)", app=statistics.median(app.bytes) / 1024 if app.bytes else 0,
+             bare=statistics.median(bare.bytes) / 1024 if bare.bytes else 0, ratio=None, target=""),
+    ]
+
+
+def run(quick: bool = False) -> list[dict]:
+    """For benchmarks.run_all."""
+    bare, app = run_pair(3 if quick else 30, 5 if quick else 20)
+    print(bare.summary())
+    print(app.summary())
+    for e in app.errors[:5]:
+        print("  app error:", e)
+    return rows(bare, app)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=30)
+    ap.add_argument("--reruns", type=int, default=20)
+    ap.add_argument("--pages", default="heads", help="comma-separated url paths, spread over sessions")
+    a = ap.parse_args()
+    bare, app = run_pair(a.sessions, a.reruns, a.pages.split(","))
+    print(bare.summary())
+    print(app.summary())
+    for e in (app.errors + bare.errors)[:10]:
+        print("  error:", e)
+    from benchmarks.report import table
+    print(table(rows(bare, app)))
+
+
+if __name__ == "__main__":
+    main()
