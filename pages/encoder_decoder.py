@@ -1,0 +1,189 @@
+"""Encoder–decoder: a trained toy translator (English -> Kalo) and its cross-attention.
+
+Numbers: model.translation.translate (greedy decoding, every step traced) via ui.translator;
+figures: viz.seq2seq and viz.attention. This script only lays them out.
+"""
+import pandas as pd
+import streamlit as st
+
+from ui import state
+from ui import translator as tr
+from ui.compute import md_escape
+from ui.show import matrix_table, show_fig
+from viz.attention import mask_heatmap
+from viz.seq2seq import alignment_links, cross_attention_grid, step_bars, step_labels, three_attentions
+
+st.title("Encoder–decoder: cross-attention")
+st.markdown(
+    "A translator reads the whole source sentence with an **encoder** (bidirectional self-attention) and "
+    "writes the translation word by word with a **decoder** (causal self-attention). In between sits "
+    "**cross-attention**: the *queries* come from the decoder (the words written so far), the *keys and "
+    "values* from the encoder's output. Each new word can therefore look up the source words it needs. "
+    "The model here was trained on a toy task: English → *Kalo*, a made-up language with the same words "
+    "in a different order (noun before adjective before article, verb at the end), so the correct "
+    "source word of every output word is known.")
+
+s2s, tok, info = tr.get_translator()
+cfg = s2s.cfg
+L, H = cfg.n_layers, cfg.n_heads
+
+state.bound("s2s_text", tr.DEFAULT_SENTENCE, lambda raw: raw[: tr.MAX_CHARS])
+text = st.text_input("English sentence (this page's own input; the sidebar drives the other pages)",
+                     key="s2s_text", max_chars=tr.MAX_CHARS,
+                     help="Words of the toy vocabulary (below), e.g. “a happy child finds the red ball near "
+                          "a tall tree .” Other words become <unk>.")
+with st.expander("The toy vocabulary and grammar"):
+    st.markdown("Sentence: *subject* **verb** *object* [**preposition** *place*] [.], each noun phrase = "
+                "article, up to two adjectives, noun. Kalo order: subject [place postposition] object verb .")
+    vocab = tr.vocabulary_table()
+    st.dataframe(vocab, hide_index=True, width="stretch", height=300)
+
+if not str(text).strip():
+    st.info("Type an English sentence to translate, for example “the big dog sees a small cat .”",
+            icon=":material/edit:")
+    st.stop()
+try:
+    r = tr.get_translation(str(text))
+except ValueError as e:  # translate() explains what is wrong with the input
+    st.info(md_escape(str(e)), icon=":material/edit:")
+    st.stop()
+tr.input_notices(r)
+ref = tr.reference(r)
+
+# ----------------------------------------------------------------------------- the translation
+out = " ".join(md_escape(w) for w in r.tgt_tokens) or "(nothing)"
+st.markdown(f"#### Translation: {out}")
+if ref.words is not None:
+    same = r.tgt_tokens == ref.words
+    st.caption(("Equals the reference translation. " if same else
+                f"The reference translation is: {' '.join(md_escape(w) for w in ref.words)}. ") +
+               "The model only learned it from 20,000 example pairs; nobody told it the word order.")
+else:
+    st.caption(f"No reference translation for this sentence: {md_escape(ref.reason)}.")
+
+layers = list(range(L))
+head_opts = ["avg"] + [str(h) for h in range(H)]
+state.bound("s2s_layer", L - 1)
+state.fix("s2s_layer", layers, L - 1)
+state.bound("s2s_head", "avg")
+state.fix("s2s_head", head_opts, "avg")
+c1, c2 = st.columns(2)
+layer = c1.selectbox("Decoder layer", layers, key="s2s_layer")
+head_key = c2.selectbox("Head", head_opts, key="s2s_head",
+                        format_func=lambda s: "average of the heads" if s == "avg" else f"head {s}")
+head = None if head_key == "avg" else int(head_key)
+which = "the average of the heads" if head is None else f"head {head}"
+cross_name = f"decoder.layers.{layer}.cross_attn"
+
+# ----------------------------------------------------------------------------- step by step
+st.subheader("Step by step")
+n_steps = len(r.steps)
+state.bound("s2s_step", 1)
+state.fix("s2s_step", list(range(1, n_steps + 1)), 1)
+if n_steps > 1:
+    step = st.slider("Step", 1, n_steps, key="s2s_step",
+                     help="Each step the decoder reads <bos> and the words written so far and writes one more.")
+else:
+    step = 1
+st_ = r.steps[step - 1]
+so_far = [md_escape(w) for w in r.dec_labels[1:step]]
+new = md_escape(st_.token)
+st.markdown(f"#### {' '.join(so_far)} **:orange[{new}]**")
+w_step = tr.step_weights(st_, layer, head)  # (T_src,)
+gold = ref.gold[step - 1]
+s1, s2 = st.columns([2, 1])
+with s1:
+    show_fig(step_bars(w_step, r.src_labels, gold=gold,
+                       title=f"Step {step}: “{st_.token}” attended to … (layer {layer}, {which})"),
+             "s2s_step_bars", filename=f"cross_attention_step{step}",
+             table=lambda: pd.DataFrame({"source word": [f"{j}:{w}" for j, w in enumerate(r.src_labels)],
+                                         "weight": w_step}).set_index("source word"),
+             alt="Bars: the cross-attention weights of the new word over the source words (they sum to 1). "
+                 "Orange = attended most; a vermillion outline marks the reference source word.")
+with s2:
+    top_j = tr.argmax(w_step)
+    st.markdown(f"Attended most: **{md_escape(r.src_labels[top_j])}** ({w_step[top_j]:.2f})  \n"
+                + ("Reference source word: " + (f"**{md_escape(r.src_labels[gold])}**" if gold is not None
+                                                  else "not known for this step")))
+    st.caption(f"Probability of “{md_escape(st_.token)}”: {st_.prob:.3f}. The five most likely words:")
+    st.dataframe(pd.DataFrame(st_.top, columns=["word", "probability"]).round(4), hide_index=True,
+                 width="stretch")
+
+# ----------------------------------------------------------------------------- alignment
+st.subheader("Which source word did each output word look at?")
+cross = tr.head_weights(r, cross_name, layer, head)  # (T_dec, T_src)
+produced = [s.token for s in r.steps]
+show_fig(alignment_links(cross, r.src_labels, produced, gold=ref.gold,
+                         title=f"Cross-attention of layer {layer}, {which} (lines with weight ≥ 0.2)"),
+         "s2s_links", filename="alignment_links", table=lambda: matrix_table(cross, produced, r.src_labels),
+         alt="Source words on top, output words below. Blue lines: cross-attention (thicker = more). "
+             "Dashed vermillion: the reference alignment. The lines cross because Kalo reorders the words.")
+hits, n = tr.sentence_accuracy(r, ref, layer, head)
+if n:
+    st.markdown(f"This sentence: the argmax of {which} in layer {layer} points to the reference source word "
+                f"for **{hits} of {n}** output words.")
+align_rows = tr.alignment_rows(r, ref, layer, head)
+st.dataframe(align_rows, width="stretch", height=min(640, 35 * (len(align_rows) + 1) + 3))  # every row visible
+
+# ----------------------------------------------------------------------------- three attentions
+st.subheader(f"Three attentions of layer {layer}, {which}")
+st.caption("Encoder self-attention: every source word sees every source word (no mask). Decoder "
+           "self-attention: causal, a word sees only the words before it (grey = masked). Cross-attention: "
+           "every output step sees every source word. Rows are queries; decoder rows are labelled "
+           "“input→word it produced”.")
+rows = step_labels(r.dec_labels, produced)
+panels = [  # (title, trace name, row labels, column labels)
+    ("Encoder self-attn (bidirectional)", f"encoder.layers.{layer}.attn", r.src_labels, r.src_labels),
+    ("Cross-attention (dec → enc)", cross_name, rows, r.src_labels),
+    ("Decoder self-attn (causal)", f"decoder.layers.{layer}.self_attn", r.dec_labels, r.dec_labels),
+]
+allowed = [tr.allowed_matrix(r, name) for _, name, _, _ in panels]
+weights = [tr.head_weights(r, name, layer, head) for _, name, _, _ in panels]
+show_fig(three_attentions([(t, w, y, x, a) for (t, _, y, x), w, a in zip(panels, weights, allowed)], gold=ref.gold),
+         "s2s_three", filename=f"three_attentions_layer{layer}",
+         table=lambda: pd.concat({t: matrix_table(w, y, x).stack() for (t, _, y, x), w in zip(panels, weights)}
+                                 ).rename("weight").to_frame(),
+         alt="Left: encoder self-attention (T_enc × T_enc), middle: cross-attention (T_dec × T_enc), right: "
+             "decoder self-attention (T_dec × T_dec); one 0..1 scale, grey = masked. Open squares: the "
+             "reference alignment.")
+cols = st.columns(3)
+for i, ((title, name, ylab, xlab), a) in enumerate(zip(panels, allowed)):
+    with cols[i]:
+        show_fig(mask_heatmap(a.astype(float), ylab, xlab, title=f"mask: {title.split(' (')[0].lower()}",
+                              height=380), f"s2s_mask_{i}", filename=name.replace(".", "_") + "_mask")
+
+# ----------------------------------------------------------------------------- every head
+st.subheader(f"Cross-attention, every head of layer {layer}")
+wl = r.trace[f"{cross_name}.weights"][0]  # (H, T_dec, T_src)
+show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=tr.allowed_matrix(r, cross_name), gold=ref.gold),
+         "s2s_cross_grid", filename=f"cross_attention_layer{layer}",
+         table=lambda: tr.cross_table(wl, rows, r.src_labels, layer),
+         alt=f"{H} heatmaps (T_target × T_source = {wl.shape[1]} × {wl.shape[2]}), one per head, one 0..1 scale. "
+             "Open squares: the reference alignment (when known).")
+
+# ----------------------------------------------------------------------------- shapes
+st.subheader("Shapes")
+st.caption(f"Cross-attention of layer {layer} for this sentence: T_dec = {wl.shape[1]} decoder positions "
+           f"(<bos> + words written), T_enc = {wl.shape[2]} source words, d_model = {cfg.d_model}, "
+           f"h = {H} heads, d_k = d_v = {cfg.d_k}.")
+st.dataframe(tr.shapes_table(r, layer), width="stretch")
+
+# ----------------------------------------------------------------------------- accuracy
+st.subheader("How good is the shipped model?")
+al = info.get("alignment", {})
+if al:
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Exact match (held-out sentences)", f"{info['exact_match_heldout']:.1%}",
+              help=f"{info['n_heldout']} sentences never seen in training, greedy decoding.")
+    m2.metric(f"Alignment: best head (layer {al['layer']}, head {al['best_head']})",
+              f"{al['best_head_acc_heldout']:.1%}",
+              help=f"The head was chosen on the {al['best_head_chosen_on']}, scored on held-out sentences.")
+    m3.metric(f"Alignment: average of the heads (layer {al['layer']})", f"{al['head_average_acc_heldout']:.1%}")
+    st.caption(f"Alignment accuracy: for each of {al['n_target_words']:,} held-out target words, does the "
+               "argmax of the cross-attention row that produced it point to its source word? "
+               "(Teacher-forced on the reference; model/translation.py `evaluate`.) Per head:")
+    per = pd.DataFrame(al["per_head_acc_heldout"], index=[f"layer {i}" for i in range(L)],
+                       columns=[f"head {h}" for h in range(H)])
+    st.dataframe(per.style.format("{:.1%}"), width="stretch")
+else:
+    st.info("The translator checkpoint carries no evaluation numbers (run python -m model.translation --train).")
