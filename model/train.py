@@ -71,7 +71,7 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
                                      steps=1200, lr=3e-3,
                                      description="decoder-only causal LM, learned positions"),
     "masked-lm": TrainPreset("masked-lm", "mlm", {**_ARCH, "pos_encoding": "sinusoidal"},
-                             steps=1200, lr=3e-3,
+                             steps=2000, lr=5e-3,
                              description="bidirectional encoder, BERT-style masked-token objective"),
 }
 
@@ -111,11 +111,32 @@ def encode_texts(tok: Tokenizer, texts: Sequence[str], max_len: int) -> tuple[to
     return ids, torch.tensor([len(s) for s in seqs], dtype=torch.long)
 
 
-def mask_tokens(ids: torch.Tensor, tok: Tokenizer, gen: torch.Generator, rate: float = 0.15
+# Words whose masked prediction needs the subject across the intervening phrase ("the keys to the
+# cabinet <mask> ..."). With uniform 15% masking a verb is a prediction target in only ~4% of the
+# sentences and the masked LM never learns agreement in the step budget; training masks these
+# words more often (a targeted masking rate, like span/whole-word masking variants of BERT), and
+# masks 30% of the other words (more prediction targets per step than BERT's 15%; measured: with
+# 15% / 50% the 2-layer model stayed at chance (0.53) on held-out agreement after 1200 steps, with
+# 30% / 80% it reached 0.61 after 1200 and 1.00 after 2000 steps).
+# Evaluation (masked_token_accuracy) keeps plain 15% BERT masking.
+AGREEMENT_VERBS = ("is", "are", "was", "were")
+FOCUS_RATE = 0.8
+MLM_RATE = 0.3  # training masking rate of the other words
+
+
+def focus_ids(tok: Tokenizer, words: Sequence[str] = AGREEMENT_VERBS) -> list[int]:
+    """Vocabulary ids of `words` that the tokenizer has (for mask_tokens' focus)."""
+    return [tok.index[w] for w in words if w in tok.index]
+
+
+def mask_tokens(ids: torch.Tensor, tok: Tokenizer, gen: torch.Generator, rate: float = 0.15,
+                focus: Sequence[int] | None = None, focus_rate: float = FOCUS_RATE
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT-style corruption: pick `rate` of the real (non-special) tokens, at least one per row;
-    of those 80% -> <mask>, 10% -> a random word, 10% unchanged. Returns (inputs, targets) with
-    targets = -100 where no prediction is asked."""
+    of those 80% -> <mask>, 10% -> a random word, 10% unchanged. Tokens whose id is in `focus`
+    are picked with probability `focus_rate` instead (training uses the agreement verbs; the
+    evaluation uses plain BERT masking). Returns (inputs, targets) with targets = -100 where no
+    prediction is asked."""
     if corpus.MASK not in tok.index:
         raise ValueError("the masked-LM objective needs a '<mask>' entry in the vocabulary; "
                          "use model.train.tokenizer_for('mlm')")
@@ -124,7 +145,11 @@ def mask_tokens(ids: torch.Tensor, tok: Tokenizer, gen: torch.Generator, rate: f
     real = ids >= n_special  # (B, T) words only (not pad/bos/unk/mask)
     u = torch.rand(ids.shape, generator=gen)
     u = torch.where(real, u, torch.full_like(u, 2.0))
-    pick = (u < rate) & real
+    p = torch.full(ids.shape, float(rate))
+    if focus:
+        p = torch.where(torch.isin(ids, torch.as_tensor(list(focus), dtype=torch.long)),
+                        torch.full_like(p, float(focus_rate)), p)
+    pick = (u < p) & real
     first = u.argmin(dim=1)  # guarantee one prediction per row
     rows = real.any(dim=1)
     pick[rows, first[rows]] = True
@@ -144,7 +169,7 @@ def batch_loss(model: Transformer, ids: torch.Tensor, objective: str, tok: Token
         targets = ids[:, 1:].masked_fill(ids[:, 1:] == tok.pad_id, -100)
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                ignore_index=-100)
-    inputs, targets = mask_tokens(ids, tok, gen)
+    inputs, targets = mask_tokens(ids, tok, gen, MLM_RATE, focus=focus_ids(tok), focus_rate=FOCUS_RATE)
     logits = model(inputs, causal=False, key_padding_mask=ids != tok.pad_id)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
@@ -192,7 +217,8 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str], steps: in
           callback: Callable[[int, float], None] | None = None, snapshot_every: int = 0,
           snapshot_ids: Sequence[int] | None = None, should_stop: Callable[[], bool] | None = None,
           init_model: Transformer | None = None, emb_scale: float = 0.1, warmup: int | None = None,
-          weight_decay: float = 0.01) -> TrainResult:
+          weight_decay: float = 0.01,
+          on_snapshot: Callable[[Snapshot], None] | None = None) -> TrainResult:
     """Train a Transformer on `data` (sentences) and return the trained copy, the loss per step and
     attention snapshots.
 
@@ -200,7 +226,8 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str], steps: in
     objective: "causal" (next token, causal mask) or "mlm" (masked tokens, bidirectional; the
     tokenizer needs "<mask>"). callback(step, loss) after every step (step counts from 1).
     snapshot_every N > 0 with snapshot_ids (a token-id list, e.g. tok.encode(text).ids): weights
-    (L, H, T, T) at step 0, every N steps and at the end. should_stop() is polled every step.
+    (L, H, T, T) at step 0, every N steps and at the end; on_snapshot(snapshot) is called as each
+    one is taken (live views). should_stop() is polled every step.
     init_model: continue from this model; it is deep-copied, never mutated.
     Deterministic for a given seed (and torch thread count): weights come from Transformer(cfg,
     seed), batches and masks from a torch.Generator seeded with `seed`.
@@ -235,8 +262,15 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str], steps: in
 
     snaps: list[Snapshot] = []
     take = snapshot_every > 0 and snapshot_ids is not None and len(snapshot_ids) > 0
+
+    def snap(step: int, loss: float) -> None:
+        s = Snapshot(step, loss, probe_weights(model, snapshot_ids, causal))
+        snaps.append(s)
+        if on_snapshot is not None:
+            on_snapshot(s)
+
     if take:
-        snaps.append(Snapshot(0, float("nan"), probe_weights(model, snapshot_ids, causal)))
+        snap(0, float("nan"))
     losses: list[float] = []
     stopped = False
     t0, c0 = time.perf_counter(), time.process_time()
@@ -261,10 +295,10 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str], steps: in
         if callback is not None:
             callback(step + 1, lv)
         if take and ((step + 1) % snapshot_every == 0 or step + 1 == steps):
-            snaps.append(Snapshot(step + 1, lv, probe_weights(model, snapshot_ids, causal)))
+            snap(step + 1, lv)
     model.eval()
     if take and stopped and losses and snaps[-1].step != len(losses):
-        snaps.append(Snapshot(len(losses), losses[-1], probe_weights(model, snapshot_ids, causal)))
+        snap(len(losses), losses[-1])
     return TrainResult(model=model, losses=losses, snapshots=snaps, steps_done=len(losses),
                        stopped=stopped, seconds=time.perf_counter() - t0,
                        cpu_seconds=time.process_time() - c0)

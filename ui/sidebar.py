@@ -5,7 +5,7 @@ import json
 
 import streamlit as st
 
-from . import compute, state
+from . import compute, state, training
 
 PRESENT_CSS = """
 <style>
@@ -30,6 +30,7 @@ def render() -> None:
     with st.sidebar:
         st.markdown("## Attention Lab")
         state.show_url_notices()
+        training.adopt_finished()  # a training of this session that just finished joins the Model list
         st.text_area("Sentence", key="text", height=90,
                      help="Any text: it is lower-cased and split into words and punctuation.")
         options = source_options()
@@ -58,6 +59,8 @@ def render() -> None:
             st.number_input("Seed", 0, 9999, key="seed", disabled=not fresh)
         t_max = min(state.T_MAX, cfg.max_len)
         if s["T"] > t_max:
+            st.info(f"Max sequence length {s['T']} is more than this model allows ({cfg.max_len} positions); "
+                    f"using {t_max}.", icon=":material/straighten:")
             s["T"] = t_max
         st.slider("Max sequence length", state.T_MIN, t_max, key="T",
                   help="Longer input is truncated (with a notice).")

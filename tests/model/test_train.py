@@ -72,10 +72,13 @@ def test_trains_a_copy_never_the_model_passed_in(tok):
 
 
 def test_callback_snapshots_and_stop(tok):
-    seen = []
+    seen, live = [], []
     probe = tok.encode(corpus.DEFAULT_SENTENCE).ids
     res = T.train(tiny_cfg(tok, n_layers=2), tok, TEXTS, steps=10, seed=0, batch_size=8,
-                  callback=lambda s, l: seen.append((s, l)), snapshot_every=4, snapshot_ids=probe)
+                  callback=lambda s, l: seen.append((s, l)), snapshot_every=4, snapshot_ids=probe,
+                  on_snapshot=lambda sn: live.append((sn.step, len(seen))))
+    # each snapshot is handed over as it is taken (after that step's callback), not at the end
+    assert live == [(0, 0), (4, 4), (8, 8), (10, 10)]
     assert [s for s, _ in seen] == list(range(1, 11))
     assert [l for _, l in seen] == res.losses
     assert [s.step for s in res.snapshots] == [0, 4, 8, 10]
@@ -156,3 +159,22 @@ def test_cli_trains_saves_and_logs(tmp_path, capsys):
     assert "next_token_acc" in meta["extra"]["heldout"]
     log = (out / "loss_log.csv").read_text().splitlines()
     assert log[0] == "step,loss" and len(log) == 3
+
+
+def test_mask_tokens_focus_masks_agreement_verbs_more_often(mtok):
+    """Training's targeted masking: agreement verbs are picked at focus_rate, other words at rate."""
+    ids, _ = T.encode_texts(mtok, corpus.generate().train[:2000], 32)
+    focus = T.focus_ids(mtok)
+    assert sorted(mtok.vocab[i] for i in focus) == sorted(T.AGREEMENT_VERBS)
+    is_verb = torch.isin(ids, torch.tensor(focus))
+    other = (ids > 4) & ~is_verb
+    _, targets = T.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15, focus=focus, focus_rate=0.6)
+    pick = targets != -100
+    verb_rate = pick[is_verb].float().mean().item()
+    other_rate = pick[other].float().mean().item()
+    assert is_verb.sum() > 500
+    assert 0.55 < verb_rate < 0.7, verb_rate  # ~0.6 (+ the at-least-one-per-row picks)
+    assert 0.12 < other_rate < 0.25, other_rate
+    # without focus every word is picked at the plain rate
+    _, t2 = T.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15)
+    assert (t2 != -100)[is_verb].float().mean().item() < 0.25

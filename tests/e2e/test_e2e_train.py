@@ -1,0 +1,104 @@
+"""Train page in a real browser: start a tiny training, see the progress advance and finish, see
+the trained model in the sidebar's Model list (and the attention snapshots with their scrubber)."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+
+pytestmark = pytest.mark.e2e
+
+STEPS = 120  # enough polls (1/s) to see the bar move even on an idle machine
+
+
+def set_slider(page, label: str, home_then_right: int) -> None:
+    s = page.get_by_role("slider", name=label).first
+    s.focus()
+    s.press("Home")
+    for _ in range(home_then_right):
+        s.press("ArrowRight")
+    wait_idle(page)
+
+
+def progress_step(page) -> int | None:
+    bar = page.locator('[data-testid="stProgress"]')
+    if bar.count() == 0:
+        return None
+    m = re.search(r"step (\d+) of (\d+)", bar.first.inner_text())
+    return int(m.group(1)) if m else None
+
+
+def test_train_tiny_model_progress_and_sidebar(server, page):
+    open_page(page, server, "")  # a fresh server serves deep links via the router only after one root visit
+    open_page(page, server, "train")
+    assert exceptions(page) == 0
+    set_slider(page, "Layers", 0)  # 1 layer
+    set_slider(page, "Steps", (STEPS - 20) // 10)  # Home = 20, then 10 per arrow
+    assert page.get_by_role("slider", name="Steps").first.input_value() == str(STEPS)
+    page.get_by_role("button", name="Start training").click()
+
+    seen: list[int] = []
+    shot_mid = False
+    deadline = time.time() + 240
+    done = page.get_by_text("Trained in", exact=False)
+    while time.time() < deadline:
+        if done.count() > 0:
+            break
+        step = progress_step(page)
+        if step is not None and (not seen or step != seen[-1]):
+            seen.append(step)
+            if not shot_mid and STEPS // 3 <= step < STEPS:
+                # the live chart is redrawn on every poll: shoot once its lines are drawn
+                lines = page.locator('[data-testid="stPlotlyChart"] .scatterlayer .trace')
+                if lines.count() >= 2:
+                    screenshot(page, "train_mid")
+                    shot_mid = True
+        page.wait_for_timeout(250)
+    else:
+        raise AssertionError(f"training did not finish; progress seen: {seen}")
+    wait_idle(page)
+    assert exceptions(page) == 0
+    # the bar advanced: at least two distinct values strictly between start and end, increasing
+    assert len([s for s in seen if 0 < s < STEPS]) >= 2, seen
+    assert seen == sorted(seen), seen
+    assert page.locator('[data-testid="stProgress"]').count() == 0  # gone once finished
+
+    # results: snapshot heatmaps and a scrubber over the snapshot steps
+    assert page.get_by_text("Attention during training").count() == 1
+    assert page.get_by_role("slider", name="Snapshot at step").count() == 1
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3  # loss, heads, scores
+    screenshot(page, "train_done")
+
+    # the sidebar's Model list now offers the trained model; the current model is still selected
+    model_box = page.get_by_role("combobox", name="Model", exact=True)
+    model_box.click()
+    option = page.get_by_role("option", name=re.compile(r"^trained #1: d32·2h·1L"))
+    assert option.count() == 1
+    option.click()
+    wait_idle(page)
+    assert exceptions(page) == 0
+    caption = page.locator('[data-testid="stSidebar"]').get_by_text("d_model 32 · 2 heads · 1 layers")
+    assert caption.count() == 1
+
+
+def test_upload_of_a_pickle_is_refused_in_the_browser(server, page):
+    """The real upload path (browser -> upload endpoint -> page): a pickle named .safetensors gets a
+    clear error, no traceback, and the sidebar's model stays."""
+    import pickle
+    open_page(page, server, "")
+    open_page(page, server, "train")
+    model_before = page.get_by_role("combobox", name="Model", exact=True).inner_text()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        files=[{"name": "evil.safetensors", "mimeType": "application/octet-stream",
+                "buffer": pickle.dumps({"w": [1.0, 2.0]}, protocol=4)}])
+    alert = page.locator('[data-testid="stAlertContentError"]')
+    alert.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert "pickle" in alert.inner_text() and "not loaded" in alert.inner_text()
+    assert exceptions(page) == 0
+    assert page.get_by_role("combobox", name="Model", exact=True).inner_text() == model_before
+    alert.scroll_into_view_if_needed()
+    screenshot(page, "train_upload_refused")
