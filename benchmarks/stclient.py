@@ -8,7 +8,7 @@ classes shipped in `streamlit.proto`, so the server does all of its real work (s
 serialization, sending) while the client costs almost nothing. Used by benchmarks/ws_load.py,
 benchmarks/soak.py, tests/load and tests/deploy.
 
-    async with StClient("http://localhost:8501", page="heads") as c:
+    async with StClient("http://localhost:8501", page="overview") as c:   # "" = the default page
         r = await c.rerun()                       # first run of the page (as a browser would)
         r = await c.set_widget("Sentence", "a new sentence .")
         r.seconds, r.exceptions, r.alerts, r.bytes
@@ -64,6 +64,9 @@ class RunResult:
     exceptions: list[str] = field(default_factory=list)  # st.exception / uncaught errors shown
     alerts: list[str] = field(default_factory=list)  # st.warning / st.info / st.error bodies
     elements: dict[str, int] = field(default_factory=dict)  # element type -> count this run
+    # the requested page did not exist ("Page not found" dialog in a browser; the main page ran).
+    # Not part of `ok` (other benchmarks may ask for "heads", which is the default page at "/").
+    not_found: str = ""
 
     @property
     def ok(self) -> bool:
@@ -133,6 +136,7 @@ class StClient:
         exceptions: list[str] = []
         alerts: list[str] = []
         elements: dict[str, int] = {}
+        not_found = ""
         deadline = t0 + self.timeout
         while True:
             remaining = deadline - time.perf_counter()
@@ -153,6 +157,9 @@ class StClient:
                 self._learn_pages(fm.navigation.app_pages)
                 if fm.navigation.page_script_hash:
                     self.page_hash = fm.navigation.page_script_hash
+            elif kind == "page_not_found":
+                # the browser shows a "Page not found" dialog and runs the main page instead
+                not_found = fm.page_not_found.page_name or "?"
             elif kind == "page_info_changed":
                 self.query = fm.page_info_changed.query_string
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
@@ -168,7 +175,7 @@ class StClient:
                     label, wid = getattr(w, "label", None), getattr(w, "id", None)
                     if isinstance(label, str) and isinstance(wid, str) and wid:
                         self.widgets[label] = (wid, etype)
-                        if wid not in self.widget_values or w.set_value:
+                        if wid not in self.widget_values or getattr(w, "set_value", False):  # buttons have none
                             state = widget_state_of(etype, w)
                             if state is not None:
                                 self.widget_values[wid] = state
@@ -177,7 +184,8 @@ class StClient:
                 if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     continue  # a rerun we (or the app) requested follows
                 self.runs += 1
-                return RunResult(time.perf_counter() - t0, status, n, nbytes, exceptions, alerts, elements)
+                return RunResult(time.perf_counter() - t0, status, n, nbytes, exceptions, alerts, elements,
+                                 not_found)
 
     def _learn_pages(self, app_pages) -> None:
         for p in app_pages:

@@ -6,7 +6,7 @@ import streamlit as st
 from model.batching import topk_change
 from ui import state
 from ui.compute import current_run, layer_allowed
-from ui.show import show_fig
+from ui.show import download_npz, show_fig
 from viz.attention import compare_grid, topk_bars
 
 st.title("Causal vs bidirectional")
@@ -25,9 +25,15 @@ state.fix("layer", list(range(L)))
 state.bound("cmp_head", "all")
 head_opts = ["all"] + [str(h) for h in range(H)]
 state.fix("cmp_head", head_opts, "all")
-c1, c2 = st.columns(2)
+c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer")
 head = c2.selectbox("Head", head_opts, key="cmp_head", format_func=lambda s: "all heads" if s == "all" else f"head {s}")
+with c3:
+    d1, d2 = st.columns(2)
+    with d1:
+        download_npz(causal, key="npz_causal", label="Causal trace (.npz)", file_name="trace_causal.npz")
+    with d2:
+        download_npz(bidi, key="npz_bidi", label="Bidirectional trace (.npz)", file_name="trace_bidirectional.npz")
 heads = list(range(H)) if head == "all" else [int(head)]
 wc = causal.a(f"layers.{layer}.attn.weights")  # (H, T, T)
 wb = bidi.a(f"layers.{layer}.attn.weights")

@@ -9,6 +9,7 @@ from viz.attention import head_grid, head_heatmap
 from viz.lines import token_lines_html
 
 LINE_VIEW_MAX_T = 64
+TABS = ["Heatmap", "Lines", "Numbers"]
 
 st.title("Attention heads")
 run = current_run()
@@ -42,25 +43,31 @@ def head_detail() -> None:
     st.subheader("One head in detail")
     h = st.selectbox("Head", list(range(H)), key="head",
                      format_func=lambda i: f"head {i} · {pats[i].kind} ({pats[i].score:.2f})")
-    tab_map, tab_lines, tab_numbers = st.tabs(["Heatmap", "Lines", "Numbers"])
+    # lazy tabs: only the open tab's content is computed and sent (a tab switch reruns this fragment)
+    state.bound("head_tab", "Heatmap")
+    state.fix("head_tab", TABS)
+    tab_map, tab_lines, tab_numbers = st.tabs(TABS, key="head_tab", on_change="rerun")
     table = matrix_table(w[h], run.labels, run.labels)
     with tab_map:
-        show_fig(head_heatmap(w[h], run.labels, allowed=allowed, title=f"Layer {layer}, head {h}"),
-                 "head_detail", table=table, filename=f"layer{layer}_head{h}",
-                 alt="Rows: queries; columns: keys; grey: masked.")
+        if tab_map.open:
+            show_fig(head_heatmap(w[h], run.labels, allowed=allowed, title=f"Layer {layer}, head {h}"),
+                     "head_detail", table=table, filename=f"layer{layer}_head{h}",
+                     alt="Rows: queries; columns: keys; grey: masked.")
     with tab_lines:
-        if run.T > LINE_VIEW_MAX_T:
-            st.info(f"The line view is drawn for up to {LINE_VIEW_MAX_T} tokens (this input has {run.T}); "
-                    "lower the max sequence length in the sidebar to see it.", icon=":material/info:")
-        else:
-            st.caption("Each line joins a query (left) to a key (right); its opacity is the attention weight. "
-                       "Hover a token to see only its lines; hover a line for its exact value.")
-            st.html(token_lines_html(w[h], run.labels, title=f"layer {layer}, head {h}", dom_id="heads-lines"))
+        if tab_lines.open:
+            if run.T > LINE_VIEW_MAX_T:
+                st.info(f"The line view is drawn for up to {LINE_VIEW_MAX_T} tokens (this input has {run.T}); "
+                        "lower the max sequence length in the sidebar to see it.", icon=":material/info:")
+            else:
+                st.caption("Each line joins a query (left) to a key (right); its opacity is the attention weight. "
+                           "Hover a token to see only its lines; hover a line for its exact value.")
+                st.html(token_lines_html(w[h], run.labels, title=f"layer {layer}, head {h}", dom_id="heads-lines"))
     with tab_numbers:
-        st.dataframe(table, width="stretch", height=min(600, 38 + 35 * run.T),
-                     column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns})
-        sc = pats[h].scores
-        st.caption("Pattern scores (model/patterns.py): " + ", ".join(f"{k} {v:.3f}" for k, v in sc.items()))
+        if tab_numbers.open:
+            st.dataframe(table, width="stretch", height=min(600, 38 + 35 * run.T),
+                         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns})
+            sc = pats[h].scores
+            st.caption("Pattern scores (model/patterns.py): " + ", ".join(f"{k} {v:.3f}" for k, v in sc.items()))
     state.sync_url()
 
 

@@ -6,7 +6,7 @@ import streamlit as st
 from model.batching import mask_steps
 from ui import state
 from ui.compute import current_source, get_batch_run, md_escape
-from ui.show import matrix_table, show_fig
+from ui.show import download_npz, heads_table, matrix_table, show_fig
 from viz.attention import head_grid, head_heatmap, mask_heatmap
 from viz.common import NEG_INF
 
@@ -104,7 +104,9 @@ masked = run.arrays[f"{A}.masked"][b, h]
 weights = run.arrays[f"{A}.weights"][b, h]
 allowed = np.broadcast_to(run.arrays[f"{A}.allowed"], run.arrays[f"{A}.weights"].shape)[b, h]
 fully = np.asarray(run.arrays[f"{A}.fully_masked"])[b, 0 if run.arrays[f"{A}.fully_masked"].shape[1] == 1 else h]
-c1, c2, c3 = st.columns(3)
+# two per row: wide enough on a projector for the "−∞" written in the masked cells
+c1, c2 = st.columns(2)
+c3, c4 = st.columns(2)
 with c1:
     show_fig(head_heatmap(scaled, lab, title="raw scores q·k / √d_k", zmin=None, zmax=None,
                           colorscale="Viridis", value_name="score"), "ml_scores",
@@ -119,15 +121,21 @@ with c3:
     shown = allowed | fully[:, None]  # fully masked rows are all zeros: show them as 0, not grey
     show_fig(head_heatmap(weights, lab, allowed=shown, title="softmax (attention weights)"), "ml_weights",
              table=matrix_table(weights, lab, lab), filename="weights")
-if fully.any():
-    rows = ", ".join(f"{i}:{md_escape(lab[i])}" for i in np.nonzero(fully)[0])
-    st.warning(f"Fully masked query rows: {rows}. Every key in these rows is {NEG_INF}, and softmax of a row of "
-               f"only {NEG_INF} would be 0/0 = NaN. The model detects such rows (`fully_masked`) and sets their "
-               "weights to all zeros instead, so the padded position's output is just the bias — never NaN.",
-               icon=":material/block:")
-else:
-    st.caption("No query row is fully masked" + ("" if mask_q else
-               " (padded queries still see the real tokens; choose 'keys and queries' to mask their rows)") + ".")
+with c4:
+    st.markdown("**How to read these three**")
+    st.caption("Raw scores: every query-key pair, before any mask. Masked scores: the combined mask added "
+               f"(0 keeps a score, {NEG_INF} removes it; grey cells hold {NEG_INF}). Softmax: each row's "
+               f"weights; e^({NEG_INF}) = 0, so masked keys get exactly 0 and every live row sums to 1.")
+    if fully.any():
+        rows = ", ".join(f"{i}:{md_escape(lab[i])}" for i in np.nonzero(fully)[0])
+        st.warning(f"Fully masked query rows: {rows}. Every key in these rows is {NEG_INF}, and softmax of a row of "
+                   f"only {NEG_INF} would be 0/0 = NaN. The model detects such rows (`fully_masked`) and sets their "
+                   "weights to all zeros instead, so the padded position's output is just the bias — never NaN.",
+                   icon=":material/block:")
+    else:
+        st.caption("No query row is fully masked" + ("" if mask_q else
+                   " (padded queries still see the real tokens; choose 'keys and queries' to mask their rows)") + ".")
+
 
 st.subheader("4. The same mask is applied to every head")
 all_w = run.arrays[f"{A}.weights"][b]  # (H, T, T)
@@ -135,4 +143,6 @@ st.caption(f"The mask has shape {tuple(run.arrays[f'{A}.allowed'].shape)} = (bat
            f"axis has size 1 and is broadcast to all {H} heads, so the grey cells are the same in every panel; "
            "only the weights on the allowed cells differ.")
 show_fig(head_grid(all_w, lab, allowed=np.broadcast_to(allowed, all_w.shape) | fully[None, :, None],
-                   title=f"Sentence {b + 1}, layer {layer}: all heads"), "ml_heads", filename="mask_all_heads")
+                   title=f"Sentence {b + 1}, layer {layer}: all heads"), "ml_heads", filename="mask_all_heads",
+         table=lambda: heads_table(all_w, lab, layer))
+download_npz(run, key="npz_batch", label="Whole batch trace (.npz)", file_name="attention_lab_batch_trace.npz")

@@ -24,13 +24,74 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     name = _slug(filename or key)
     st.plotly_chart(fig, key=key, width="stretch",
                     config={**PLOT_CONFIG, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}})
-    if alt:
-        st.caption(alt)
+    # Accessibility (issue 8): every chart gets alt text and a numeric table. A page that passes
+    # neither gets ones made from the figure itself (its title, chart kind and axes; its data).
+    st.caption(alt or _md_escape(describe_fig(fig)))
+    if table is None:
+        table = lambda: fig_table(fig)  # noqa: E731  made only when the button is clicked
     if table is not None:
         make = table if callable(table) else (lambda: table)
         st.download_button("CSV of these numbers", lambda: make().to_csv().encode("utf-8"),
                            file_name=f"{name}.csv", mime="text/csv", key=f"{key}__csv",
                            on_click="ignore", icon=":material/download:")
+
+
+_KINDS = {"heatmap": "Heatmap", "scatter": "Line chart", "scattergl": "Line chart", "bar": "Bar chart",
+          "histogram": "Histogram"}
+
+
+def _plain(text) -> str:
+    """Figure text (may hold <br>, <sub>, escaped HTML) as plain text."""
+    import html
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", str(text or ""))).split())
+
+
+def _md_escape(text: str) -> str:
+    """st.caption renders Markdown: text made from figure titles (which may hold user tokens) is escaped."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:])", r"\\\1", text)
+
+
+def describe_fig(fig: go.Figure) -> str:
+    """Alt text made from a figure: kind of chart, title, axis titles, series names."""
+    kinds = sorted({_KINDS.get(t.type, t.type or "chart") for t in fig.data}) or ["Chart"]
+    parts = [" and ".join(kinds) + (f": {_plain(fig.layout.title.text)}" if fig.layout.title.text else "")]
+    axes = [f"{a} axis: {_plain(getattr(fig.layout, a + 'axis').title.text)}" for a in ("x", "y")
+            if getattr(fig.layout, a + "axis").title.text]
+    names = [_plain(t.name) for t in fig.data if t.name]
+    if axes:
+        parts.append("; ".join(axes))
+    if names:
+        parts.append("series: " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else ""))
+    parts.append("exact values in the CSV below")
+    return ". ".join(parts) + "."
+
+
+def fig_table(fig: go.Figure) -> pd.DataFrame:
+    """Every trace's numbers as one long table (trace, x, y, value): a heatmap cell per row, or a
+    point/bar per row. The fallback CSV for charts whose page gives no table of its own."""
+    frames = []
+    for i, t in enumerate(fig.data):
+        name = _plain(t.name) or f"trace {i}"
+        if t.type == "heatmap" and t.z is not None:
+            z = np.asarray(t.z, dtype=float)
+            if z.ndim != 2:
+                continue
+            xs = np.asarray(t.x if t.x is not None else np.arange(z.shape[1]), dtype=object)
+            ys = np.asarray(t.y if t.y is not None else np.arange(z.shape[0]), dtype=object)
+            r, c = np.meshgrid(np.arange(z.shape[0]), np.arange(z.shape[1]), indexing="ij")
+            frames.append(pd.DataFrame({"trace": name, "x": xs[c.ravel() % len(xs)], "y": ys[r.ravel() % len(ys)],
+                                        "value": z.ravel()}))
+        else:
+            x = getattr(t, "x", None)
+            y = getattr(t, "y", None)
+            if x is None and y is None:
+                continue
+            n = len(y) if y is not None else len(x)
+            frames.append(pd.DataFrame({"trace": name,
+                                        "x": list(x) if x is not None else list(range(n)),
+                                        "y": list(y) if y is not None else [None] * n,
+                                        "value": list(y) if y is not None else list(x)}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["trace", "x", "y", "value"])
 
 
 def matrix_table(z, row_labels, col_labels) -> pd.DataFrame:
@@ -49,11 +110,29 @@ def heads_table(weights: np.ndarray, labels: Sequence[str], layer: int) -> pd.Da
                          "key": np.asarray(lab, dtype=object)[k.ravel()], "weight": weights.ravel()})
 
 
-def download_npz(run, key: str = "npz") -> None:
-    """The whole trace of the current input as .npz (keys follow the trace contract)."""
-    from .compute import npz_bytes  # local import: compute imports streamlit state helpers
-    st.download_button("Whole trace (.npz)", lambda: npz_bytes(run), file_name="attention_lab_trace.npz",
-                       mime="application/octet-stream", key=key, on_click="ignore",
-                       icon=":material/download:",
-                       help="Every intermediate of this forward pass, keys like layers.0.attn.weights "
-                            "(axes: batch, head, query, key), plus token_ids and token_labels.")
+def trace_npz(arrays: dict, **extra) -> bytes:
+    """A trace's arrays (keys as in the trace contract) plus extras as compressed .npz bytes."""
+    import io
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{**arrays, **{k: np.asarray(v) for k, v in extra.items()}})
+    return buf.getvalue()
+
+
+def download_npz(run, key: str = "npz", label: str = "Whole trace (.npz)", file_name: str = "attention_lab_trace.npz") -> None:
+    """The whole trace of the current input as .npz (keys follow the trace contract). Made only
+    when the button is clicked (nothing is sent with the page)."""
+    if hasattr(run, "key_padding_mask"):  # a padded batch (mask lab)
+        def make() -> bytes:
+            return trace_npz(run.arrays, token_ids=run.ids, key_padding_mask=run.key_padding_mask,
+                             token_labels=np.asarray(run.labels, dtype=str))
+        what = "the padded batch (axis 0 = sentence), plus token_ids, key_padding_mask and token_labels"
+    else:
+        from .compute import npz_bytes  # local import: compute imports streamlit state helpers
+
+        def make() -> bytes:
+            return npz_bytes(run)
+        what = "this forward pass, plus token_ids and token_labels"
+    st.download_button(label, make, file_name=file_name, mime="application/octet-stream", key=key,
+                       on_click="ignore", icon=":material/download:",
+                       help=f"Every intermediate of {what}; keys like layers.0.attn.weights "
+                            "(axes: batch, head, query, key).")

@@ -16,7 +16,7 @@ from model.config import ModelConfig
 
 DEFAULT_TEXT = "the keys to the cabinet are on the table ."
 FRESH = "fresh weights (your architecture)"
-D_MODELS = [8, 16, 32, 64, 128, 256]
+D_MODELS = [8, 16, 32, 48, 64, 96, 128, 192, 256]  # 48, 96, 192: multiples of 12 (BERT-style 12 heads)
 HEAD_CHOICES = [1, 2, 3, 4, 6, 8, 12, 16]
 MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
 URL_TEXT_CHARS = 1_500  # the sentence travels in the URL only up to this length
@@ -148,7 +148,7 @@ def sync_url() -> None:
         v = st.session_state.get(key, spec.default)
         if v == spec.default:
             continue
-        if key == "text" and len(str(v)) > URL_TEXT_CHARS:
+        if isinstance(v, str) and len(v) > URL_TEXT_CHARS:  # long texts (any box) stay out of the URL
             continue
         params[key] = str(v).lower() if isinstance(v, bool) else str(v)
     if dict(st.query_params) != params:

@@ -7,10 +7,13 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (DIVERGING_SCALE, FONT, MASK_COLORS, MASKED_COLOR, NEG_INF, OKABE_ITO, WEIGHT_SCALE,
-                     as_array, check_labels, masked_z, token_labels, visible)
+                     as_array, axes, check_labels, label_margins, masked_z, subplot_layout, token_labels,
+                     visible)
+
+FONT = {**FONT, "size": 14}  # attention figures: larger (projector); colour from the theme (dark theme too)
+CELL_TEXT_MAX = 32  # numbers/symbols drawn inside cells only up to this many rows/columns (readable)
 
 
 def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequence[str] | None = None,
@@ -26,20 +29,21 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
     check_labels(key_labels, w.shape[1], "key_labels")
     y, x = token_labels(labels), token_labels(key_labels)
     extra = {}
-    if cell_text is not None:
+    if cell_text is not None and max(w.shape) <= CELL_TEXT_MAX:
         extra = dict(text=np.asarray(cell_text, dtype=object).tolist(), texttemplate="%{text}",
                      textfont=dict(size=11))
-    fig = go.Figure(go.Heatmap(
-        z=masked_z(w, allowed), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=colorscale,
-        hoverongaps=False, colorbar=dict(title=value_name, thickness=12),
-        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **extra))
     n = max(w.shape)
-    fig.update_layout(title=title or None, font=FONT, plot_bgcolor=MASKED_COLOR,
-                      margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      height=height or min(760, 220 + 26 * n))
-    fig.update_yaxes(autorange="reversed", title="query", type="category")
-    fig.update_xaxes(title="key", type="category", tickangle=-60, side="bottom")
-    return fig
+    ml, mb = label_margins(x, y, x_title=True, y_title=True)  # fixed margins: no automargin passes
+    return go.Figure(
+        go.Heatmap(z=masked_z(w, allowed), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=colorscale,
+                   hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
+                   hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **extra),
+        layout=dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+                    margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
+                    yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
+                               automargin=False),
+                    xaxis=dict(title=dict(text="key"), type="category", tickangle=-60, side="bottom", showgrid=False,
+                               automargin=False)))
 
 
 def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
@@ -70,24 +74,30 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     names = list(subtitles) if subtitles is not None else [f"head {h}" for h in range(H)]
     if len(names) != H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.07,
-                        vertical_spacing=min(0.12, 0.5 / rows))
+    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.12, 0.5 / rows), title_size=15)
     y, x = token_labels(labels), token_labels(key_labels)
     show_ticks = max(Tq, Tk) <= 40
+    data = []
     for h in range(H):
-        r, c = divmod(h, cols)
-        fig.add_trace(go.Heatmap(
+        xr, yr = refs[h]
+        data.append(go.Heatmap(
             z=masked_z(w[h], None if allowed is None else allowed[h]), x=x, y=y, coloraxis="coloraxis",
-            hoverongaps=False, name=f"head {h}",
-            hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"),
-            row=r + 1, col=c + 1)
-        fig.update_yaxes(autorange="reversed", type="category", showticklabels=show_ticks, row=r + 1, col=c + 1)
-        fig.update_xaxes(type="category", showticklabels=show_ticks, tickangle=-60, row=r + 1, col=c + 1)
-    fig.update_layout(title=title or None, font=FONT, plot_bgcolor=MASKED_COLOR,
-                      coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
-                                     colorbar=dict(title="weight", thickness=14)),
-                      height=max(320, rows * side + 70), margin=dict(l=10, r=10, t=70 if title else 40, b=10))
-    return fig
+            hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
+            hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
+    axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
+         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
+    ml, mb = label_margins(x, y) if show_ticks else (10, 10)  # fixed margins: no automargin passes
+    for i in range(1, H):  # the query labels are the same in every panel: only the left column has them,
+        if i % cols:       # so long tokens never run into the panel on their left
+            layout[f"yaxis{i + 1}"]["showticklabels"] = False
+    for i in range(H, rows * cols):  # empty cells of the last row
+        sx = str(i + 1)
+        layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
+    layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+                  coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
+                                 colorbar=dict(title=dict(text="weight"), thickness=14)),
+                  height=max(320, rows * side + 70) + mb, margin=dict(l=ml, r=10, t=70 if title else 40, b=mb))
+    return go.Figure(data=data, layout=layout)
 
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
@@ -100,25 +110,23 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     names = list(subtitles) if subtitles is not None else [f"L{l} H{h}" for l in range(L) for h in range(H)]
     if len(names) != L * H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {L * H} heads; pass one per head")
-    fig = make_subplots(rows=L, cols=H, subplot_titles=names, horizontal_spacing=0.02 if H > 6 else 0.03,
-                        vertical_spacing=min(0.09, 0.45 / L))
+    layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03, vspace=min(0.09, 0.45 / L),
+                                  title_size=12 if H > 6 else 13)
+    data = []
     for l in range(L):
         for h in range(H):
+            xr, yr = refs[l * H + h]
             z = masked_z(w[l, h], None if allowed is None else allowed[l, h])
-            fig.add_trace(go.Heatmap(z=z, coloraxis="coloraxis", hoverongaps=False,
-                                     name=f"L{l} H{h}",
-                                     hovertemplate=f"layer {l} head {h}<br>query %{{y}}<br>key %{{x}}"
-                                                   "<br>weight %{z:.4f}<extra></extra>"),
-                          row=l + 1, col=h + 1)
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.update_xaxes(showticklabels=False)
+            data.append(go.Heatmap(z=z, coloraxis="coloraxis", hoverongaps=False, name=f"L{l} H{h}", xaxis=xr, yaxis=yr,
+                                   hovertemplate=f"layer {l} head {h}<br>query %{{y}}<br>key %{{x}}"
+                                                 "<br>weight %{z:.4f}<extra></extra>"))
+    axes(layout, y_autorange="reversed", y_showticklabels=False, x_showticklabels=False)
     side = 260 if H <= 4 else 200 if H <= 8 else 150
-    fig.update_layout(title=title or None, font=FONT, plot_bgcolor=MASKED_COLOR,
-                      coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
-                                     colorbar=dict(title="weight", thickness=12)),
-                      height=max(300, L * side + 80), margin=dict(l=10, r=10, t=60 if title else 40, b=10))
-    fig.update_annotations(font_size=11)
-    return fig
+    layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+                  coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
+                                 colorbar=dict(title=dict(text="weight"), thickness=12)),
+                  height=max(300, L * side + 80), margin=dict(l=10, r=10, t=60 if title else 40, b=10))
+    return go.Figure(data=data, layout=layout)
 
 
 def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed_a: np.ndarray | None = None,
@@ -142,48 +150,54 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
-    fig = make_subplots(rows=len(heads), cols=3, subplot_titles=titles, horizontal_spacing=0.07,
-                        vertical_spacing=min(0.1, 0.45 / len(heads)))
+    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.07, vspace=min(0.1, 0.45 / len(heads)),
+                                  title_size=14)
     y = x = token_labels(labels)
+    data = []
     for r, h in enumerate(heads):
         for c, (z, ax, what) in enumerate([(masked_z(a[h], None if aa is None else aa[h]), "coloraxis", "weight"),
                                            (masked_z(b[h], None if ab is None else ab[h]), "coloraxis", "weight"),
                                            (diff[h], "coloraxis2", "difference")]):
-            fig.add_trace(go.Heatmap(z=z, x=x, y=y, coloraxis=ax, hoverongaps=False, name=titles[3 * r + c],
-                                     hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
-                                                   f"<br>{what} %{{z:.4f}}<extra></extra>"),
-                          row=r + 1, col=c + 1)
+            xr, yr = refs[3 * r + c]
+            data.append(go.Heatmap(z=z, x=x, y=y, coloraxis=ax, hoverongaps=False, name=titles[3 * r + c],
+                                   xaxis=xr, yaxis=yr,
+                                   hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
+                                                 f"<br>{what} %{{z:.4f}}<extra></extra>"))
     show_ticks = max(Tq, Tk) <= 30
-    fig.update_yaxes(autorange="reversed", type="category", showticklabels=show_ticks)
-    fig.update_xaxes(type="category", showticklabels=show_ticks, tickangle=-60)
-    fig.update_layout(font=FONT, plot_bgcolor=MASKED_COLOR,
-                      coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0, cmax=1,
-                                     colorbar=dict(title="weight", thickness=12, x=1.0, len=0.45, y=0.78)),
-                      coloraxis2=dict(colorscale=DIVERGING_SCALE, cmid=0, cmin=-lim, cmax=lim,
-                                      colorbar=dict(title="difference", thickness=12, x=1.0, len=0.45, y=0.22)),
-                      height=max(380, 360 * len(heads) + 60), margin=dict(l=10, r=10, t=50, b=10))
-    return fig
+    axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks,
+         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60)
+    layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
+                  coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0, cmax=1,
+                                 colorbar=dict(title=dict(text="weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
+                  coloraxis2=dict(colorscale=DIVERGING_SCALE, cmid=0, cmin=-lim, cmax=lim,
+                                  colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
+                  height=max(380, 360 * len(heads) + 60), margin=dict(l=10, r=10, t=50, b=10))
+    return go.Figure(data=data, layout=layout)
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
                  additive: bool = False, title: str = "", height: int | None = None) -> go.Figure:
     """A mask drawn cell by cell: 1/0 (multiplicative) or 0/−∞ (additive). `mask` holds 1/0 or
-    0/-inf values; allowed cells are blue, masked cells grey, and each cell shows its value."""
+    0/-inf values; allowed cells are blue, masked cells grey, and each cell shows its value. z is
+    sent as uint8 1/0 (exact, a quarter of float32: plotly sends typed arrays as base64)."""
     m = as_array(mask, 2, "mask", "(rows, cols)").astype(np.float64)
     check_labels(row_labels, m.shape[0], "row_labels")
     check_labels(col_labels, m.shape[1], "col_labels")
     ok = np.isfinite(m) & (m != 0) if not additive else np.isfinite(m)
-    text = np.where(ok, "0" if additive else "1", NEG_INF if additive else "0")
-    fig = go.Figure(go.Heatmap(
-        z=ok.astype(np.float32), x=token_labels(col_labels), y=token_labels(row_labels), zmin=0, zmax=1,
-        colorscale=[[0, MASK_COLORS[0]], [0.5, MASK_COLORS[0]], [0.5, MASK_COLORS[1]], [1, MASK_COLORS[1]]],
-        showscale=False, text=text.tolist(), texttemplate="%{text}", textfont=dict(size=12),
-        hovertemplate="row %{y}<br>column %{x}<br>value %{text}<extra></extra>"))
-    fig.update_layout(title=title or None, font=FONT, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      height=height or min(620, 150 + 24 * m.shape[0]))
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", tickangle=-60)
-    return fig
+    extra = {}
+    if max(m.shape) <= CELL_TEXT_MAX:  # larger masks: the colours say it, the hover gives the value
+        text = np.where(ok, "0" if additive else "1", NEG_INF if additive else "0")
+        extra = dict(text=text.tolist(), texttemplate="%{text}", textfont=dict(size=12))
+    on, off = ("0", NEG_INF) if additive else ("1", "0")
+    return go.Figure(
+        go.Heatmap(z=ok.astype(np.uint8), x=token_labels(col_labels), y=token_labels(row_labels), zmin=0, zmax=1,
+                   colorscale=[[0, MASK_COLORS[0]], [0.5, MASK_COLORS[0]], [0.5, MASK_COLORS[1]], [1, MASK_COLORS[1]]],
+                   showscale=False, **extra,
+                   hovertemplate=f"row %{{y}}<br>column %{{x}}<br>value %{{z}} ({on} if 1, {off} if 0)<extra></extra>"),
+        layout=dict(title=dict(text=title) if title else None, font=FONT,
+                    margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+                    height=height or min(620, 150 + 24 * m.shape[0]),
+                    yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=-60)))
 
 
 def topk_bars(token_names: Sequence[str], p_a: Sequence[float], p_b: Sequence[float], *,

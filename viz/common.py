@@ -12,6 +12,8 @@ WEIGHT_SCALE = "Cividis"
 DIVERGING_SCALE = "RdBu_r"
 MASKED_COLOR = "#d9d9d9"  # masked cells are NaN in z and show this background (blank/grey)
 FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif")
+TITLE_COLOR = "#262730"  # dark panel titles (readable on a projector; the theme's default is light grey)
+TITLE_BG = "rgba(255, 255, 255, 0.9)"  # behind panel titles: invisible on the light theme, a chip on the dark one
 # Okabe-Ito: a qualitative palette that stays distinguishable for colour-blind readers.
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 MASK_COLORS = ["#d9d9d9", "#2c7fb8"]  # 0 = masked (grey, as masked cells everywhere), 1 = allowed
@@ -60,3 +62,64 @@ def masked_z(weights: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     if allowed is not None:
         z = np.where(np.broadcast_to(np.asarray(allowed, dtype=bool), z.shape), z, np.nan).astype(np.float32)
     return z
+
+
+def subplot_layout(rows: int, cols: int, titles: Sequence[str], *, hspace: float, vspace: float,
+                   title_size: int = 14) -> tuple[dict, list[tuple[str, str]]]:
+    """Layout (axes with domains + title annotations) for a rows x cols grid of panels, like
+    plotly.subplots.make_subplots but built as one dict: make_subplots plus per-panel
+    update_xaxes/update_yaxes cost ~0.1-0.5 s per figure here, this ~5 ms (the figure is then
+    validated once). Returns (layout, [(xref, yref) for panel 0..n-1 in row-major order]);
+    titles may be shorter than rows*cols (the remaining panels get no title)."""
+    cw = (1 - hspace * (cols - 1)) / cols
+    rh = (1 - vspace * (rows - 1)) / rows
+    layout: dict = {}
+    refs: list[tuple[str, str]] = []
+    ann = []
+    for i in range(rows * cols):
+        r, c = divmod(i, cols)
+        sx = "" if i == 0 else str(i + 1)
+        x0 = c * (cw + hspace)
+        y1 = 1 - r * (rh + vspace)
+        # no grid lines or zero lines across the heatmaps
+        layout[f"xaxis{sx}"] = dict(domain=[max(0.0, x0), min(1.0, x0 + cw)], anchor=f"y{sx}",
+                                    showgrid=False, zeroline=False)
+        layout[f"yaxis{sx}"] = dict(domain=[max(0.0, y1 - rh), min(1.0, y1)], anchor=f"x{sx}",
+                                    showgrid=False, zeroline=False)
+        refs.append((f"x{sx}", f"y{sx}"))
+        if i < len(titles):
+            ann.append(dict(text=titles[i], x=x0 + cw / 2, y=min(1.0, y1), xref="paper", yref="paper",
+                            showarrow=False, xanchor="center", yanchor="bottom", yshift=4,
+                            font=dict(size=title_size, color=TITLE_COLOR),
+                            # light chip behind the dark title: readable in the dark theme too (issue 8)
+                            bgcolor=TITLE_BG))
+    layout["annotations"] = ann
+    return layout, refs
+
+
+def axes(layout: dict, **props) -> None:
+    """Set props on every x axis (`x_` prefix) / y axis (`y_` prefix) of a subplot_layout."""
+    for k, ax in layout.items():
+        if k.startswith("xaxis"):
+            ax.update({p[2:]: v for p, v in props.items() if p.startswith("x_")})
+        elif k.startswith("yaxis"):
+            ax.update({p[2:]: v for p, v in props.items() if p.startswith("y_")})
+
+
+def label_margins(x_labels: Sequence[str], y_labels: Sequence[str], *, font_px: int = 14,
+                  x_angle: float = -60.0, x_title: bool = False, y_title: bool = False) -> tuple[int, int]:
+    """(left, bottom) margins in px that fit the tick labels, computed here so the axes can use
+    automargin=False: Plotly's automargin re-lays the figure out after measuring the labels
+    (several passes for a grid of panels), ~0.1 s of the repaint of a 4-head grid in Chromium.
+    Widths are estimated at 0.6 em per character (system-ui); labels are already HTML-escaped,
+    so entities are counted as one character."""
+    import math
+    import re
+
+    def width(labels: Sequence[str]) -> float:
+        n = max((len(re.sub(r"&[#\w]+;", "x", str(s))) for s in labels), default=1)
+        return 0.6 * font_px * n
+    a = math.radians(abs(x_angle))
+    left = width(y_labels) + 12 + (26 if y_title else 0)
+    bottom = math.sin(a) * width(x_labels) + math.cos(a) * font_px + 12 + (26 if x_title else 0)
+    return int(left), int(bottom)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import numpy as np
@@ -83,6 +84,10 @@ def test_heads_detail_and_lines_follow_head_and_layer():
     check_grid(figures(at)[0], tr, 1, True)
     detail = decode(figures(at)[1]["data"][0]["z"])
     np.testing.assert_allclose(np.nan_to_num(detail), w, rtol=1e-5, atol=1e-6)
+    assert not at.get("html")  # lazy tabs: the line view is only made when its tab is open
+    at.session_state["head_tab"] = "Lines"
+    at.run()
+    assert not errors(at) and len(figures(at)) == 1  # the detail heatmap is not sent meanwhile
     html = at.get("html")[0].proto.body
     lines = re.findall(r'data-q="(\d+)" data-k="(\d+)" data-w="([0-9.]+)"', html)
     assert lines, "the line view has no lines"
@@ -90,6 +95,11 @@ def test_heads_detail_and_lines_follow_head_and_layer():
         assert abs(float(val) - w[int(q), int(k)]) < 1e-4
     assert len(lines) == int((w >= 0.01).sum())
     assert at.query_params["layer"] == "1" and at.query_params["head"] == "3"
+    assert at.query_params["head_tab"] == "Lines"
+    at.session_state["head_tab"] = "Numbers"
+    at.run()
+    table = at.dataframe[0].value.to_numpy(dtype=float)
+    np.testing.assert_allclose(table, w, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("params,kw", [
@@ -260,3 +270,52 @@ def test_npz_export_has_contract_keys():
     z = np.load(io.BytesIO(compute.npz_bytes(run)))
     np.testing.assert_allclose(z["layers.1.attn.weights"], tr.layers[1].attn.weights.numpy(), rtol=1e-6)
     assert list(z["token_labels"]) == labels
+
+
+@pytest.mark.parametrize("page", ["pages/heads.py", "pages/overview.py", "pages/causal_vs_bidirectional.py",
+                                  "pages/mask_lab.py"])
+def test_every_heatmap_has_csv_and_page_has_npz(page):
+    at = start(page)
+    buttons = [b.proto.label for b in at.get("download_button")]
+    assert buttons.count("CSV of these numbers") == len(figures(at)) >= 1
+    assert any(b.endswith("(.npz)") for b in buttons), buttons
+    for el in at.get("plotly_chart"):  # PNG from the chart itself: the modebar's camera button
+        cfg = json.loads(el.proto.config)
+        assert cfg["toImageButtonOptions"]["format"] == "png"
+        assert "toImage" not in cfg.get("modeBarButtonsToRemove", []) and cfg.get("displayModeBar", True)
+
+
+def test_batch_npz_has_contract_keys():
+    from ui.show import trace_npz
+    at = start("pages/mask_lab.py")
+    texts = ("the cat sat on the mat .", "a dog ran .")
+    src = compute.ModelSource("fresh", "fresh", json.dumps(
+        ModelConfig(vocab_size=len(compute.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
+                    max_len=state.T_MAX).to_dict(), sort_keys=True), 0)
+    run = compute.get_batch_run(src, texts, True, True, 64)
+    z = np.load(io.BytesIO(trace_npz(run.arrays, token_ids=run.ids, key_padding_mask=run.key_padding_mask)))
+    w = z["layers.0.attn.weights"]
+    assert w.shape == (2, 4, run.T, run.T)
+    n = len(compute.fresh_tokenizer().encode(texts[1]).ids)
+    assert n < run.T
+    assert (w[1, :, n:] == 0).all() and not np.isnan(w).any()  # padded query rows: zeros, never NaN
+    np.testing.assert_array_equal(z["key_padding_mask"][1], np.arange(run.T) < n)
+
+
+def test_max_length_above_the_models_limit_says_so():
+    at = app_test()
+    at.query_params["T"] = "200"  # valid for fresh weights (256 positions), not for the shipped model (128)
+    at.run()
+    assert not errors(at)
+    metas = compute.shipped_checkpoints()
+    max_len = metas[compute.DEFAULT_SOURCE]["config"]["max_len"] if compute.DEFAULT_SOURCE in metas else state.T_MAX
+    if max_len < 200:  # the shipped model has fewer positions: clamped, with a notice
+        assert at.session_state["T"] == max_len
+        assert any("more than this model allows" in i.value for i in at.sidebar.info)
+
+
+def test_invalid_tab_in_link_falls_back_with_notice():
+    at = start(head_tab="Bogus")
+    assert at.session_state["head_tab"] == "Heatmap"
+    assert any("head_tab=" in w.value for w in at.warning)
+    assert len(figures(at)) == 2  # grid + the detail heatmap

@@ -71,8 +71,18 @@ def wait_idle(page, timeout: float = 60_000) -> None:
     page.wait_for_timeout(300)
 
 
+def page_url(url: str, path: str = "", query: str = "") -> str:
+    """base URL + optional page path + optional query. A full URL (a copied link, with its own
+    query) passes through unchanged: appending "/" to it would change its last query value."""
+    if path:
+        url = f"{url.rstrip('/')}/{path}"
+    if query:
+        url = f"{url}{'&' if '?' in url else '?'}{query}"
+    return url
+
+
 def open_page(page, url: str, path: str = "", query: str = "") -> None:
-    page.goto(f"{url}/{path}{('?' + query) if query else ''}")
+    page.goto(page_url(url, path, query))
     page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
     wait_idle(page)
 

@@ -111,7 +111,27 @@ def test_hostile_text_is_shown_literally(server, page, evil):
     assert page.locator("img[src=x]").count() == 0
     assert exceptions(page) == 0
     assert box.input_value() == evil  # nothing typed is lost
-    # line view tab (hover isolation is CSS only; the labels are escaped there too)
+    # line view tab (lazy: computed when opened; hover isolation is CSS only; labels escaped there too)
     page.get_by_role("tab", name="Lines").click()
-    assert page.locator(".al-lines text").filter(has_text="<").count() >= 1
+    page.wait_for_selector(".al-lines .ln", timeout=60_000)
+    wait_idle(page)
+    assert page.locator(".al-lines .tok").filter(has_text="<").count() >= 1
+    assert "head_tab=Lines" in page.url
     screenshot(page, "attention_hostile_" + ("script" if "script" in evil else "img"))
+
+
+def test_line_view_hover_isolates_a_token(server, page):
+    open_page(page, server, "", FRESH_Q + "&head_tab=Lines&head=2")
+    page.wait_for_selector(".al-lines .ln", timeout=60_000)
+    assert exceptions(page) == 0
+    shown = "() => [...document.querySelectorAll('.al-lines .ln')].filter(l => getComputedStyle(l).visibility !== 'hidden').length"
+    total = page.locator(".al-lines .ln").count()
+    assert total > 20 and page.evaluate(shown) == total
+    page.locator(".al-lines .q5 .ql").hover()  # a query: only its lines stay
+    page.wait_for_timeout(200)
+    assert page.evaluate(shown) == page.locator(".al-lines .q5 .ln").count() == 6  # causal: keys 0..5
+    page.locator(".al-lines .kl.k3").hover()  # a key: only the lines into it stay
+    page.wait_for_timeout(200)
+    assert page.evaluate(shown) == page.locator(".al-lines .ln.k3").count() > 1
+    page.mouse.move(5, 5)
+    screenshot(page, "attention_heads_lines")

@@ -30,6 +30,13 @@ def test_head_grid_panels_values_and_shared_scale():
     ca = fig.layout.coloraxis
     assert (ca.cmin, ca.cmax) == (0.0, 1.0) and ca.colorscale[0][1] != ca.colorscale[-1][1]
     assert grid_shape(6, 5)[0] == 3 and grid_shape(4, 5)[0] == 2
+    # query labels only in the left column (3 columns: panels 0 and 3), so a long token never
+    # overlaps the panel to its left; key labels under every panel
+    ys = [fig.layout[f"yaxis{'' if i == 0 else i + 1}"] for i in range(6)]
+    assert [y.showticklabels is not False for y in ys] == [True, False, False, True, False, False]
+    assert all(fig.layout[f"xaxis{'' if i == 0 else i + 1}"].showticklabels for i in range(6))
+    # no fixed font colour: ticks and colour bar follow the light or dark theme (issue 8)
+    assert fig.layout.font.color is None and fig.layout.coloraxis.colorbar.tickfont.color is None
 
 
 def test_head_grid_sends_float32_typed_arrays():
@@ -89,13 +96,21 @@ def test_mask_heatmap_text_and_colours():
 def test_lines_opacity_is_weight_and_escaped():
     w = causal_weights(1, 4)[0]
     html = token_lines_html(w, ["<script>alert(1)</script>", "b", "c", "d"])
-    found = re.findall(r'data-q="(\d+)" data-k="(\d+)" data-w="([0-9.]+)"[^>]*stroke-opacity="([0-9.]+)"', html)
+    found = re.findall(r'data-q="(\d+)" data-k="(\d+)" data-w="([0-9.]+)"[^>]*opacity: ([0-9.]+)"', html)
     assert len(found) == int((w >= 0.01).sum())
     for q, k, val, op in found:
         assert abs(float(val) - w[int(q), int(k)]) < 1e-4 and val == op
         assert int(k) <= int(q)  # nothing drawn to masked (future) keys
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<script" not in html.lower().replace("&lt;script", "")
+    # st.html sanitises with DOMPurify's HTML profile: SVG would be stripped, so plain HTML only
+    assert "<svg" not in html and "<line" not in html
+    # geometry: each line starts at the query's row and ends at the key's row
+    for m in re.finditer(r'data-q="(\d+)" data-k="(\d+)"[^>]*top: ([0-9.]+)px; width: ([0-9.]+)px; '
+                         r'transform: rotate\((-?[0-9.]+)deg\)', html):
+        q, k, top, length, ang = int(m[1]), int(m[2]), *map(float, m.group(3, 4, 5))
+        dy = length * np.sin(np.radians(ang))
+        assert abs(dy - 26 * (k - q)) < 0.2
     with pytest.raises(ValueError):
         token_lines_html(np.zeros((2, 3)), ["a", "b"])
 
