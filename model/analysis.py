@@ -161,7 +161,8 @@ NOTES_PE_HAND = {  # what the notes wrote by hand, to compare with the truth
 
 def worked_pe_example() -> dict:
     """The notes' d_model = 4 example at positions 0, 1, 2 and 'the' (pos 0) / 'cat' (pos 1) + PE."""
-    pe = pe_table(3, 4).astype(np.float64)
+    from .worked_examples import pe_table as pe_table64  # float64 (cos 0.01 = 0.99995, not float32's 0.99994999)
+    pe = pe_table64(3, 4)
     the, cat = np.array(NOTES_PE_EMBEDDINGS["the"]), np.array(NOTES_PE_EMBEDDINGS["cat"])
     angles = np.array([[p / 10000 ** ((2 * (j // 2)) / 4) for j in range(4)] for p in range(3)])
     return {"pe": pe, "angles": angles, "the": the, "cat": cat,
@@ -428,21 +429,22 @@ def default_time_grid(max_len: int, n: int = 8) -> list[int]:
 
 
 @torch.no_grad()
-def measure_forward_time(model, Ts: Sequence[int], repeats: int = 3, seed: int = 0) -> np.ndarray:
+def measure_forward_time(model, Ts: Sequence[int], repeats: int = 5, seed: int = 0) -> np.ndarray:
     """Wall-clock seconds of model.forward (the engine, batch 1) for each T: the best of `repeats`
-    runs after one warm-up. Random ids from a fixed seed. The model is not modified."""
+    runs after one warm-up. The rounds are interleaved (every T once per round), so a burst of load
+    from other processes on a shared machine spoils one round of all lengths rather than all runs
+    of one length. Random ids from a fixed seed. The model is not modified."""
     g = torch.Generator().manual_seed(seed)
-    out = []
-    for T in Ts:
-        ids = torch.randint(0, model.cfg.vocab_size, (1, int(T)), generator=g)
+    inputs = [torch.randint(0, model.cfg.vocab_size, (1, int(T)), generator=g) for T in Ts]
+    for ids in inputs:
         model(ids)  # warm-up
-        best = float("inf")
-        for _ in range(repeats):
+    best = np.full(len(inputs), np.inf)
+    for _ in range(max(1, int(repeats))):
+        for i, ids in enumerate(inputs):
             t0 = time.perf_counter()
             model(ids)
-            best = min(best, time.perf_counter() - t0)
-        out.append(best)
-    return np.asarray(out)
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
 
 
 def fit_theory(Ts: Sequence[int], seconds: np.ndarray, cfg: ModelConfig) -> dict:

@@ -22,6 +22,7 @@ from .attention import attend, causal_allowed, combine, padding_allowed
 from .layers import LayerNorm, sinusoidal_table
 
 MASKS = ("none", "causal", "padding", "combined")
+MAX_ABS = 1e6  # largest |value| in the attention calculator: keeps every product finite in float64
 
 
 # --------------------------------------------------------------------------- attention calculator
@@ -71,13 +72,15 @@ def validate(setup: AttentionSetup) -> list[str]:
     """Problems that stop the computation, each saying what to fix (empty list = fine)."""
     out: list[str] = []
     X, kv = setup.X, (setup.X if setup.X_kv is None else setup.X_kv)
-    for name, a in (("X", X), ("keys/values input", kv), ("W_Q", setup.W_Q), ("W_K", setup.W_K),
+    for name, a in (("X", X),) + ((("keys/values input", kv),) if setup.X_kv is not None else ()) + (("W_Q", setup.W_Q), ("W_K", setup.W_K),
                     ("W_V", setup.W_V)) + ((("W_O", setup.W_O),) if setup.W_O is not None else ()):
         a = np.asarray(a)
         if a.ndim != 2 or 0 in a.shape:
             out.append(f"{name} must be a non-empty matrix; got shape {a.shape}.")
         elif not np.all(np.isfinite(a)):
             out.append(f"{name} contains a value that is not a finite number.")
+        elif np.abs(a).max() > MAX_ABS:
+            out.append(f"{name} has a value beyond ±{MAX_ABS:,.0f}: this calculator is for hand-sized numbers.")
     if out:
         return out
     d = X.shape[1]
@@ -167,6 +170,9 @@ def softmax_temperature(x, temperature: float = 1.0) -> np.ndarray:
     x = np.asarray(x, dtype=float).reshape(1, -1)
     if x.size == 0 or not np.all(np.isfinite(x)):
         raise ValueError("give at least one finite number")
+    with np.errstate(over="ignore"):
+        if not np.all(np.isfinite(x / temperature)):
+            raise ValueError("the scores divided by the temperature are too large to represent: use smaller numbers")
     eye = torch.eye(x.shape[1], dtype=torch.float64)
     return attend(torch.as_tensor(x), eye, eye, scale=1.0 / temperature).weights.numpy()[0]
 
@@ -201,6 +207,8 @@ def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSt
         ln.bias.copy_(torch.as_tensor(beta))
         out, tr = ln(torch.as_tensor(x)[None, None])
     var = float(tr.var.item())
+    if not (math.isfinite(var) and np.all(np.isfinite(out.numpy()))):
+        raise ValueError("the numbers are too large: their variance overflows (use values below about 1e150)")
     return LayerNormSteps(x=x, mean=float(tr.mean.item()), var=var, eps=float(eps), std=math.sqrt(var + eps),
                           normalized=tr.normalized.numpy()[0, 0], gamma=gamma, beta=beta, output=out.numpy()[0, 0])
 
@@ -233,7 +241,10 @@ def pe_value(pos: int, i: int, d_model: int) -> tuple[float, str]:
     two_i = i - (i % 2)
     fn = "sin" if i % 2 == 0 else "cos"
     val = float(pe_table(1, d_model, start=pos)[0, i])
-    tex = rf"PE({pos},{i}) = \{fn}({pos} / 10000^{{{two_i}/{d_model}}}) = {val:.4f}"
+    # three short lines: fits a narrow column
+    angle = pos / 10000.0 ** (two_i / d_model)
+    tex = (rf"\begin{{aligned}} PE({pos},{i}) &= \{fn}\left({pos} / 10000^{{{two_i}/{d_model}}}\right) \\ "
+           rf"&= \{fn}({angle:.6g}) \\ &= {val:.4f} \end{{aligned}}")
     return val, tex
 
 
@@ -311,7 +322,7 @@ PRESETS: dict[str, Preset] = {p.key: p for p in [
             Erratum("scaled scores", "[6/√2, 4/√2] = [3, 2] and √d_k = √4 = √2",
                     "√4 = 2, so [6/2, 4/2] = [3, 2] (6/√2 = 4.2426 and 4/√2 = 2.8284 would give softmax "
                     "[0.8044, 0.1956])"),
-            Erratum("softmax([10, 1])", "[0.99, 0.01]", "[0.9999, 0.0001] (e⁻⁹ / (1 + e⁻⁹) = 0.000123)"),
+            Erratum("softmax([10, 1])", "[0.99, 0.01]", "[0.99988, 0.00012] (1 / (1 + e⁻⁹) = 0.999877, e⁻⁹ / (1 + e⁻⁹) = 0.000123)"),
         ),
         setup=AttentionSetup(np.array([[2.0, 3, 4, 1]]), I4, I4, I4,
                              X_kv=np.array([[1.0, 0, 1, 0], [0, 1, 0, 1]]), labels=("Q",), kv_labels=("K1", "K2")),
@@ -428,6 +439,7 @@ class Step:
     rows: tuple[str, ...] = ()
     cols: tuple[str, ...] = ()
     note: str = ""
+    decimals: int = 4  # on screen (masks are whole numbers: 0)
 
 
 def _labels(labels, n: int, p: str) -> tuple[str, ...]:
@@ -453,8 +465,9 @@ def attention_step_list(setup: AttentionSetup, head: int = 0) -> list[Step]:
         Step("Scores QKᵀ" + hs, r"S = Q K^\top", s.scores[head], qlab, klab),
         Step("Scaled" + hs, (rf"S / \sqrt{{d_k}} = S / \sqrt{{{s.d_k}}} = S \times {s.scale:.4g}" if setup.scale
                              else r"\text{scaling off: } S \times 1"), s.scaled[head], qlab, klab),
-        Step("Mask (1 = may attend, 0 = masked)", r"\text{allowed}_{ij} \in \{1, 0\}", s.mask01, qlab, klab),
-        Step("Mask, additive form (0 / −∞)", r"M_{ij} = 0 \text{ if allowed, } -\infty \text{ otherwise}", s.additive, qlab, klab),
+        Step("Mask (1 = may attend, 0 = masked)", r"\text{allowed}_{ij} \in \{1, 0\}", s.mask01, qlab, klab, decimals=0),
+        Step("Mask, additive form (0 / −∞)", r"M_{ij} = 0 \text{ if allowed, } -\infty \text{ otherwise}", s.additive, qlab, klab,
+             decimals=0),
         Step("Masked scores" + hs, r"S / \sqrt{d_k} + M", s.masked[head], qlab, klab),
         Step("Softmax (attention weights)" + hs, r"A_{ij} = \frac{e^{m_{ij}}}{\sum_{j'} e^{m_{ij'}}}",
              s.weights[head], qlab, klab,

@@ -6,7 +6,7 @@ import streamlit as st
 from ui import calculator, lesson
 
 lesson.present_css()
-st.title("🧮 Attention calculator")
+st.title("Attention calculator")
 st.caption("Check your hand calculations: every number below comes from model.attention.attend, "
            "the same function the model uses (Q = X·W_Q with rows as tokens, as in the notes).")
 calculator.render()

@@ -52,10 +52,13 @@ with l2:
 st.subheader("Measured: the engine on this machine")
 
 
+REPEATS = 5
+
+
 @st.cache_data(max_entries=8, show_spinner="Timing forward passes…")
 def timing(source: ModelSource, Ts: tuple[int, ...]) -> tuple[list[float], list[float]]:
     model, _ = get_model(source)
-    secs = A.measure_forward_time(model, Ts, repeats=3, seed=0)
+    secs = A.measure_forward_time(model, Ts, repeats=REPEATS, seed=0)
     fit = A.fit_theory(Ts, secs, model.cfg)
     return secs.tolist(), fit["fit"].tolist()
 
@@ -63,12 +66,12 @@ def timing(source: ModelSource, Ts: tuple[int, ...]) -> tuple[list[float], list[
 t_grid = tuple(A.default_time_grid(cfg.max_len))
 secs, fit = timing(current_source(), t_grid)
 tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
-show_fig(line_chart(t_grid, {"measured (best of 3)": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
+show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
                     title=f"Forward time of the current model vs T (T up to its max_len {cfg.max_len})", xaxis="sequence length T",
                     yaxis="milliseconds", dashed=["theory: fitted FLOP curve"]),
          "cost_time", table=tt,
          alt="Small models on a CPU are dominated by fixed overhead at short T; the T² term shows at the longest lengths.")
-st.dataframe(tt, width="stretch")
+st.dataframe(tt.style.format("{:.2f}"), width="stretch")
 st.caption("Measured once per model and cached; the machine is shared, so timings are noisy. The theory curve is "
            "time ≈ a + b·(linear FLOPs) + c·(attention FLOPs), fitted to these points with a, b, c ≥ 0.")
 

@@ -58,8 +58,11 @@ else:
     targets = crun.labels[1:]
     seq = pd.DataFrame({"token x_t": targets, "p(x_t | x_<t)": sp["p"], "log p": sp["logp"]},
                        index=[f"{t}:{w}" for t, w in enumerate(targets, start=1)])
-    show_fig(bar_compare(targets, {"p(x_t | x_<t)": sp["p"]}, title="Probability of each actual next token",
-                         yaxis="probability"), "ffn_seqprob", table=seq)
+    show_fig(bar_compare(list(seq.index), {"p(x_t | x_<t)": sp["p"]}, tokens=False,
+                         title=f"Probability of each actual next token (log p(x) = {sp['total_logp']:.3f})",
+                         yaxis="probability", text_format=".2f" if len(targets) <= 24 else None),
+             "ffn_seqprob", table=seq, alt="Bar t: how much probability the model gave, after reading tokens 0 … t−1, "
+                                           "to the token that actually came at position t.")
     m1, m2, m3 = st.columns(3)
     m1.metric("log p(x) = Σ log p", f"{sp['total_logp']:.3f}")
     m2.metric("p(x) = Π p", f"{sp['total_p']:.3e}")
@@ -67,7 +70,7 @@ else:
     st.caption(f"{len(sp['p'])} factors: the first token is given; position t − 1's distribution scores token t. "
                "Products of many probabilities underflow, so models add log-probabilities instead."
                + (" Unknown words are scored as `<unk>`." if crun.unknown else ""))
-    st.dataframe(seq, width="stretch")
+    st.dataframe(seq.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}"}), width="stretch")
 
 st.subheader("Weight tying")
 tie = A.weight_tying(model, run.a("final"), run.a("logits"))

@@ -46,7 +46,7 @@ with c2:
     show_fig(bar_compare(run.labels, {"variance before": var_in, "variance after": var_n},
                          title="Per-token variance: before vs after LN", yaxis="variance (biased)"),
              "ln_vars", table=stats, alt="After normalization every token's variance is 1 (up to ε).")
-st.dataframe(stats, width="stretch")
+st.dataframe(stats.style.format("{:.4f}"), width="stretch")
 h1, h2 = st.columns(2)
 with h1:
     show_fig(histogram_compare({"before LN (input)": x_in.ravel(), "after LN (normalized)": x_norm.ravel()},
@@ -98,16 +98,18 @@ else:
     b1, b2 = st.columns(2)
     with b1:
         z = np.vstack([bl["bn"], bl["bn_mean"], bl["bn_var"]])
-        show_fig(matrix_heatmap(z, run.labels[:n_tok] + ["μ (column)", "σ² (column)"], fcols, highlight_cols=[0],
+        rows_bn = [f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])] + ["μ (column)", "σ² (column)"]
+        show_fig(matrix_heatmap(z, rows_bn, fcols, highlight_cols=[0], tokens_rows=False,
                                 title="Batch norm: per column (feature)", value_name="value"), "ln_bn",
                  table=pd.DataFrame(z, index=[f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])] + ["column mean (before)", "column var (before)"],
                                     columns=fcols))
     with b2:
         z = np.hstack([bl["ln"], bl["ln_mean"][:, None], bl["ln_var"][:, None]])
-        show_fig(matrix_heatmap(z, run.labels[:n_tok], fcols + ["μ (row)", "σ² (row)"], highlight_rows=[0],
+        show_fig(matrix_heatmap(z, run.labels[:n_tok], fcols + ["μ", "σ²"], highlight_rows=[0],
                                 title="Layer norm: per row (token)", value_name="value"), "ln_ln",
                  table=pd.DataFrame(z, index=[f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])], columns=fcols + ["row mean (before)", "row var (before)"]))
-    st.caption("Normalized values inside the matrix; the extra row/column holds the statistics of the raw values. "
+    st.caption("Normalized values inside the matrix; the extra row (batch norm) or columns (layer norm: μ, σ²) hold "
+               "the statistics of the raw values. "
                "The outline marks one group that is normalized together.")
 
 st.subheader("Worked example from the notes")

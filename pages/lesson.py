@@ -12,7 +12,7 @@ from viz.attention import head_heatmap
 from viz.common import DIVERGING_SCALE
 
 L.present_css()
-st.title("🎓 Lesson mode")
+st.title("Lesson mode")
 run = current_run()
 H, T = run.cfg.n_heads, run.T
 N_STEPS = 9

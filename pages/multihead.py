@@ -61,17 +61,20 @@ total = param_count(cfg)
 st.markdown(f"Current model: **{total:,}** parameters (counted from the config; the allocated model has "
             f"{model.num_parameters():,}).")
 show_fig(bar_compare(list(rows.index), {"parameters": rows["parameters"].to_numpy()}, tokens=False,
-                     title="Parameter count by part (current model)", yaxis="parameters"), "mh_params", table=rows)
-st.dataframe(rows, width="stretch")
+                     title=f"Parameter count by part (current model, total {total:,})", yaxis="parameters"),
+         "mh_params", table=rows)
+PARAM_FMT = {"parameters": "{:,}", "share %": "{:.1f}"}
+st.dataframe(rows.style.format(PARAM_FMT), width="stretch")
 
 st.subheader("GPT-2 small")
 g = PRESETS["gpt2-small"]
-g1, g2 = st.columns([1, 2])
+g1, g2 = st.columns([1, 2.2])
 with g1:
     st.dataframe(pd.DataFrame(A.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
 with g2:
     grows = pd.DataFrame(A.param_rows(g)).set_index("part")
-    st.dataframe(grows, width="stretch")
+    st.dataframe(grows.style.format(PARAM_FMT), width="stretch",
+                 column_config={"formula": st.column_config.TextColumn("formula", width="medium")})
     st.markdown(f"Total: **{param_count(g):,}** parameters — the embedding alone is {g.vocab_size:,} × {g.d_model} = "
                 f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {A.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
                 f"attention and {A.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")

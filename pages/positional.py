@@ -6,7 +6,7 @@ import streamlit as st
 
 from model import analysis as A
 from ui import state
-from ui.compute import current_run, get_model, current_source, md_escape
+from ui.compute import ModelSource, current_run, current_source, get_model, md_escape, shipped_checkpoints
 from ui.show import matrix_table, show_fig
 from viz.concepts import matrix_heatmap, pe_curves, two_heatmaps
 
@@ -45,8 +45,13 @@ with c1:
              alt="Left columns oscillate fast (short wavelength), right columns slowly.")
 with c2:
     if dims:
+        wl_all = A.pe_wavelengths(D)
+        pairs = dict.fromkeys(d - d % 2 for d in sorted(dims))
         show_fig(pe_curves(pe, dims, title="Chosen dimensions vs position", height=420), "pe_curves",
-                 table=pd.DataFrame(pe[:, dims], columns=[f"dim {d}" for d in dims]))
+                 table=pd.DataFrame(pe[:, dims], columns=[f"dim {d}" for d in dims]),
+                 alt="Wavelength (positions per cycle, 2π·10000^(2i/d)): " + "; ".join(
+                     f"dims {p}/{p + 1}: {wl_all[p]:,.1f}" if p + 1 < D else f"dim {p}: {wl_all[p]:,.1f}" for p in pairs)
+                 + ". A sin and a cos of one pair share the wavelength, a quarter cycle apart.")
     else:
         st.info("Choose at least one dimension to plot.")
 wl = A.pe_wavelengths(D)
@@ -83,34 +88,58 @@ show_fig(matrix_heatmap(sim, labels, labels, tokens_cols=True, title="Sinusoidal
 
 st.subheader("Learned vs sinusoidal")
 n_cmp = min(run.T if run.T >= 16 else min(cfg.max_len, 32), cfg.max_len)
+learned = None
 if cfg.pos_encoding == "learned":
     learned = model.position_table(n_cmp).detach().numpy()
     note = "The current model learns its position table (trained values when it is a trained checkpoint)."
-else:
-    from model.transformer import Transformer
-    learned = Transformer(cfg.replace(n_layers=1, pos_encoding="learned"), seed=0).position_table(n_cmp).detach().numpy()
-    note = ("The current model uses the sinusoidal formula (no parameters). For comparison, the right side is a "
-            "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
-            "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
+else:  # a shipped checkpoint trained with learned positions, if there is one
+    for name, meta in shipped_checkpoints().items():
+        if (meta.get("config") or {}).get("pos_encoding") == "learned":
+            try:
+                lm, _ = get_model(ModelSource("checkpoint", name))
+            except (OSError, ValueError):  # unreadable (e.g. being rewritten): fall back below
+                continue
+            n_cmp = min(n_cmp, lm.cfg.max_len)
+            if lm.cfg.d_model == D:
+                learned = lm.position_table(n_cmp).detach().numpy()
+                note = (f"The current model uses the sinusoidal formula (no parameters). The right side is the "
+                        f"trained position table of the shipped checkpoint “{md_escape(name)}” (same d_model = {D}): "
+                        "whatever code for positions training found, with no formula. The cosine maps below show "
+                        "which positions each table treats as alike.")
+                break
+    if learned is None:
+        from model.transformer import Transformer
+        learned = Transformer(cfg.replace(n_layers=1, pos_encoding="learned"), seed=0).position_table(n_cmp).detach().numpy()
+        note = ("The current model uses the sinusoidal formula (no parameters). For comparison, the right side is a "
+                "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
+                "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
 st.caption(note)
 show_fig(two_heatmaps(A.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
-                      title=f"Position tables, first {n_cmp} positions"), "pe_learned",
+                      title=f"Position tables, first {n_cmp} positions (each with its own colour scale)"), "pe_learned",
          table=pd.DataFrame(learned, index=pd.RangeIndex(n_cmp, name="position")))
+lsim = A.cosine_matrix(learned)
+ssim = A.cosine_matrix(A.pe_table(n_cmp, D))
+show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned: cosine(P(i), P(j))"),
+                      row_title="position i", col_title="position j", shared_scale=True,
+                      title="Which positions look alike? Cosine similarity of the position vectors"), "pe_learned_sim",
+         table=pd.DataFrame(lsim, index=pd.RangeIndex(n_cmp, name="position i")),
+         alt="Sinusoidal: a smooth band along the diagonal (near positions are similar, by construction). "
+             "A trained table shows a band only where training has put one; a random one shows none.")
 
 st.subheader("Worked example from the notes: d_model = 4")
 ex = A.worked_pe_example()
 pe_df = pd.DataFrame(ex["pe"], index=[f"pos {p}" for p in range(3)], columns=[f"dim {d}" for d in range(4)])
 st.markdown("Dimensions 0, 1 use 10000^(0/4) = 1 (angle = pos); dimensions 2, 3 use 10000^(2/4) = 100 (angle = pos / 100).")
-st.dataframe(pe_df.round(5), width="content")
+st.dataframe(pe_df.style.format("{:.4f}"), width="content")
 sums = pd.DataFrame([ex["the"], ex["pe"][0], ex["the_sum"], ex["cat"], ex["pe"][1], ex["cat_sum"]],
                     index=["'the' embedding", "PE(0)", "'the' + PE(0)", "'cat' embedding", "PE(1)", "'cat' + PE(1)"],
                     columns=[f"dim {d}" for d in range(4)])
-st.dataframe(sums.round(4), width="content")
+st.dataframe(sums.style.format("{:.4f}"), width="content")
 st.caption(
     "Where the handwritten notes differ (their method is right; a few values slipped): "
     "the cosines are written with exponents 1/4 and 3/4, but dimension 2i+1 uses the same 10000^(2i/d) as "
     "dimension 2i (the notes' values 0.5403 and 0.99995 do follow the correct exponents 0 and 2/4); "
     "the diagram's PE for 'CAT' has 0.34 where cos(1) = 0.5403; 'CAT' + PE is written "
-    "[1.34, 0.94, 0.01, 1.79] but is [1.3415, 1.1403, 0.7100, 1.7999] (0.7 + 0.01 = 0.71); "
+    "[1.34, 0.94, 0.01, 1.79] but is [1.3415, 1.1403, 0.7100, 1.8000] (0.7 + 0.01 = 0.71); "
     "'the' + PE(0) is written [0.1, 1.2, 0.3, 0.4] but the last entry is 0.4 + 1 = 1.4; "
     "and 'CAT' is once given as [0.5, 0.8, 0.7, 0.8] — the table uses [0.5, 0.6, 0.7, 0.8] as in the diagram.")

@@ -246,7 +246,7 @@ def show_steps(steps: list[wx.Step], key: str, ncols: int = 2) -> None:
             with col:
                 st.markdown(f"**{n + 1}. {stp.title}**")
                 st.latex(stp.formula)
-                L.show_table(stp.values, stp.rows, stp.cols, key=f"{key}_{n}")
+                L.show_table(stp.values, stp.rows, stp.cols, key=f"{key}_{n}", nd=stp.decimals)
                 if stp.note:
                     st.caption(stp.note)
 
@@ -254,10 +254,10 @@ def show_steps(steps: list[wx.Step], key: str, ncols: int = 2) -> None:
 # ------------------------------------------------------------------ worked-example panel
 def preset_panel(key: str, modified: bool) -> None:
     p = wx.PRESETS[key]
-    st.info(f"**{p.title}** (notes {p.source}). {p.description}", icon="📝")
+    st.info(f"**{p.title}** (notes {p.source}). {p.description}", icon=":material/menu_book:")
     if modified:
         st.caption("You have changed the example's numbers: the hints below refer to the original.")
-    st.warning("**Check your arithmetic**\n\n" + "\n".join(f"- {h}" for h in p.hints), icon="🧮")
+    st.warning("**Check your arithmetic**\n\n" + "\n".join(f"- {h}" for h in p.hints), icon=":material/calculate:")
     if p.errata:
         with st.expander(f"Where the lecture notes' arithmetic is wrong ({len(p.errata)})", expanded=True):
             st.markdown("\n".join(f"- **{e.where}** — the notes write {e.notes}; correct: {e.correct}."
@@ -284,7 +284,11 @@ def softmax_calc() -> None:
         st.error(err)
         return
     T = float(s["calc_sm_t"])
-    p = wx.softmax_temperature(x, T)
+    try:
+        p = wx.softmax_temperature(x, T)
+    except ValueError as e:
+        st.error(f"Scores: {e}.")
+        return
     st.latex(r"\mathrm{softmax}(x/T)_i = \frac{e^{x_i/T}}{\sum_j e^{x_j/T}}")
     L.show_table(np.vstack([x, x / T, p]), ("x", "x / T", "softmax"), _names(len(x), "x"), key="calc_sm_tab", nd=3)
 
@@ -337,7 +341,7 @@ def pe_calc() -> None:
     st.latex(tex)
     st.number_input("Table: positions 0 … n−1, n =", 1, 64, key="calc_pe_n")
     n = int(s["calc_pe_n"])
-    L.show_table(wx.pe_table(n, d), [f"pos {p}" for p in range(n)], _names(d, "d"), key="calc_pe_tab", nd=3, max_cols=8)
+    L.show_table(wx.pe_table(n, d), [f"pos {p}" for p in range(n)], _names(d, "d"), key="calc_pe_tab", nd=4, max_cols=8)
 
 
 def render() -> None:
@@ -374,7 +378,7 @@ def _render() -> None:
         if problems:
             st.error("Fix these cells to see the computation (what you typed is kept):\n\n" +
                      "\n".join(f"- {md_escape(p)}" for p in problems[:8]) +
-                     (f"\n- … and {len(problems) - 8} more" if len(problems) > 8 else ""), icon="✋")
+                     (f"\n- … and {len(problems) - 8} more" if len(problems) > 8 else ""), icon=":material/pan_tool:")
             return
         modified = preset is None or preset.kind != "attention" or not same_setup(setup, preset.setup)
         if preset is not None and preset.kind == "attention":

@@ -21,6 +21,10 @@ PRESENT_EXTRA_CSS = """
 .katex {font-size: 1.6em !important;}
 [data-testid="stTable"] td, [data-testid="stTable"] th {font-size: 1.25rem !important; padding: 0.35rem 0.6rem !important;}
 [data-testid="stNumberInput"] input, [data-testid="stSelectbox"] div {font-size: 1.3rem !important;}
+[data-testid="stSelectbox"] [data-baseweb="select"] *, [data-testid="stTextInput"] input {font-size: 1.3rem !important;}
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p {font-size: 1.15rem !important;}
+[data-testid="stWidgetLabel"] p {font-size: 1.3rem !important;}
+[data-testid="stAlert"] p, [data-testid="stAlert"] li {font-size: 1.35rem !important;}
 </style>
 """
 
@@ -121,7 +125,7 @@ def parse_vector(text: str, name: str) -> tuple[np.ndarray | None, str | None]:
 def question(q: Question, key: str) -> bool:
     """Predict-then-reveal: the student commits an answer, then the app reveals and explains.
     Returns True when revealed."""
-    st.markdown(f"**🤔 Predict** — {q.prompt}")
+    st.markdown(f":material/psychology_alt: **Predict** — {q.prompt}")
     st.caption(f"From {q.source}.")
     revealed_key = f"{key}__revealed"
     revealed = bool(st.session_state.get(revealed_key))
@@ -141,10 +145,10 @@ def question(q: Question, key: str) -> bool:
                   on_click=_set, args=(revealed_key, True))
         return False
     if q.check(given):
-        st.success(f"✅ Right. {q.explanation}")
+        st.success(f"Right. {q.explanation}", icon=":material/check_circle:")
     else:
         shown = fmt(given, 2) if q.kind == "number" else given
-        st.error(f"❌ You said {shown}. {q.explanation}")
+        st.error(f"You said {shown}. {q.explanation}", icon=":material/cancel:")
     st.button("Try again", key=f"{key}__reset", on_click=_reset, args=(revealed_key, wkey))
     return True
 

@@ -127,7 +127,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     fig.update_xaxes(type="category", title=col_title, showticklabels=tokens_cols is False or n_c <= 64,
                      tickangle=-60 if tokens_cols else 0)
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
-        fig.update_xaxes(nticks=8)
+        fig.update_xaxes(nticks=5)
     if not tokens_rows and n_r > 24:
         fig.update_yaxes(nticks=12)
     return _layout(fig, title, height or min(760, 160 + 26 * n_r))
@@ -179,19 +179,29 @@ def pe_curves(pe: np.ndarray, dims: Sequence[int], *, title: str = "", height: i
 
 
 def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *, title: str = "",
-                 row_title: str = "position", col_title: str = "dimension", height: int = 380) -> go.Figure:
-    """Two numeric matrices side by side on one shared diverging colour scale (e.g. sinusoidal vs
-    learned position tables)."""
+                 row_title: str = "position", col_title: str = "dimension", height: int = 380,
+                 shared_scale: bool = False) -> go.Figure:
+    """Two numeric matrices side by side on diverging colour scales centred at 0 (e.g. sinusoidal vs
+    learned position tables). By default each side has its own scale and colour bar (a learned
+    table's values can be several times larger, which would wash out the other side);
+    shared_scale=True puts both on one scale."""
     l, r = as_array(left, 2, "left", "(rows, cols)"), as_array(right, 2, "right", "(rows, cols)")
     if l.shape != r.shape:
         raise ValueError(f"left {l.shape} and right {r.shape} must have the same shape")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.08)
-    m = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.14)
+    both = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
     for c, a in ((1, l), (2, r)):
-        fig.add_trace(go.Heatmap(z=np.asarray(a, dtype=np.float64), coloraxis="coloraxis",
+        axis = "coloraxis" if (shared_scale or c == 1) else "coloraxis2"
+        fig.add_trace(go.Heatmap(z=np.asarray(a, dtype=np.float64), coloraxis=axis,
                                  hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>%{{z:.4f}}<extra></extra>"),
                       row=1, col=c)
         fig.update_yaxes(autorange="reversed", title=row_title if c == 1 else None, row=1, col=c)
         fig.update_xaxes(title=col_title, row=1, col=c)
-    fig.update_layout(coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-m, cmax=m, colorbar=dict(thickness=12)))
+    if shared_scale:
+        fig.update_layout(coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-both, cmax=both, colorbar=dict(thickness=12)))
+    else:
+        ml, mr = float(np.abs(l).max() or 1.0), float(np.abs(r).max() or 1.0)
+        fig.update_layout(
+            coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-ml, cmax=ml, colorbar=dict(thickness=12, x=0.445, len=0.9)),
+            coloraxis2=dict(colorscale=DIVERGING_SCALE, cmin=-mr, cmax=mr, colorbar=dict(thickness=12, x=1.0, len=0.9)))
     return _layout(fig, title, height)

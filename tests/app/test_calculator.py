@@ -117,6 +117,9 @@ def test_pe_preset_and_heads_options():
     rows = [list(df.iloc[1]) for df in tables(at) if df.shape == (3, 4)]
     assert ["1.3415", "1.1403", "0.7100", "1.8000"] in rows, rows  # CAT + PE (the notes: 1.34, 0.94, 0.01, 1.79)
     assert ["0.8415", "0.5403", "0.0100", "1.0000"] in rows, rows  # PE(1) in float64: cos(0.01) = 0.99995
+    # the PE(pos, i) side calculator's table: position 2 (the notes' cosine exponents would give other values)
+    pe_side = [df for df in tables(at) if list(df.index) == ["pos 0", "pos 1", "pos 2"]]
+    assert any(list(df.loc["pos 2"]) == ["0.9093", "-0.4161", "0.0200", "0.9998"] for df in pe_side), pe_side
     at.number_input(key="calc_d").set_value(6).run()
     assert not errors(at)
     assert at.selectbox(key="calc_heads").options == ["1", "2", "3", "6"]
@@ -136,3 +139,13 @@ def test_small_calculators_bad_input():
     assert any("'two' is not a number" in e.value for e in at.error)
     at.text_input(key="calc_ln_eps").input("0").run()
     assert any("ε must be > 0" in e.value for e in at.error)
+    at.text_input(key="calc_sm_x").input("1e308, 1").run()
+    at.number_input(key="calc_sm_t").set_value(0.01).run()
+    assert not errors(at)
+    assert any("too large" in e.value for e in at.error)
+    at.text_input(key="calc_ln_eps").input("1e-5").run()
+    at.text_input(key="calc_ln_x").input("1e308, -1e308, 3").run()
+    assert not errors(at)
+    assert any("variance overflows" in e.value for e in at.error)
+    for df in tables(at):  # no NaN on screen
+        assert not any(str(x).lower() in ("nan", "inf") for x in df.values.ravel())

@@ -4,6 +4,7 @@ Every test runs the app with fresh weights (src = fresh), so the expected number
 without the app from the same config and seed."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from model import analysis as A
+from model.checkpoint import load_checkpoint
 from model.config import ModelConfig, param_count
 from model.layers import sinusoidal_table
 from model.transformer import Transformer
@@ -105,8 +107,26 @@ def test_positional_values_equal_sinusoidal_table_and_sum():
     ex = next(t for t in tables if "pos 1" in t.index)
     np.testing.assert_allclose(ex.loc["pos 1"].to_numpy(), [0.84147, 0.54030, 0.01000, 0.99995], atol=1e-5)
     sums = next(t for t in tables if "'cat' + PE(1)" in t.index)
-    np.testing.assert_allclose(sums.loc["'cat' + PE(1)"].to_numpy(), [1.3415, 1.1403, 0.71, 1.7999], atol=1e-4)
+    np.testing.assert_allclose(ex.loc["pos 2"].to_numpy(), [0.9093, -0.4161, 0.0200, 0.9998], atol=1e-4)
+    np.testing.assert_allclose(sums.loc["'cat' + PE(1)"].to_numpy(), [1.34147, 1.14030, 0.71, 1.79995], atol=1e-5)
     np.testing.assert_allclose(sums.loc["'the' + PE(0)"].to_numpy(), [0.1, 1.2, 0.3, 1.4], atol=1e-4)
+    # learned vs sinusoidal: the right side is a learned-position checkpoint's own table when one is
+    # shipped (compared with that checkpoint as loaded now: it may be retrained), else a fresh learned table
+    two = fig(at, "Position tables, first")
+    left, right = decode(two["data"][0]["z"]), decode(two["data"][1]["z"])
+    n = left.shape[0]
+    np.testing.assert_allclose(left, sinusoidal_table(n, 64).numpy(), atol=1e-6)
+    learned_dirs = [d for d in sorted(compute.CHECKPOINTS.iterdir()) if (d / "config.json").is_file()
+                    and json.loads((d / "config.json").read_text()).get("config", {}).get("pos_encoding") == "learned"]
+    if learned_dirs:
+        lm, _ = load_checkpoint(learned_dirs[0])
+        expected = lm.position_table(n).detach().numpy()
+    else:
+        expected = Transformer(engine()[0].cfg.replace(n_layers=1, pos_encoding="learned"), seed=0).position_table(n).detach().numpy()
+    np.testing.assert_allclose(right, expected, atol=1e-6)
+    cos = decode(fig(at, "Which positions look alike?")["data"][1]["z"])
+    u = expected / np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(cos, u @ u.T, atol=1e-5)
     # choosing dimensions changes the curves and the URL
     at.multiselect(key="pe_dims_ms").set_value([3]).run()
     assert not errors(at)
@@ -204,7 +224,7 @@ def test_cost_closed_form_and_timing():
     ratio = series(fl, "attention (QKᵀ, weights·V) ∝ T²") / Ts ** 2
     np.testing.assert_allclose(ratio, ratio[0])
     tm = fig(at, "Forward time of the current model")
-    measured = series(tm, "measured (best of 3)")
+    measured = series(tm, "measured (best of 5)")
     assert measured.size >= 4 and np.all(measured > 0) and np.all(np.isfinite(series(tm, "theory: fitted FLOP curve")))
     assert any(m.value == f"{len(labels) ** 2:,}" for m in at.metric)
     gpt = next(d.value for d in at.dataframe if "scores per head per layer" in d.value.index)

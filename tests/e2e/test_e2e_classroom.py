@@ -1,6 +1,7 @@
 """Real browser: the calculator (presets, an edited cell) and lesson mode (steps, predict-then-reveal,
 presentation mode). Screenshots go to screenshots/ (looked at by hand)."""
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
 
@@ -26,6 +27,23 @@ def cells(page) -> set[str]:
     return out
 
 
+def pick(page, label: str, option: str) -> None:
+    """Choose an option of a selectbox. The grid scrolling in cells() can leave the page mid-scroll
+    so that the first click does not open the list: scroll the box into view and retry."""
+    box = page.get_by_role("combobox", name=label, exact=True)
+    for attempt in range(3):
+        box.scroll_into_view_if_needed()
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+            wait_idle(page)
+
+
 def text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
 
@@ -40,8 +58,7 @@ def test_calculator_presets(server, page):
     assert page.locator('[data-testid="stDataFrame"]').count() >= 10
     screenshot(page, "calculator_the_cat_sat")
     # switch preset with the selectbox
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Worked example").first.click()
-    page.get_by_role("option", name="4-token padded batch: look-ahead × padding mask").click()
+    pick(page, "Worked example", "4-token padded batch: look-ahead × padding mask")
     page.wait_for_url("**preset=padded-batch**", timeout=30_000)
     wait_idle(page)
     assert exceptions(page) == 0
@@ -73,25 +90,43 @@ def test_calculator_encoder_decoder(server, page):
     screenshot(page, "calculator_enc_dec")
 
 
+def go_step(page, button: str, n: int) -> None:
+    """Click Back/Next and wait for step n (progress text and URL). On a loaded machine a click
+    that lands while the previous rerun is still being drawn can be lost: click again only when
+    the page still shows the old step (never twice for one step)."""
+    old = n + 1 if "Back" in button else n - 1
+    for attempt in range(3):
+        page.get_by_role("button", name=button).click()
+        try:
+            page.get_by_text(f"Step {n} of 9", exact=False).first.wait_for(timeout=20_000)
+            break
+        except Exception:
+            wait_idle(page)
+            if attempt == 2 or f"Step {old} of 9" not in text(page):
+                raise
+    page.wait_for_url(f"**lesson_step={n}**", timeout=30_000)
+    wait_idle(page)
+
+
 def test_lesson_steps_and_reveal(server, page):
     open_page(page, server, "lesson")
     ready(page, '[data-testid="stDataFrame"]')
     assert exceptions(page) == 0
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # step 1: a table
     for n in (2, 3, 4):
-        page.get_by_role("button", name="Next ▶").click()
-        page.wait_for_url(f"**lesson_step={n}**", timeout=30_000)
-        wait_idle(page)
+        go_step(page, "Next ▶", n)
     assert "lesson_step=4" in page.url
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
     page.get_by_text("more peaked", exact=True).click()
+    check = page.get_by_role("button", name="Check my answer").first
+    expect(check).to_be_enabled(timeout=30_000)  # enabled once the answer's rerun is drawn
     wait_idle(page)
-    page.get_by_role("button", name="Check my answer").first.click()
+    check.click()
+    # a loaded machine may report idle before the click's rerun starts: wait for the reveal itself
+    page.get_by_text("You said more peaked", exact=False).first.wait_for(timeout=30_000)
     wait_idle(page)
     assert "You said more peaked" in text(page)
-    page.get_by_role("button", name="◀ Back").click()
-    page.wait_for_url("**lesson_step=3**", timeout=30_000)
-    wait_idle(page)
+    go_step(page, "◀ Back", 3)
     assert "lesson_step=3" in page.url
     assert exceptions(page) == 0
     screenshot(page, "lesson_step3")

@@ -72,6 +72,12 @@ def test_scaling_6_4():
     close(step(steps, "Softmax without")[0], np_softmax([raw])[0])
     close(step(steps, "Softmax (")[0], [0.73106, 0.26894])
     close(step(steps, "Softmax without")[0], [0.88080, 0.11920])
+    # the notes' aside softmax([10, 1]) = [0.99, 0.01]: really [0.99988, 0.00012]
+    ten_one = np.exp([10.0, 1.0]) / np.exp([10.0, 1.0]).sum()
+    close(wx.softmax_temperature([10, 1]), ten_one)
+    close(ten_one, [0.99988, 0.00012])
+    fix = next(e for e in wx.PRESETS["scaling-6-4"].errata if "[10, 1]" in e.where)
+    assert "[0.99988, 0.00012]" in fix.correct
 
 
 def test_layernorm_2468():
@@ -100,6 +106,7 @@ def test_positional_encoding_d4():
     close(step(steps, "Positional"), pe)
     close(step(steps, "Embedding +"), emb + pe)
     close(step(steps, "Positional")[1], [0.84147, 0.54030, 0.0099998, 0.99995])
+    close(step(steps, "Positional")[2], [0.9093, -0.4161, 0.0200, 0.9998])
     close(step(steps, "Embedding +")[1], [1.34147, 1.14030, 0.71000, 1.79995])
     close(step(steps, "Embedding +")[0], [0.1, 1.2, 0.3, 1.4])
     # the table agrees with the engine's sinusoidal_table (float32)
@@ -208,6 +215,11 @@ def test_scaling_off_and_validation():
     nan = wx.AttentionSetup(np.array([[np.nan, 1.0]]), np.eye(2), np.eye(2), np.eye(2))
     assert any("finite" in p for p in wx.validate(nan))
     assert wx.validate(wx.AttentionSetup(X, np.eye(2), np.eye(2), np.eye(2), n_heads=3))
+    # huge but finite numbers: a message, never inf/NaN further down (and X named once in self-attention)
+    big = wx.validate(wx.AttentionSetup(X * 1e7, np.eye(2), np.eye(2), np.eye(2)))
+    assert len(big) == 1 and "X has a value beyond" in big[0]
+    assert wx.validate(wx.AttentionSetup(X / 4 * 1e6, np.eye(2), np.eye(2), np.eye(2), scale=False)) == []
+    assert np.all(np.isfinite(wx.compute_attention(wx.AttentionSetup(X / 4 * 1e6, np.eye(2) * 1e6, np.eye(2) * 1e6, np.eye(2))).weights))
 
 
 def test_small_calculators():
@@ -220,6 +232,11 @@ def test_small_calculators():
         wx.softmax_temperature([1, 2], 0)
     with pytest.raises(ValueError):
         wx.softmax_temperature([1, float("nan")], 1)
+    with pytest.raises(ValueError, match="too large"):
+        wx.softmax_temperature([1e308, 1.0], 0.01)  # x / T overflows
+    close(wx.softmax_temperature([1e300, 1e300, 1e300], 1.0), [1 / 3] * 3)
+    with pytest.raises(ValueError, match="too large"):
+        wx.layer_norm_steps([1e308, -1e308, 3.0])  # the variance overflows
     ln = wx.layer_norm_steps([1.0, 2.0, 4.0], eps=0.1, gamma=[2, 2, 2], beta=[1, 0, 0])
     xs = np.array([1.0, 2.0, 4.0])
     xh = (xs - xs.mean()) / np.sqrt(xs.var() + 0.1)

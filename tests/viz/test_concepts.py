@@ -66,5 +66,11 @@ def test_pe_curves_and_two_heatmaps():
     two = C.two_heatmaps(pe, -pe, ("sin", "learned"))
     np.testing.assert_array_equal(_arr(two.data[1].z), -pe)
     assert two.layout.coloraxis.cmin == -11.0
+    # own scale per side by default (a learned table would wash out the sinusoidal one), or shared
+    two = C.two_heatmaps(pe / 11.0, 3 * pe, ("sin", "learned"))
+    assert two.data[0].coloraxis == "coloraxis" and two.data[1].coloraxis == "coloraxis2"
+    assert two.layout.coloraxis.cmax == pytest.approx(1.0) and two.layout.coloraxis2.cmax == pytest.approx(33.0)
+    shared = C.two_heatmaps(pe / 11.0, 3 * pe, ("sin", "learned"), shared_scale=True)
+    assert {t.coloraxis for t in shared.data} == {"coloraxis"} and shared.layout.coloraxis.cmax == pytest.approx(33.0)
     with pytest.raises(ValueError, match="same shape"):
         C.two_heatmaps(pe, pe[:2], ("a", "b"))
