@@ -31,7 +31,7 @@ def machine_info() -> str:
     import torch
     return (f"{cpu}, {os.cpu_count()} cores, {mem} RAM, load average {load} at start; "
             f"Python {platform.python_version()}, torch {torch.__version__} "
-            f"(threads {torch.get_num_threads()}), Streamlit {streamlit.__version__}, numpy {numpy.__version__}")
+            f"(default threads here {torch.get_num_threads()}; the app sets its own, ui/runtime.py), Streamlit {streamlit.__version__}, numpy {numpy.__version__}")
 
 
 def _fmt(x) -> str:
@@ -45,11 +45,23 @@ def _fmt(x) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| benchmark | metric | Attention Lab | bare app | ratio | target |",
+    """The README table. `bare` is the baseline: the bare Streamlit app unless the row says otherwise.
+    A row with `ok` False gets a cross after its target (a budget missed, or a benchmark that failed)."""
+    out = ["| benchmark | metric | Attention Lab | baseline | ratio | target |",
            "|---|---|---:|---:|---:|---|"]
     for r in rows:
         ratio = r.get("ratio")
-        out.append(f"| {r.get('benchmark', '')} | {r.get('metric', '')} | {_fmt(r.get('app'))} | "
+        target = str(r.get("target", "") or "")
+        if r.get("ok") is False:
+            target = (target + " ✗").strip()
+        elif r.get("ok") is True and target:
+            target += " ✓"
+        out.append(f"| {_cell(r.get('benchmark', ''))} | {_cell(r.get('metric', ''))} | {_fmt(r.get('app'))} | "
                    f"{_fmt(r.get('bare'))} | {(_fmt(ratio) + '×') if isinstance(ratio, (int, float)) and not math.isnan(ratio) else '–'} | "
-                   f"{r.get('target', '')} |")
+                   f"{_cell(target)} |")
     return "\n".join(out)
+
+
+def _cell(x) -> str:
+    """Table-safe text: a pipe or newline would break the Markdown row."""
+    return str(x).replace("|", "\\|").replace("\n", " ")

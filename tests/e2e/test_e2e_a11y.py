@@ -1,0 +1,173 @@
+"""Accessibility (issue 8 §6): every chart has alt text and a numeric table behind it; controls are
+reachable by keyboard; the app is readable in the dark theme.
+
+- Charts: pages draw charts only through ui/show.py `show_fig` (static check), and on every page
+  each chart is accompanied by a caption (alt text) and a "CSV of these numbers" button keyed after
+  the chart (AppTest, every page in app.PAGES; show_fig makes alt text and a table from the figure
+  when a page gives none).
+- Keyboard (real browser): Tab from the top of the page reaches the Sentence box and the
+  "Max sequence length" slider, and the arrow keys move that slider.
+- Dark theme (real browser, a server started with --theme.base dark): on a few pages the app
+  background is dark, the chart text (titles, ticks) is light enough to read on it (contrast ratio
+  >= 4.5, WCAG AA), and screenshots go to screenshots/dark-*.png for a human look.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+
+import pytest
+
+from tests.e2e.browser import exceptions, open_page, screenshot, start_server, wait_idle
+from tests.fuzz.test_fuzz import PAGES
+from tests.helpers import ROOT, app_test, errors
+
+
+# ------------------------------------------------------------------ charts: alt text + numbers
+def test_pages_draw_charts_only_through_show_fig():
+    direct = []
+    for f in sorted((ROOT / "pages").glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("plotly_chart", "pyplot",
+                                                                                   "altair_chart", "vega_lite_chart"):
+                direct.append(f"{f.name}:{node.lineno}")
+    assert not direct, f"charts drawn without ui.show.show_fig (no alt text / CSV): {direct}"
+
+
+@pytest.fixture(scope="module")
+def at():
+    import torch
+    torch.set_num_threads(1)
+    a = app_test(default_timeout=120)
+    a.run()
+    return a
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_chart_has_alt_text_and_csv(at, page):
+    at.switch_page(page).run()
+    assert not errors(at), errors(at)
+    charts = at.get("plotly_chart")
+    csv_ids = [d.proto.id for d in at.get("download_button") if d.proto.label == "CSV of these numbers"]
+    for c in charts:
+        key = c.proto.id.rsplit("-", 1)[-1]  # the widget id ends with the user key
+        assert any(i.endswith(f"-{key}__csv") for i in csv_ids), f"{page}: chart {key!r} has no CSV button"
+    captions = [str(c.value) for c in at.caption]
+    assert len(captions) >= len(charts), f"{page}: {len(charts)} charts but {len(captions)} captions"
+
+
+def test_made_up_alt_text_and_table_describe_the_figure():
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from ui.show import describe_fig, fig_table
+    fig = go.Figure(go.Heatmap(z=np.array([[0.25, 0.75], [1.0, np.nan]]), x=["0:a", "1:<b>"], y=["0:a", "1:<b>"]))
+    fig.update_layout(title="Weights of <i>head 0</i>")
+    fig.update_xaxes(title="key")
+    alt = describe_fig(fig)
+    assert alt.startswith("Heatmap: Weights of head 0") and "x axis: key" in alt and "<" not in alt
+    t = fig_table(fig)
+    assert list(t.columns) == ["trace", "x", "y", "value"] and len(t) == 4
+    assert t.loc[(t.x == "1:<b>") & (t.y == "0:a"), "value"].item() == 0.75
+    bars = go.Figure([go.Bar(x=["a", "b"], y=[1.5, 2.5], name="p"), go.Scatter(x=[0, 1, None, 2], y=[3, 4, None, 5])])
+    t = fig_table(bars)
+    assert t[t.trace == "p"].value.tolist() == [1.5, 2.5] and len(t) == 6
+
+
+# ------------------------------------------------------------------ keyboard
+def _focused(page) -> dict:
+    return page.evaluate("""() => { const e = document.activeElement;
+        return {tag: e.tagName, role: e.getAttribute('role'), label: e.getAttribute('aria-label') || '',
+                text: (e.closest('[data-testid]') || {}).getAttribute ? e.closest('[data-testid]').getAttribute('data-testid') : ''}; }""")
+
+
+def _tab_until(page, pred, limit: int = 80) -> int:
+    for i in range(1, limit + 1):
+        page.keyboard.press("Tab")
+        if pred(_focused(page)):
+            return i
+    return -1
+
+
+@pytest.mark.e2e
+def test_keyboard_reaches_sentence_box_and_slider(page, server):
+    open_page(page, server, "")  # heads, the default page
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # start at the top
+    n = _tab_until(page, lambda f: f["tag"] == "TEXTAREA" and f["label"] == "Sentence")
+    assert n > 0, "Tab never reached the Sentence box"
+    page.keyboard.type(" again")
+    page.keyboard.press("Control+Enter")  # commit from the keyboard
+    wait_idle(page)
+    assert page.get_by_role("textbox", name="Sentence").input_value().endswith(" again")
+    n = _tab_until(page, lambda f: f["text"] == "stSlider" and "Max sequence length" in f["label"])
+    assert n > 0, "Tab never reached the Max sequence length slider"
+    slider = page.get_by_role("slider", name="Max sequence length")
+    before = int(float(slider.input_value()))
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    wait_idle(page)
+    after = int(float(page.get_by_role("slider", name="Max sequence length").input_value()))
+    assert after == before - 2, (before, after)
+    # a visible focus indicator: the focused slider thumb draws an outline or a box shadow
+    style = page.evaluate("""() => { const s = getComputedStyle(document.activeElement);
+        return s.outlineStyle + ' ' + s.outlineWidth + ' | ' + s.boxShadow; }""")
+    assert ("none 0px" not in style.split("|")[0]) or style.split("|")[1].strip() not in ("", "none"), style
+    assert exceptions(page) == 0
+
+
+# ------------------------------------------------------------------ dark theme
+def _luminance(rgb: str) -> float:
+    vals = [float(x) for x in re.findall(r"[\d.]+", rgb)[:3]]
+    lin = [(v / 255) / 12.92 if v / 255 <= 0.03928 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in vals]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    la, lb = sorted([_luminance(a), _luminance(b)], reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+@pytest.fixture(scope="module")
+def dark_server():
+    proc, url = start_server(extra=["--theme.base", "dark"])
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+DARK_PAGES = ["", "scaling", "layer-norm", "positional"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", DARK_PAGES)
+def test_dark_theme_is_readable(page, dark_server, path):
+    open_page(page, dark_server, path)
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    page.wait_for_timeout(500)
+    screenshot(page, f"dark-{path or 'heads'}")
+    assert exceptions(page) == 0
+    bg = page.evaluate("() => getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor")
+    assert _luminance(bg) < 0.1, f"dark theme not applied: background {bg}"
+    # every chart's title and tick labels against the app background (charts are transparent)
+    fills = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '[data-testid="stPlotlyChart"] :is(.gtitle, .xtick text, .ytick text, .legendtext, .xtitle, .ytitle, .cbtitle text, .cbaxis text)'))
+        .map(e => getComputedStyle(e).fill)""")
+    # annotations (panel titles) may sit on their own background box: judge them against it
+    ann = page.evaluate("""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] g.annotation')).map(g => {
+        const t = g.querySelector('.annotation-text'), r = g.querySelector('rect.bg');
+        const bg = r ? getComputedStyle(r).fill : 'none', op = r ? parseFloat(getComputedStyle(r).fillOpacity || '1') : 0;
+        return [t ? getComputedStyle(t).fill : '', (r && bg !== 'none' && !bg.startsWith('rgba(0, 0, 0, 0)') && op > 0.5) ? bg : ''];
+    })""")
+    low_ann = sorted({f"{f} on {b or bg}" for f, b in ann if f and _contrast(f, b or bg) < 4.5})
+    assert not low_ann, f"chart annotations (panel titles) unreadable: {low_ann}"
+    assert fills, "no chart text found"
+    paper = page.evaluate("""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg rect.bg'))
+        .map(e => getComputedStyle(e).fill)""")
+    low = sorted({f for f in fills if _contrast(f, bg) < 4.5})
+    assert not low, f"chart text colours {low} have contrast < 4.5 on the background {bg} (paper: {set(paper)})"
+    body = page.evaluate("() => getComputedStyle(document.querySelector('[data-testid=\"stMain\"] p') || document.body).color")
+    assert _contrast(body, bg) >= 4.5, (body, bg)

@@ -1,0 +1,56 @@
+"""benchmarks/run_all.py: discovery, adapters, README block, and a real quick run of the engine rows."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import run_all
+from benchmarks.report import table
+from tests.helpers import ROOT
+
+
+def test_discovers_every_bench_module_and_the_load_modules():
+    names = run_all.bench_modules()
+    on_disk = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py"))
+    assert names[: len(on_disk)] == on_disk
+    assert names[len(on_disk):] == ["threads", "ws_load", "browser_load", "soak"]
+    for n in names:  # each one has a way to be run with `quick`
+        assert callable(run_all.runner(n))
+
+
+def test_write_readme_replaces_only_the_block(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# X\n\n## Benchmarks\n\nintro\n\n<!-- bench:start -->\nold\n<!-- bench:end -->\n\n## Next\nkeep\n")
+    rows = [dict(benchmark="b", metric="m", app=1.0, bare=2.0, ratio=0.5, target="≤ 1×", ok=True)]
+    run_all.write_readme(run_all.block("machine X", table(rows), quick=False), readme)
+    s = readme.read_text()
+    assert "old" not in s and "intro" in s and s.endswith("## Next\nkeep\n")
+    assert "| b | m | 1 | 2 | 0.5× | ≤ 1× ✓ |" in s and "machine X" in s
+    assert s.count("<!-- bench:start -->") == 1 and s.count("<!-- bench:end -->") == 1
+    readme.write_text("no markers")
+    with pytest.raises(SystemExit):
+        run_all.write_readme("x", readme)
+
+
+def test_the_real_readme_has_the_markers_under_benchmarks():
+    s = (ROOT / "README.md").read_text()
+    i, a, b = s.index("## Benchmarks"), s.index("<!-- bench:start -->"), s.index("<!-- bench:end -->")
+    assert i < a < b and "\n## " not in s[i + 3:a]
+
+
+def test_a_failing_module_becomes_an_error_row(monkeypatch):
+    def boom(name):
+        raise RuntimeError("no server")
+    monkeypatch.setattr(run_all, "runner", boom)
+    rows, failed = run_all.run_all(quick=True, only=["ws_load"])
+    assert failed == ["ws_load"] and rows[0]["ok"] is False and "no server" in rows[0]["metric"]
+
+
+def test_quick_engine_rows_are_real_numbers():
+    import torch
+    torch.set_num_threads(1)
+    rows, failed = run_all.run_all(quick=True, only=["bench_engine"])
+    assert failed == []
+    ratios = [r for r in rows if r["bare"] is not None]
+    assert len(ratios) == 4 and all(r["app"] > 0 and r["bare"] > 0 for r in ratios)
+    assert all(abs(r["ratio"] - r["app"] / r["bare"]) < 1e-9 for r in ratios)
+    assert "| engine: traced vs untraced" in table(rows)
