@@ -174,7 +174,7 @@ def server_rows(url: str, quick: bool, bare_url: str | None = None) -> list[dict
 # --- 3 + 4: Chromium ---------------------------------------------------------------------------------
 IDLE = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
   && !document.querySelector('[data-testid="stStatusWidget"]')"""
-HAS_TICK = """(want) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .xtick text')]
+HAS_TICK = """(want) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] g[class^=x][class$=tick] text')]
   .some(t => t.textContent === want)"""
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 

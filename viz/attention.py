@@ -74,7 +74,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     names = list(subtitles) if subtitles is not None else [f"head {h}" for h in range(H)]
     if len(names) != H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
-    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.12, 0.5 / rows), title_size=15)
+    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.07, 0.3 / rows), title_size=15)
     y, x = token_labels(labels), token_labels(key_labels)
     show_ticks = max(Tq, Tk) <= 40
     data = []
@@ -87,9 +87,15 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
          x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
     ml, mb = label_margins(x, y) if show_ticks else (10, 10)  # fixed margins: no automargin passes
-    for i in range(1, H):  # the query labels are the same in every panel: only the left column has them,
-        if i % cols:       # so long tokens never run into the panel on their left
-            layout[f"yaxis{i + 1}"]["showticklabels"] = False
+    # The query labels and key labels are the same in every panel (like a shared-axis grid): only the
+    # left column shows query labels (a long token never runs into the panel on its left) and only
+    # the lowest panel of each column shows key labels. Half the tick labels to lay out per repaint.
+    for i in range(H):
+        sx = "" if i == 0 else str(i + 1)
+        if i % cols:
+            layout[f"yaxis{sx}"]["showticklabels"] = False
+        if i + cols < H:
+            layout[f"xaxis{sx}"]["showticklabels"] = False
     for i in range(H, rows * cols):  # empty cells of the last row
         sx = str(i + 1)
         layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False

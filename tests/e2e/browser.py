@@ -20,6 +20,10 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-dev-shm-usage"]
 SHOTS = ROOT / "screenshots"
 LOCAL = {"localhost", "127.0.0.1", "[::1]", "::1"}
+# Plotly's x tick labels of every subplot (class xtick, x2tick, x3tick, ...): a head grid shows key
+# labels only under the lowest panel of each column
+X_TICKS = 'g[class^="x"][class$="tick"] text'
+
 
 
 def free_port() -> int:

@@ -154,7 +154,7 @@ def test_dark_theme_is_readable(page, dark_server, path):
     assert _luminance(bg) < 0.1, f"dark theme not applied: background {bg}"
     # every chart's title and tick labels against the app background (charts are transparent)
     fills = page.evaluate("""() => Array.from(document.querySelectorAll(
-        '[data-testid="stPlotlyChart"] :is(.gtitle, .xtick text, .ytick text, .legendtext, .xtitle, .ytitle, .cbtitle text, .cbaxis text)'))
+        '[data-testid="stPlotlyChart"] :is(.gtitle, g[class$=tick] text, .legendtext, .xtitle, .ytitle, .cbtitle text, .cbaxis text)'))
         .map(e => getComputedStyle(e).fill)""")
     # annotations (panel titles) may sit on their own background box: judge them against it
     ann = page.evaluate("""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] g.annotation')).map(g => {

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import X_TICKS, exceptions, open_page, screenshot, wait_idle
 from ui.state import FRESH
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,7 @@ def grid_titles(page) -> list[str]:
 
 
 def x_labels(page) -> list[str]:
-    return page.locator('[data-testid="stPlotlyChart"]').first.locator(".xtick text").all_text_contents()
+    return page.locator('[data-testid="stPlotlyChart"]').first.locator(X_TICKS).all_text_contents()
 
 
 @pytest.mark.parametrize("path", ATTENTION)
@@ -46,14 +46,14 @@ def test_attention_page_renders(server, page, path):
 
 def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     open_page(page, server, "", FRESH_Q)
-    page.wait_for_selector(".xtick text", timeout=60_000)
+    page.wait_for_selector(X_TICKS, timeout=60_000)
     assert "2:keys" in x_labels(page)
     assert len(grid_titles(page)) == 4
     box = page.get_by_role("textbox", name="Sentence")
     box.fill("a dog ran to the park .")
     box.press("Control+Enter")
     wait_idle(page)
-    page.wait_for_function("() => [...document.querySelectorAll('.xtick text')].some(t => t.textContent === '2:dog')")
+    page.wait_for_function("() => [...document.querySelectorAll('g[class^=x][class$=tick] text')].some(t => t.textContent === '2:dog')")
     assert "2:keys" not in x_labels(page)
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Heads").click()
     page.get_by_role("option", name="8", exact=True).click()
@@ -69,7 +69,7 @@ def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     p2 = fresh.new_page()
     try:
         open_page(p2, url)
-        p2.wait_for_selector(".xtick text", timeout=60_000)
+        p2.wait_for_selector(X_TICKS, timeout=60_000)
         assert x_labels(p2) == x_labels(page)
         assert len(grid_titles(p2)) == 8
         assert p2.url == url
@@ -105,7 +105,10 @@ def test_hostile_text_is_shown_literally(server, page, evil):
     box.fill(evil)
     box.press("Control+Enter")
     wait_idle(page)
-    page.wait_for_timeout(500)
+    # the chart repaints after the script ends: wait for the new labels (not a fixed sleep)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] "
+                           "g[class^=x][class$=tick] text')].some(t => t.textContent === '1:<')",
+                           timeout=30_000)
     labels = x_labels(page)
     assert "1:<" in labels  # the tokenizer splits punctuation; the "<" is shown as typed
     assert page.locator("img[src=x]").count() == 0

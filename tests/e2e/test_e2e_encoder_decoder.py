@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from model.translation import translate_words
-from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import X_TICKS, exceptions, open_page, screenshot, wait_idle
 
 pytestmark = pytest.mark.e2e
 PATH = "encoder-decoder"
@@ -50,7 +50,7 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
         "(k) => [...document.querySelectorAll('h4')].some(h => h.innerText.endsWith(k))", arg=kalo, timeout=60_000)
     assert translation(page).endswith(kalo)
     assert exceptions(page) == 0
-    ticks = page.locator('[data-testid="stPlotlyChart"]').last.locator(".xtick text").all_text_contents()
+    ticks = page.locator('[data-testid="stPlotlyChart"]').last.locator(X_TICKS).all_text_contents()
     assert "2:child" in ticks  # the cross-attention grid's source axis follows the new sentence
     # the step slider moves the bar chart to the next word
     page.get_by_role("slider", name="Step").focus()
@@ -70,7 +70,7 @@ def test_html_and_emoji_are_shown_literally(server, page):
     assert "<" in alert and "img" in alert and "🐶" in alert  # shown as text
     assert page.locator("img[src=x]").count() == 0 and page.locator('[data-testid="stMain"] b').count() == 0
     # the three-attentions chart labels every source word (SVG text: escaped labels render as typed)
-    ticks = page.locator('[data-testid="stPlotlyChart"]').nth(2).locator(".xtick text").all_text_contents()
+    ticks = page.locator('[data-testid="stPlotlyChart"]').nth(2).locator(X_TICKS).all_text_contents()
     assert "0:<" in ticks and "1:img" in ticks and "17:🐶" in ticks
     assert exceptions(page) == 0
     assert "nan" not in page.locator('[data-testid="stMain"]').inner_text().lower().split()

@@ -31,10 +31,15 @@ def test_head_grid_panels_values_and_shared_scale():
     assert (ca.cmin, ca.cmax) == (0.0, 1.0) and ca.colorscale[0][1] != ca.colorscale[-1][1]
     assert grid_shape(6, 5)[0] == 3 and grid_shape(4, 5)[0] == 2
     # query labels only in the left column (3 columns: panels 0 and 3), so a long token never
-    # overlaps the panel to its left; key labels under every panel
+    # overlaps the panel to its left; key labels under the lowest panel of each column
     ys = [fig.layout[f"yaxis{'' if i == 0 else i + 1}"] for i in range(6)]
     assert [y.showticklabels is not False for y in ys] == [True, False, False, True, False, False]
-    assert all(fig.layout[f"xaxis{'' if i == 0 else i + 1}"].showticklabels for i in range(6))
+    xs = [fig.layout[f"xaxis{'' if i == 0 else i + 1}"] for i in range(6)]
+    assert [x.showticklabels is not False for x in xs] == [False, False, False, True, True, True]
+    # 5 heads in 3 columns: column 2 ends in the first row, so its panel keeps its key labels
+    xs5 = head_grid(causal_weights(5, 5), list("abcde")).layout
+    assert [xs5[f"xaxis{'' if i == 0 else i + 1}"].showticklabels is not False for i in range(5)] == \
+        [False, False, True, True, True]
     # no fixed font colour: ticks and colour bar follow the light or dark theme (issue 8)
     assert fig.layout.font.color is None and fig.layout.coloraxis.colorbar.tickfont.color is None
 
