@@ -29,3 +29,25 @@ def configure_torch() -> int:
 
 
 THREADS = configure_torch()
+
+
+# Plotly's JSON writer escapes "<", ">" and "/" (plus U+2028/9) so a figure can sit inside an HTML
+# <script> tag. Streamlit sends the figure in a protobuf string, never inside HTML, and "</script>"
+# cannot occur anyway once "<" is escaped; but "/" is one of base64's 64 characters, so escaping it
+# as "\u002f" (6 bytes) makes every typed array ~8% bigger (15% of the bytes of a rerun at T=128,
+# measured by benchmarks/bench_pages.py). Drop only the "/" rule; "<", ">" stay escaped. Checked by
+# tests/app/test_runtime.py (which fails if plotly renames these private tables).
+def slim_plotly_json() -> bool:
+    from plotly.io import _json as pj
+
+    changed = False
+    for name in ("_swap_json", "_swap_orjson"):
+        table = getattr(pj, name)
+        slim = tuple(pair for pair in table if pair[0] != "/")
+        if slim != table:
+            setattr(pj, name, slim)
+            changed = True
+    return changed
+
+
+slim_plotly_json()

@@ -1,0 +1,38 @@
+"""ui/runtime.py: process-wide settings the app relies on."""
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from ui import runtime
+
+
+def test_torch_uses_one_thread_per_session_script():
+    import torch
+    assert runtime.THREADS == torch.get_num_threads() == 1
+
+
+def test_plotly_json_keeps_base64_slashes_but_still_escapes_html():
+    z = np.frombuffer(bytes(range(256)) * 4, dtype=np.float32).reshape(16, 16).copy()
+    z = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32)
+    fig = go.Figure(go.Heatmap(z=z, x=[f"</script><b>{i}" for i in range(16)]))
+    raw = base64.b64encode(z.tobytes()).decode()
+    assert "/" in raw  # the data really has base64 slashes to lose
+    for engine in ("json", "orjson"):
+        spec = pio.to_json(fig, validate=False, engine=engine)
+        assert "\\u002f" not in spec, engine
+        assert raw in spec  # the typed array travels as plain base64: 4/3 of the float32 bytes
+        assert "<" not in spec and ">" not in spec and "\\u003c\\u002fscript" not in spec
+        assert "\\u003c/script\\u003e" in spec  # "<" and ">" are still escaped: no "</script>" possible
+        back = json.loads(spec)["data"][0]
+        got = np.frombuffer(base64.b64decode(back["z"]["bdata"]), dtype=np.float32).reshape(16, 16)
+        np.testing.assert_array_equal(got, z)
+        assert back["x"][0] == "</script><b>0"
+
+
+def test_slimming_is_idempotent():
+    assert runtime.slim_plotly_json() is False  # already applied at import
