@@ -265,6 +265,41 @@ def build_tokenizer(mask: bool = False, add_bos: bool = True) -> Tokenizer:
     return tok
 
 
+CHAIN_SEED = 4321
+
+
+@functools.lru_cache(maxsize=4)
+def chain_successor(alphabet_size: int = 40, seed: int = CHAIN_SEED) -> dict[str, str]:
+    """A fixed successor map over `alphabet_size` words of COPY_WORDS: one cycle through them in a
+    seeded random order (no word is its own successor)."""
+    if not 2 <= alphabet_size <= len(COPY_WORDS):
+        raise ValueError(f"alphabet_size must be in 2..{len(COPY_WORDS)}, got {alphabet_size}")
+    alpha = random.Random(seed).sample(COPY_WORDS, alphabet_size)
+    return {w: alpha[(i + 1) % alphabet_size] for i, w in enumerate(alpha)}
+
+
+def chain_sequences(n: int, seed: int = CHAIN_SEED, alphabet_size: int = 40,
+                    min_len: int = 8, max_len: int = 16) -> list[str]:
+    """Synthetic training sequences that can only be predicted with a previous-token head.
+
+    Two word chains interleaved: w[t+1] = successor(w[t-1]) for a fixed successor map, so the next
+    word depends on the word BEFORE the current one and not at all on the current one (the other
+    chain). Attending to the previous position and reading its word is the only way to predict it.
+    Only the causal presets' training mix uses these (a curriculum prelude plus a share of the
+    batches, model.train); the held-out split and every evaluation set stay natural sentences."""
+    succ = chain_successor(alphabet_size, seed)
+    words = sorted(succ)
+    r = random.Random(seed + n)
+    out = []
+    for _ in range(n):
+        k = r.randint(min_len, max_len)
+        s = r.choices(words, k=2)
+        while len(s) < k:
+            s.append(succ[s[-2]])
+        out.append(" ".join(s) + " .")
+    return out
+
+
 def agreement_items() -> list[AgreementItem]:
     """Held-out agreement test items (their subject/attractor noun pairs never occur in train)."""
     return generate().agreement

@@ -83,3 +83,31 @@ def test_mask_tokenizer_inserts_mask_after_specials():
     assert masked.vocab[4] == corpus.MASK
     assert masked.vocab[:4] == plain.vocab[:4] and masked.vocab[5:] == plain.vocab[4:]
     assert corpus.MASK not in plain.index
+
+
+def test_chain_sequences_depend_on_the_word_before_the_current_one():
+    """The previous-token curriculum data: w[t+1] = successor(w[t-1]); w[t] carries no information."""
+    a = corpus.chain_sequences(500)
+    assert a == corpus.chain_sequences(500) and a != corpus.chain_sequences(500, seed=1)
+    succ = corpus.chain_successor()
+    assert len(succ) == 40 and set(succ.values()) == set(succ)  # a permutation of the alphabet
+    assert all(succ[w] != w for w in succ)
+    # one cycle through the whole alphabet
+    w, seen = next(iter(succ)), set()
+    while w not in seen:
+        seen.add(w)
+        w = succ[w]
+    assert len(seen) == 40
+    tok = corpus.build_tokenizer()
+    pairs_next = {}  # (current word) -> set of next words seen: many, so w[t] alone does not predict
+    for s in a:
+        words = s.split()
+        assert words[-1] == "." and 9 <= len(words) <= 17
+        words = words[:-1]
+        assert tok.unk_id not in tok.encode(s).ids
+        for t in range(1, len(words) - 1):
+            assert words[t + 1] == succ[words[t - 1]], s
+            pairs_next.setdefault(words[t], set()).add(words[t + 1])
+    assert min(len(v) for v in pairs_next.values()) >= 10
+    # never part of the natural corpus: held-out and training splits are unchanged
+    assert not set(a) & set(corpus.generate().train)

@@ -178,3 +178,39 @@ def test_mask_tokens_focus_masks_agreement_verbs_more_often(mtok):
     # without focus every word is picked at the plain rate
     _, t2 = T.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15)
     assert (t2 != -100)[is_verb].float().mean().item() < 0.25
+
+
+def test_prelude_curriculum_draws_the_first_batches_from_the_prelude(tok):
+    """prelude_steps batches come from `prelude`, the rest from `data` (same generator stream)."""
+    chains = corpus.chain_sequences(200)
+    seen = []
+    orig = T.batch_loss
+
+    def spy(model, ids, objective, tk, gen=None):
+        seen.append({tk.vocab[int(i)] for i in ids.flatten()})
+        return orig(model, ids, objective, tk, gen)
+
+    T.batch_loss = spy
+    try:
+        res = T.train(tiny_cfg(tok), tok, TEXTS, steps=5, seed=0, batch_size=8, prelude=chains, prelude_steps=3)
+    finally:
+        T.batch_loss = orig
+    alphabet = set(corpus.chain_successor()) | {".", "<bos>", "<pad>"}
+    assert res.steps_done == 5
+    assert all(s <= alphabet for s in seen[:3])
+    assert not seen[3] <= alphabet and not seen[4] <= alphabet
+    with pytest.raises(ValueError, match="prelude"):
+        T.train(tiny_cfg(tok), tok, TEXTS, steps=2, prelude_steps=1)
+
+
+def test_causal_presets_mix_chain_sequences_masked_lm_does_not():
+    for name, p in T.TRAIN_PRESETS.items():
+        data, prelude = T.training_texts(p)
+        natural = corpus.generate().train
+        assert data[:len(natural)] == natural
+        assert len(data) - len(natural) == p.chain_mix
+        if p.objective == "causal":
+            assert p.chain_prelude > 0 and p.chain_mix > 0 and len(prelude) >= p.chain_mix
+            assert data[len(natural):] == prelude[:p.chain_mix]
+        else:
+            assert prelude == [] and p.chain_mix == 0
