@@ -24,10 +24,11 @@ def set_slider(page, label: str, home_then_right: int) -> None:
 
 
 def progress_step(page) -> int | None:
-    bar = page.locator('[data-testid="stProgress"]')
-    if bar.count() == 0:
+    # one snapshot of the DOM (no auto-wait): the bar vanishes the moment the training ends
+    text = page.evaluate("() => document.querySelector('[data-testid=\"stProgress\"]')?.innerText ?? null")
+    if not text:
         return None
-    m = re.search(r"step (\d+) of (\d+)", bar.first.inner_text())
+    m = re.search(r"step (\d+) of (\d+)", text)
     return int(m.group(1)) if m else None
 
 
