@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -30,6 +31,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def serving(extra: list[str] | None = None):
+    """`with serving() as url:` a Streamlit server of the app for a fixture; stopped afterwards."""
+    proc, url = start_server(extra=extra)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def start_server(app: str = "app.py", port: int | None = None, extra: list[str] | None = None):

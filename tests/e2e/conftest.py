@@ -1,21 +1,15 @@
 """Fixtures of the real-browser tier (see browser.py)."""
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser import ARGS, CHROMIUM, Guard, start_server
+from tests.e2e.browser import ARGS, CHROMIUM, Guard, serving
 
 
 @pytest.fixture(scope="session")
 def server():
-    proc, url = start_server()
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serving() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

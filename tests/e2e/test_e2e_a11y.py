@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 
 import pytest
 
-from tests.e2e.browser import exceptions, open_page, screenshot, start_server, wait_idle
+from tests.e2e.browser import exceptions, open_page, screenshot, serving, wait_idle
 from tests.fuzz.test_fuzz import PAGES
 from tests.helpers import ROOT, app_test, errors
 
@@ -130,13 +129,8 @@ def _contrast(a: str, b: str) -> float:
 
 @pytest.fixture(scope="module")
 def dark_server():
-    proc, url = start_server(extra=["--theme.base", "dark"])
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serving(extra=["--theme.base", "dark"]) as url:
+        yield url
 
 
 DARK_PAGES = ["", "scaling", "layer-norm", "positional"]
