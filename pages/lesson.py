@@ -85,5 +85,5 @@ for q in step.questions:
 
 b1, b2, b3 = st.columns([1, 2, 1])
 b1.button("◀ Back", key="lesson_back", on_click=_go, args=(-1,), disabled=n == 1, width="stretch")
-b2.markdown(f"<p style='text-align:center'>step {n} / {N_STEPS}</p>", unsafe_allow_html=True)  # static text
+b2.markdown(f"step {n} / {N_STEPS}", text_alignment="center")
 b3.button("Next ▶", key="lesson_next", on_click=_go, args=(1,), disabled=n == N_STEPS, width="stretch")
