@@ -37,10 +37,21 @@ show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
 
 @st.fragment
 def head_detail() -> None:
-    """One head: the heatmap, its numbers, and the line view (reruns alone when the head changes)."""
+    """One head: the heatmap, its numbers, and the line view. Behind an expander that computes
+    nothing while closed (a second heatmap on every keystroke cost a quarter of the page's rerun
+    and of its repaint); opening it or changing the head reruns this fragment alone."""
+    state.bound("detail", False)
+    box = st.expander("One head in detail: heatmap, line view, numbers", key="detail", on_change="rerun",
+                      icon=":material/zoom_in:")
+    with box:
+        if box.open:
+            detail_body()
+    state.sync_url()
+
+
+def detail_body() -> None:
     state.bound("head", 0)
     state.fix("head", list(range(H)))
-    st.subheader("One head in detail")
     h = st.selectbox("Head", list(range(H)), key="head",
                      format_func=lambda i: f"head {i} · {pats[i].kind} ({pats[i].score:.2f})")
     # lazy tabs: only the open tab's content is computed and sent (a tab switch reruns this fragment)
@@ -68,7 +79,6 @@ def head_detail() -> None:
                          column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns})
             sc = pats[h].scores
             st.caption("Pattern scores (model/patterns.py): " + ", ".join(f"{k} {v:.3f}" for k, v in sc.items()))
-    state.sync_url()
 
 
 head_detail()

@@ -17,6 +17,9 @@ h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-s
 """
 
 
+ARCH_KEYS = ("d", "h", "L", "pe", "norm", "seed")  # the architecture of fresh weights
+
+
 def source_options() -> list[str]:
     names = list(compute.shipped_checkpoints())
     names += list(st.session_state.get("_session_model_ids", {}))
@@ -45,18 +48,25 @@ def render() -> None:
         state.fix("h", heads, 4 if 4 in heads else heads[-1])  # before the model is built from them
         model, tok = compute.get_model(compute.current_source())
         cfg = model.cfg
-        if not fresh:
+        if fresh:
+            with st.expander("Architecture (fresh weights)", expanded=True):
+                st.selectbox("d_model", state.D_MODELS, key="d")
+                st.selectbox("Heads", heads, key="h",
+                             help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
+                st.slider("Layers", 1, 6, key="L")
+                st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True)
+                st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True,
+                         help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
+                st.number_input("Seed", 0, 9999, key="seed")
+        else:
+            # A trained model's architecture is fixed: it is stated, not offered as (disabled)
+            # controls; six widgets fewer on every rerun of every page. The values chosen for fresh
+            # weights are kept (and stay in the URL) for when fresh weights are picked again.
+            for k in ARCH_KEYS:
+                s[k] = s[k]
             st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
-                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}")
-        with st.expander("Architecture (fresh weights)", expanded=fresh):
-            st.selectbox("d_model", state.D_MODELS, key="d", disabled=not fresh)
-            st.selectbox("Heads", heads, key="h", disabled=not fresh,
-                         help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
-            st.slider("Layers", 1, 6, key="L", disabled=not fresh)
-            st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True, disabled=not fresh)
-            st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True, disabled=not fresh,
-                     help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
-            st.number_input("Seed", 0, 9999, key="seed", disabled=not fresh)
+                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}. "
+                       "To choose your own architecture, pick \"fresh weights\" as the model.")
         t_max = min(state.T_MAX, cfg.max_len)
         if s["T"] > t_max:
             st.info(f"Max sequence length {s['T']} is more than this model allows ({cfg.max_len} positions); "

@@ -9,8 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import (DIVERGING_SCALE, FONT, MASK_COLORS, MASKED_COLOR, NEG_INF, OKABE_ITO, WEIGHT_SCALE,
-                     as_array, axes, check_labels, label_margins, masked_z, subplot_layout, token_labels,
-                     visible)
+                     as_array, axes, check_labels, figure, label_margins, masked_z, scale, subplot_layout,
+                     token_labels, visible)
 
 FONT = {**FONT, "size": 14}  # attention figures: larger (projector); colour from the theme (dark theme too)
 CELL_TEXT_MAX = 32  # numbers/symbols drawn inside cells only up to this many rows/columns (readable)
@@ -34,16 +34,17 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
                      textfont=dict(size=11))
     n = max(w.shape)
     ml, mb = label_margins(x, y, x_title=True, y_title=True)  # fixed margins: no automargin passes
-    return go.Figure(
-        go.Heatmap(z=masked_z(w, allowed), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid, colorscale=colorscale,
-                   hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
-                   hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **extra),
-        layout=dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
-                    margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
-                    yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
-                               automargin=False),
-                    xaxis=dict(title=dict(text="key"), type="category", tickangle=-60, side="bottom", showgrid=False,
-                               automargin=False)))
+    return figure(
+        [dict(type="heatmap", z=masked_z(w, allowed), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid,
+              colorscale=scale(colorscale) if isinstance(colorscale, str) else colorscale,
+              hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
+              hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **extra)],
+        dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+             margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
+             yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
+                        automargin=False),
+             xaxis=dict(title=dict(text="key"), type="category", tickangle=-60, side="bottom", showgrid=False,
+                        automargin=False)))
 
 
 def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
@@ -80,9 +81,9 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     data = []
     for h in range(H):
         xr, yr = refs[h]
-        data.append(go.Heatmap(
-            z=masked_z(w[h], None if allowed is None else allowed[h]), x=x, y=y, coloraxis="coloraxis",
-            hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
+        data.append(dict(
+            type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]), x=x, y=y,
+            coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
             hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
          x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
@@ -100,10 +101,10 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
         sx = str(i + 1)
         layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
-                  coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
+                  coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
                   height=max(320, rows * side + 70) + mb, margin=dict(l=ml, r=10, t=70 if title else 40, b=mb))
-    return go.Figure(data=data, layout=layout)
+    return figure(data, layout)
 
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
@@ -123,16 +124,16 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
         for h in range(H):
             xr, yr = refs[l * H + h]
             z = masked_z(w[l, h], None if allowed is None else allowed[l, h])
-            data.append(go.Heatmap(z=z, coloraxis="coloraxis", hoverongaps=False, name=f"L{l} H{h}", xaxis=xr, yaxis=yr,
-                                   hovertemplate=f"layer {l} head {h}<br>query %{{y}}<br>key %{{x}}"
+            data.append(dict(type="heatmap", z=z, coloraxis="coloraxis", hoverongaps=False, name=f"L{l} H{h}",
+                             xaxis=xr, yaxis=yr, hovertemplate=f"layer {l} head {h}<br>query %{{y}}<br>key %{{x}}"
                                                  "<br>weight %{z:.4f}<extra></extra>"))
     axes(layout, y_autorange="reversed", y_showticklabels=False, x_showticklabels=False)
     side = 260 if H <= 4 else 200 if H <= 8 else 150
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
-                  coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
+                  coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
                   height=max(300, L * side + 80), margin=dict(l=10, r=10, t=60 if title else 40, b=10))
-    return go.Figure(data=data, layout=layout)
+    return figure(data, layout)
 
 
 def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed_a: np.ndarray | None = None,
@@ -165,20 +166,20 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                                            (masked_z(b[h], None if ab is None else ab[h]), "coloraxis", "weight"),
                                            (diff[h], "coloraxis2", "difference")]):
             xr, yr = refs[3 * r + c]
-            data.append(go.Heatmap(z=z, x=x, y=y, coloraxis=ax, hoverongaps=False, name=titles[3 * r + c],
-                                   xaxis=xr, yaxis=yr,
+            data.append(dict(type="heatmap", z=z, x=x, y=y, coloraxis=ax, hoverongaps=False,
+                             name=titles[3 * r + c], xaxis=xr, yaxis=yr,
                                    hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
                                                  f"<br>{what} %{{z:.4f}}<extra></extra>"))
     show_ticks = max(Tq, Tk) <= 30
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks,
          x_type="category", x_showticklabels=show_ticks, x_tickangle=-60)
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
-                  coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0, cmax=1,
+                  coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
                                  colorbar=dict(title=dict(text="weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
-                  coloraxis2=dict(colorscale=DIVERGING_SCALE, cmid=0, cmin=-lim, cmax=lim,
+                  coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
                   height=max(380, 360 * len(heads) + 60), margin=dict(l=10, r=10, t=50, b=10))
-    return go.Figure(data=data, layout=layout)
+    return figure(data, layout)
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
@@ -195,15 +196,15 @@ def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
         text = np.where(ok, "0" if additive else "1", NEG_INF if additive else "0")
         extra = dict(text=text.tolist(), texttemplate="%{text}", textfont=dict(size=12))
     on, off = ("0", NEG_INF) if additive else ("1", "0")
-    return go.Figure(
-        go.Heatmap(z=ok.astype(np.uint8), x=token_labels(col_labels), y=token_labels(row_labels), zmin=0, zmax=1,
-                   colorscale=[[0, MASK_COLORS[0]], [0.5, MASK_COLORS[0]], [0.5, MASK_COLORS[1]], [1, MASK_COLORS[1]]],
-                   showscale=False, **extra,
-                   hovertemplate=f"row %{{y}}<br>column %{{x}}<br>value %{{z}} ({on} if 1, {off} if 0)<extra></extra>"),
-        layout=dict(title=dict(text=title) if title else None, font=FONT,
-                    margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                    height=height or min(620, 150 + 24 * m.shape[0]),
-                    yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=-60)))
+    return figure(
+        [dict(type="heatmap", z=ok.astype(np.uint8), x=token_labels(col_labels), y=token_labels(row_labels),
+              zmin=0, zmax=1, showscale=False, **extra,
+              colorscale=[[0, MASK_COLORS[0]], [0.5, MASK_COLORS[0]], [0.5, MASK_COLORS[1]], [1, MASK_COLORS[1]]],
+              hovertemplate=f"row %{{y}}<br>column %{{x}}<br>value %{{z}} ({on} if 1, {off} if 0)<extra></extra>")],
+        dict(title=dict(text=title) if title else None, font=FONT,
+             margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+             height=height or min(620, 150 + 24 * m.shape[0]),
+             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=-60)))
 
 
 def topk_bars(token_names: Sequence[str], p_a: Sequence[float], p_b: Sequence[float], *,

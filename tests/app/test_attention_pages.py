@@ -70,13 +70,17 @@ def test_heads_defaults_equal_engine():
     for h in range(4):  # each head labelled with its pattern and deciding score
         p = label_head(tr.layers[0].attn.weights[0, h].numpy())
         assert titles[h] == f"head {h} · {p.kind} {p.score:.2f}"
-    # the detail view is head 0 of layer 0
+    assert len(figures(at)) == 1  # the head detail is closed: nothing of it is computed or sent
+    assert "detail" not in at.query_params
+    at.session_state["detail"] = True  # open it (the expander): head 0 of layer 0, bound to the URL
+    at.run()
+    assert at.query_params["detail"] == "true"
     detail = decode(figures(at)[1]["data"][0]["z"])
     np.testing.assert_allclose(detail, masked(tr.layers[0].attn.weights[0, 0].numpy(), np.tril(np.ones(detail.shape, bool))), rtol=1e-5, atol=1e-6)
 
 
 def test_heads_detail_and_lines_follow_head_and_layer():
-    at = start()
+    at = start(detail="true")
     at.selectbox(key="layer").set_value(1).run()
     at.selectbox(key="head").set_value(3).run()
     tr, _ = engine()
@@ -315,7 +319,7 @@ def test_max_length_above_the_models_limit_says_so():
 
 
 def test_invalid_tab_in_link_falls_back_with_notice():
-    at = start(head_tab="Bogus")
+    at = start(head_tab="Bogus", detail="true")
     assert at.session_state["head_tab"] == "Heatmap"
     assert any("head_tab=" in w.value for w in at.warning)
     assert len(figures(at)) == 2  # grid + the detail heatmap

@@ -115,6 +115,7 @@ def test_hostile_text_is_shown_literally(server, page, evil):
     assert exceptions(page) == 0
     assert box.input_value() == evil  # nothing typed is lost
     # line view tab (lazy: computed when opened; hover isolation is CSS only; labels escaped there too)
+    page.get_by_text("One head in detail").click()  # the expander: closed (and not computed) by default
     page.get_by_role("tab", name="Lines").click()
     page.wait_for_selector(".al-lines .ln", timeout=60_000)
     wait_idle(page)
@@ -124,7 +125,7 @@ def test_hostile_text_is_shown_literally(server, page, evil):
 
 
 def test_line_view_hover_isolates_a_token(server, page):
-    open_page(page, server, "", FRESH_Q + "&head_tab=Lines&head=2")
+    open_page(page, server, "", FRESH_Q + "&detail=true&head_tab=Lines&head=2")
     page.wait_for_selector(".al-lines .ln", timeout=60_000)
     assert exceptions(page) == 0
     shown = "() => [...document.querySelectorAll('.al-lines .ln')].filter(l => getComputedStyle(l).visibility !== 'hidden').length"

@@ -148,3 +148,30 @@ def test_topk_change_union_and_order():
     rows = topk_change(pa, pb, k=1)
     assert [r.token_id for r in rows] == [4, 0]
     assert rows[0].delta == pytest.approx(0.7)
+
+
+def test_unvalidated_figures_are_valid_plotly():
+    """The attention figures skip plotly.py's validation for speed (viz.common.figure): validating
+    them here catches a misspelt property, a bad value, or a colour-scale name plotly.js lacks."""
+    import plotly.graph_objects as go
+
+    from viz.common import figure
+
+    w = causal_weights(4, 5)
+    allowed = np.tril(np.ones((5, 5), bool))
+    figs = [head_grid(w, list("abcde"), allowed=allowed, title="t"), head_heatmap(w[0], list("abcde"), title="t"),
+            head_heatmap(w[0], list("abcde"), colorscale="RdBu_r", zmid=0.0, cell_text=np.full((5, 5), "x")),
+            overview_grid(np.stack([w, w]), allowed=allowed), compare_grid(w, w[::-1], list("abcde")),
+            mask_heatmap(np.where(allowed, 0.0, -np.inf), list("abcde"), list("abcde"), additive=True)]
+    for fig in figs:
+        spec = fig.to_plotly_json()
+        go.Figure(spec)  # raises ValueError on any invalid property or value
+        for t in spec["data"]:
+            assert t.get("colorscale") is None or not isinstance(t["colorscale"], str)  # explicit stops
+        for k, v in spec["layout"].items():
+            assert v is not None, k  # None (= "unset") never reaches the browser as null
+            if k.startswith("coloraxis"):
+                assert not isinstance(v["colorscale"], str)
+    # and the check itself can fail: a misspelt property is caught
+    with pytest.raises(ValueError):
+        go.Figure(figure([dict(type="heatmap", z=[[1]], colorscal="Cividis")], {}).to_plotly_json())
