@@ -20,8 +20,17 @@ THRESHOLDS = {"previous-token": 0.4, "self/diagonal": 0.4, "first-token sink": 0
 @dataclass(frozen=True)
 class HeadPattern:
     kind: str  # "previous-token" | "self/diagonal" | "first-token sink" | "broad/uniform" | "other"
-    score: float  # the score that decided it (for "other": the best score that fell short)
+    score: float  # the score that decided it (for "other": the nearest kind's score, below its threshold)
     scores: dict  # every kind's score
+    nearest: str = ""  # the kind whose score came closest to (or furthest past) its threshold
+
+    def title(self) -> str:
+        """Short label for a chart title: "previous-token 0.72", or for a head that clears no
+        threshold "other (broad/uniform 0.85 < 0.9)": the nearest kind, its score and threshold
+        (the score alone read as if 0.85 had decided "other")."""
+        if self.kind != "other":
+            return f"{self.kind} {self.score:.2f}"
+        return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g})"
 
 
 def pattern_scores(weights: np.ndarray) -> dict[str, float]:
@@ -39,13 +48,12 @@ def pattern_scores(weights: np.ndarray) -> dict[str, float]:
     # counting it made short causal-uniform heads (T <= 4) look "self/diagonal".
     diag = float(w[r, r].mean()) if len(r) else 0.0
     sink = float(w[r, 0].mean()) if len(r) else 0.0
-    ent = []
-    for i in r:
-        p = w[i][w[i] > 0]
-        n_allowed = max(int((w[i] > 0).sum()), 1)
-        if n_allowed > 1:
-            ent.append(float(-(p * np.log(p)).sum() / np.log(n_allowed)))
-    uniform = float(np.mean(ent)) if ent else 0.0
+    W = w[r]  # (n, Tk): the rows that have a choice; entropy of each over its allowed keys
+    pos = W > 0
+    n_allowed = pos.sum(axis=1)
+    h = -np.where(pos, W * np.log(np.where(pos, W, 1.0)), 0.0).sum(axis=1)
+    multi = n_allowed > 1
+    uniform = float((h[multi] / np.log(n_allowed[multi])).mean()) if multi.any() else 0.0
     return {"previous-token": prev, "self/diagonal": diag, "first-token sink": sink, "broad/uniform": uniform}
 
 
@@ -55,5 +63,5 @@ def label_head(weights: np.ndarray) -> HeadPattern:
     margins = {k: s[k] - THRESHOLDS[k] for k in s}
     best = max(margins, key=margins.get)
     if margins[best] >= 0:
-        return HeadPattern(kind=best, score=s[best], scores=s)
-    return HeadPattern(kind="other", score=s[best], scores=s)
+        return HeadPattern(kind=best, score=s[best], scores=s, nearest=best)
+    return HeadPattern(kind="other", score=s[best], scores=s, nearest=best)

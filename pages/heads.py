@@ -24,11 +24,12 @@ with c2:
 w = run.a(f"layers.{layer}.attn.weights")  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
 pats = [label_head(w[h]) for h in range(H)]
-subtitles = [f"head {h} · {p.kind} {p.score:.2f}" for h, p in enumerate(pats)]
+subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 st.caption(f"{H} heads, {run.T} tokens, {mode} mask. Each row is a query (the token doing the looking); "
            "each column a key. Every row sums to 1. Grey cells are masked (not a learned zero). "
-           "Each head's title names its dominant pattern and the score that decided it.")
+           "Each head's title names its dominant pattern and the score that decided it (\"other\": no score "
+           "reached its threshold; the nearest pattern's score and threshold are shown).")
 show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
                    title=f"Layer {layer}: {mode} attention, all {H} heads"),
          "heads_grid", table=lambda: heads_table(w, run.labels, layer), filename=f"layer{layer}_heads",
@@ -53,7 +54,7 @@ def detail_body() -> None:
     state.bound("head", 0)
     state.fix("head", list(range(H)))
     h = st.selectbox("Head", list(range(H)), key="head",
-                     format_func=lambda i: f"head {i} · {pats[i].kind} ({pats[i].score:.2f})")
+                     format_func=lambda i: f"head {i} · {pats[i].title()}")
     # lazy tabs: only the open tab's content is computed and sent (a tab switch reruns this fragment)
     state.bound("head_tab", "Heatmap")
     state.fix("head_tab", TABS)

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.patterns import label_head
+from model.patterns import THRESHOLDS, label_head
 from ui.compute import current_run, layer_allowed
 from ui.show import download_npz, show_fig
 from viz.attention import overview_grid
@@ -14,13 +14,17 @@ L, H = run.cfg.n_layers, run.cfg.n_heads
 w = np.stack([run.a(f"layers.{l}.attn.weights") for l in range(L)])  # (L, H, T, T)
 allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in range(L)])
 pats = [[label_head(w[l, h]) for h in range(H)] for l in range(L)]
-subtitles = [f"L{l} H{h}: {pats[l][h].kind} {pats[l][h].score:.2f}" for l in range(L) for h in range(H)]
+# thumbnails are small: "other" heads show the kind only (the table says which pattern came closest)
+subtitles = [f"L{l} H{h}: {p.kind}" + (f" {p.score:.2f}" if p.kind != "other" else "")
+             for l in range(L) for h, p in enumerate(pats[l])]
 st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. The label under each title is the "
            "head's dominant pattern (previous-token, self/diagonal, first-token sink, broad/uniform or "
-           "other) with the score that decided it; see the table below for every score.")
+           "other) with the score that decided it. A head is \"other\" when no score reaches its threshold; "
+           "the table below shows, for every head, the nearest pattern, its score and threshold, and all scores.")
 show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed), "overview_grid", filename="all_heads",
          table=lambda: table, alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
-table = pd.DataFrame([{"layer": l, "head": h, "pattern": p.kind, "deciding score": round(p.score, 4),
+table = pd.DataFrame([{"layer": l, "head": h, "pattern": p.kind, "nearest pattern": p.nearest,
+                       "its score": round(p.score, 4), "threshold": THRESHOLDS[p.nearest],
                        **{k: round(v, 4) for k, v in p.scores.items()}}
                       for l in range(L) for h, p in enumerate(pats[l])])
 st.subheader("Labels and scores")

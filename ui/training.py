@@ -373,7 +373,7 @@ def head_subtitles(weights: np.ndarray) -> list[str]:
     out = []
     for h in range(weights.shape[0]):
         p = label_head(weights[h])
-        out.append(f"head {h} · {p.kind} {p.score:.2f}")
+        out.append(f"head {h} · {p.title()}")
     return out
 
 

@@ -69,7 +69,7 @@ def test_heads_defaults_equal_engine():
     titles = [a["text"] for a in fig["layout"]["annotations"]]
     for h in range(4):  # each head labelled with its pattern and deciding score
         p = label_head(tr.layers[0].attn.weights[0, h].numpy())
-        assert titles[h] == f"head {h} · {p.kind} {p.score:.2f}"
+        assert titles[h] == f"head {h} · {p.title()}"
     assert len(figures(at)) == 1  # the head detail is closed: nothing of it is computed or sent
     assert "detail" not in at.query_params
     at.session_state["detail"] = True  # open it (the expander): head 0 of layer 0, bound to the URL
@@ -191,7 +191,13 @@ def test_overview_thumbnails_and_labels():
         z = decode(t["z"])
         np.testing.assert_allclose(np.nan_to_num(z), w, rtol=1e-5, atol=1e-6)
         p = label_head(w)
-        assert titles[i] == f"L{l} H{h}: {p.kind} {p.score:.2f}"
+        assert titles[i] == f"L{l} H{h}: {p.kind}" + (f" {p.score:.2f}" if p.kind != "other" else "")
+    table = at.dataframe[0].value
+    assert list(table["pattern"]) == [label_head(tr.layers[l].attn.weights[0, h].numpy()).kind
+                                      for l in range(3) for h in range(2)]
+    other = table["pattern"] == "other"
+    assert (table.loc[other, "its score"] < table.loc[other, "threshold"]).all()
+    assert (table.loc[~other, "its score"] >= table.loc[~other, "threshold"]).all()
 
 
 def test_causal_vs_bidirectional_difference():

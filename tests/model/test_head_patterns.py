@@ -65,7 +65,10 @@ def test_random_sharp_pattern_is_other():
     assert hp.scores["broad/uniform"] < 0.5 and max(hp.scores.values()) < 0.4
     # "other" reports the score of the kind that came closest to its threshold
     best = max(THRESHOLDS, key=lambda k: hp.scores[k] - THRESHOLDS[k])
-    assert hp.score == hp.scores[best]
+    assert hp.score == hp.scores[best] and hp.nearest == best
+    # and the title says it fell short: "other (<nearest> <score> < <threshold>)"
+    assert hp.title() == f"other ({best} {hp.scores[best]:.2f} < {THRESHOLDS[best]:g})"
+    assert label_head(np.eye(T)).title() == "self/diagonal 1.00"
 
 
 def test_fully_masked_rows_are_ignored():
@@ -81,6 +84,19 @@ def test_scores_match_hand_computation():
     assert s["previous-token"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
     assert s["first-token sink"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
     assert s["self/diagonal"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+
+
+def test_entropy_score_matches_a_row_by_row_loop():
+    rng = np.random.default_rng(3)
+    w = np.where(np.tril(np.ones((T, T), bool)), rng.random((T, T)) ** 3, 0.0)
+    w[2, 1] = 0.0  # a zero inside the allowed region: not counted as an allowed key
+    w /= w.sum(1, keepdims=True)
+    ent = []
+    for i in range(1, T):
+        p = w[i][w[i] > 0]
+        if len(p) > 1:
+            ent.append(-(p * np.log(p)).sum() / np.log(len(p)))
+    assert pattern_scores(w)["broad/uniform"] == pytest.approx(np.mean(ent), rel=1e-12)
 
 
 def test_rejects_wrong_rank():
