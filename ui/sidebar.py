@@ -34,6 +34,10 @@ def render() -> None:
         st.markdown("## Attention Lab")
         state.show_url_notices()
         training.adopt_finished()  # a training of this session that just finished joins the Model list
+        for name in compute.forget_dropped_session_models():
+            st.warning(f"The model {name!r} was removed from the server's memory (it keeps the "
+                       f"{compute.MAX_SESSION_MODELS} most recent trained or uploaded models). Upload its "
+                       "downloaded checkpoint on the Train page to use it again.", icon=":material/delete:")
         st.text_area("Sentence", key="text", height=90,
                      help="Any text: it is lower-cased and split into words and punctuation.")
         options = source_options()

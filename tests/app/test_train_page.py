@@ -319,3 +319,29 @@ def test_valid_upload_registers_a_session_model():
     # the same file again: no duplicate entry
     at.switch_page("pages/train.py").run()
     assert list(at.selectbox(key="src").options).count("uploaded: my model.safetensors") == 1
+
+
+def test_server_keeps_a_bounded_number_of_session_models(monkeypatch):
+    """The server-wide store of trained/uploaded models drops the oldest beyond its limit; a
+    session whose model was dropped is told so, and its pages fall back to the shipped model."""
+    from ui import compute
+    valid, _ = _valid_bytes()
+    at = open_train()
+    at.file_uploader(key="train_upload").set_value(("mine.safetensors", valid, "application/octet-stream"))
+    at.run()
+    at.selectbox(key="src").set_value("uploaded: mine.safetensors").run()
+    assert not errors(at)
+    monkeypatch.setattr(compute, "MAX_SESSION_MODELS", 2)
+    from model.tokenizer import Tokenizer
+    tok = Tokenizer.build(["a b c"], add_bos=True)
+    cfg = ModelConfig(vocab_size=len(tok), d_model=8, n_heads=2, n_layers=1, max_len=16)
+    others = [to_bytes(Transformer(cfg, seed=s), tok) for s in (11, 12)]
+    digests = [compute.register_model_bytes(b) for b in others]  # two other sessions' models
+    store = compute.session_models()
+    assert len(store) == 2 and list(store) == digests  # the oldest (this session's) was dropped
+    at.run()
+    assert not errors(at)
+    assert any("mine.safetensors" in w.value and "removed" in w.value for w in at.sidebar.warning)
+    assert "uploaded: mine.safetensors" not in list(at.selectbox(key="src").options)
+    at.switch_page("pages/heads.py").run()
+    assert not errors(at)
