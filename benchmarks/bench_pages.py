@@ -210,7 +210,7 @@ def _open(browser, url: str, offsite: list[str]):
 
 
 def _type(page, text: str, want: str, timeout: float = 120_000) -> float:
-    box = page.get_by_role("textbox", name="Sentence").first
+    box = page.get_by_role("textbox", name="Sentence", exact=True).first
     box.fill(text)
     t0 = time.perf_counter()
     box.press("Control+Enter")
@@ -265,7 +265,7 @@ def _long_input(browser, app_url: str, quick: bool, offsite: list[str]) -> list[
     try:
         for i in range(2 if quick else 5):
             text = sentence(256, 300 + i)
-            box = page.get_by_role("textbox", name="Sentence").first
+            box = page.get_by_role("textbox", name="Sentence", exact=True).first
             box.fill(text)
             t0 = time.perf_counter()
             box.press("Control+Enter")

@@ -7,7 +7,7 @@ pages"). Repaint time = commit -> the server's `script_finished` for that run ar
 WebSocket (read from the frames, like benchmarks/stclient.py), stApp is "notRunning", the status
 widget is gone, and two animation frames have passed (the new charts are painted). Errors = an stException on the page, a timeout, or a request that left localhost.
 
-    python -m benchmarks.browser_load [--sessions 10] [--interactions 20]
+    python -m benchmarks.browser_load [--sessions 10] [--interactions 20] [--pages mask-lab,contextual]
 
 On 2 cores the browsers compete with the server, so p90/p95 are noisy; judge on p50.
 """
@@ -130,9 +130,20 @@ async def _session(browser, url: str, k: int, n: int, pages: list[str], loaded: 
             t0 = time.perf_counter()
             if pages and i % 5 == 4:
                 target = pages[(k + i) % len(pages)]
-                await page.locator(f'[data-testid="stSidebarNav"] a[href$="/{target}"]').first.click(timeout=timeout_ms)
+                link = page.locator(f'[data-testid="stSidebarNav"] a[href$="/{target}"]').first
+                if not await link.count():
+                    # the nav shows 10 links and a "View 5 more" button; the rest are not in the DOM
+                    # until it is clicked (it then reads "View less": click it only when needed)
+                    await page.locator('[data-testid="stSidebarNavViewButton"]').click(timeout=timeout_ms)
+                    n0 = runs.finished
+                    t0 = time.perf_counter()
+                await link.click(timeout=timeout_ms)
             else:
-                box = page.get_by_role("textbox", name="Sentence")
+                # exact: name="Sentence" alone is a case-insensitive substring match, so it also finds
+                # "Sentence 1".."4" (mask lab), "Sentence A/B" (contextual), "English sentence ..."
+                # (encoder-decoder), "Probe sentence" (train) -> Playwright strict-mode error there.
+                # (The bare app has the same box but no sidebar, so do not scope to stSidebar.)
+                box = page.get_by_role("textbox", name="Sentence", exact=True)
                 await box.fill(sentence(k, i), timeout=timeout_ms)
                 n0 = runs.finished
                 t0 = time.perf_counter()
@@ -173,8 +184,8 @@ async def load(url: str, sessions: int, n: int, pages: list[str], timeout_ms: fl
                 n=len(xs), errors=errors, wall=wall)
 
 
-def run_pair(sessions: int, n: int) -> tuple[dict, dict]:
-    pages = url_paths()
+def run_pair(sessions: int, n: int, pages: list[str] | None = None) -> tuple[dict, dict]:
+    pages = pages or url_paths()
     with Server("benchmarks/bare_app.py") as s:
         bare = asyncio.run(load(s.url, sessions, n, []))
     with Server("app.py") as s:
@@ -210,8 +221,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--interactions", type=int, default=20)
+    ap.add_argument("--pages", default="", help="comma-separated url paths; sessions start on the first "
+                    "(default: every page, starting on heads)")
     a = ap.parse_args()
-    bare, app = run_pair(a.sessions, a.interactions)
+    bare, app = run_pair(a.sessions, a.interactions, a.pages.split(",") if a.pages else None)
     from benchmarks.report import table
     print(table(rows(bare, app, a.sessions, a.interactions)))
     for e in (app["errors"] + bare["errors"])[:10]:

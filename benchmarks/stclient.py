@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.Slider_pb2 import Slider as SliderProto
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 # Element fields (in streamlit.proto.Element) that are widgets, and how the frontend sends each value
@@ -44,6 +45,12 @@ def widget_state_of(etype: str, w) -> WidgetState | None:
             ws.string_value = w.options[w.default]
         else:
             return None
+    elif etype == "slider" and w.type == SliderProto.SELECT_SLIDER:
+        # st.select_slider registers as value_type "string_array_value": the frontend sends the
+        # shown option texts (raw_value when the server set it; `default` holds indices). Sending
+        # numbers here makes the server fail with "TypeError: must be real number, not str".
+        texts = list(w.raw_value) if w.set_value else [w.options[int(i)] for i in w.default]
+        ws.string_array_value.data.extend(texts)
     elif etype == "slider":
         ws.double_array_value.data.extend(list(w.value) if w.set_value else list(w.default))
     elif etype == "number_input":
@@ -95,6 +102,7 @@ class StClient:
         self.pages: dict[str, str] = {}  # url_pathname -> page_script_hash
         self.widgets: dict[str, tuple[str, str]] = {}  # label -> (widget id, element type)
         self.widget_values: dict[str, WidgetState] = {}
+        self.select_sliders: dict[str, bool] = {}  # slider widget id -> is an st.select_slider
         self.runs = 0
 
     async def __aenter__(self) -> "StClient":
@@ -137,6 +145,7 @@ class StClient:
         alerts: list[str] = []
         elements: dict[str, int] = {}
         not_found = ""
+        labelled: set[str] = set()  # labels already claimed by a widget in this script run
         deadline = t0 + self.timeout
         while True:
             remaining = deadline - time.perf_counter()
@@ -174,7 +183,14 @@ class StClient:
                     w = getattr(el, etype, None)
                     label, wid = getattr(w, "label", None), getattr(w, "id", None)
                     if isinstance(label, str) and isinstance(wid, str) and wid:
-                        self.widgets[label] = (wid, etype)
+                        # Two widgets of one run may share a label (the sidebar's "Sentence" box
+                        # and the mask lab's "Sentence" selectbox): the first drawn keeps it, so
+                        # set_widget("Sentence", ...) keeps typing into the sidebar (drawn first).
+                        if label not in labelled:
+                            labelled.add(label)
+                            self.widgets[label] = (wid, etype)
+                        if etype == "slider":
+                            self.select_sliders[wid] = w.type == SliderProto.SELECT_SLIDER
                         if wid not in self.widget_values or getattr(w, "set_value", False):  # buttons have none
                             state = widget_state_of(etype, w)
                             if state is not None:
@@ -182,6 +198,7 @@ class StClient:
             elif kind == "script_finished":
                 status = fm.script_finished
                 if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                    labelled.clear()
                     continue  # a rerun we (or the app) requested follows
                 self.runs += 1
                 return RunResult(time.perf_counter() - t0, status, n, nbytes, exceptions, alerts, elements,
@@ -200,15 +217,17 @@ class StClient:
         return await self.rerun()
 
     async def set_widget(self, label: str, value) -> RunResult:
-        """Change a widget seen in an earlier run (by its label) and rerun: text for text widgets,
-        the option's text for selectbox/radio, a number for sliders/number inputs, a bool for
-        checkboxes/toggles."""
+        """Change a widget seen in an earlier run (by its label; the first drawn if several share
+        it) and rerun: text for text widgets, the option's text for selectbox/radio/select_slider,
+        a number for sliders/number inputs, a bool for checkboxes/toggles."""
         if label not in self.widgets:
             raise ProtocolError(f"no widget labelled {label!r}; seen: {sorted(self.widgets)}")
         wid, etype = self.widgets[label]
         ws = WidgetState(id=wid)
         if etype in STRING_WIDGETS or etype in OPTION_WIDGETS:
             ws.string_value = str(value)
+        elif etype == "slider" and self.select_sliders.get(wid):
+            ws.string_array_value.data.extend([str(value)])  # the option's text, as shown
         elif etype == "slider":
             ws.double_array_value.data.extend([float(value)])
         elif etype == "number_input":

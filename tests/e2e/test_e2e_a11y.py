@@ -98,7 +98,7 @@ def test_keyboard_reaches_sentence_box_and_slider(page, server):
     page.keyboard.type(" again")
     page.keyboard.press("Control+Enter")  # commit from the keyboard
     wait_idle(page)
-    assert page.get_by_role("textbox", name="Sentence").input_value().endswith(" again")
+    assert page.get_by_role("textbox", name="Sentence", exact=True).input_value().endswith(" again")
     n = _tab_until(page, lambda f: f["text"] == "stSlider" and "Max sequence length" in f["label"])
     assert n > 0, "Tab never reached the Max sequence length slider"
     slider = page.get_by_role("slider", name="Max sequence length")

@@ -49,7 +49,7 @@ def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     page.wait_for_selector(X_TICKS, timeout=60_000)
     assert "2:keys" in x_labels(page)
     assert len(grid_titles(page)) == 4
-    box = page.get_by_role("textbox", name="Sentence")
+    box = page.get_by_role("textbox", name="Sentence", exact=True)
     box.fill("a dog ran to the park .")
     box.press("Control+Enter")
     wait_idle(page)
@@ -101,7 +101,7 @@ def test_invalid_url_values_show_notice(server, page):
 @pytest.mark.parametrize("evil", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>"])
 def test_hostile_text_is_shown_literally(server, page, evil):
     open_page(page, server, "", FRESH_Q)
-    box = page.get_by_role("textbox", name="Sentence")
+    box = page.get_by_role("textbox", name="Sentence", exact=True)
     box.fill(evil)
     box.press("Control+Enter")
     wait_idle(page)
