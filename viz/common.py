@@ -139,10 +139,19 @@ def _drop_none(d: dict) -> dict:
     return {k: (_drop_none(v) if isinstance(v, dict) else v) for k, v in d.items() if v is not None}
 
 
+# Plotly's default template ("plotly", ~3.4 KB of JSON) would travel with every chart on every rerun.
+# Streamlit's theme (light or dark) is merged into layout.template.layout in the browser, so an
+# (almost) empty template looks the same: the heads, causal-vs-bidirectional and mask-lab pages were
+# screenshot with both templates, in both themes, and did not differ by one pixel.
+MINIMAL_TEMPLATE = {"layout": {"hoverlabel": {"align": "left"}}}
+
+
 def figure(data: list[dict], layout: dict) -> go.Figure:
     """A Figure from plain dicts (traces as dict(type=..., ...)) without plotly.py's per-property
     validation. Validating costs ~6 ms for a 4-head grid at the default config (8 ms -> 2 ms), a
     tenth of a heads-page rerun, and every rerun of every session pays it (issue 8 load). Named
-    colour scales must be passed through `scale()`. The figures stay valid: tests/viz re-validate
+    colour scales must be passed through `scale()`. The template is MINIMAL_TEMPLATE unless the
+    layout names one. The figures stay valid: tests/viz re-validate
     every figure made this way (`go.Figure(fig.to_dict())` raises on a misspelt property)."""
+    layout = {"template": MINIMAL_TEMPLATE, **layout}
     return go.Figure(data=[_drop_none(t) for t in data], layout=_drop_none(layout), _validate=False)

@@ -175,3 +175,17 @@ def test_unvalidated_figures_are_valid_plotly():
     # and the check itself can fail: a misspelt property is caught
     with pytest.raises(ValueError):
         go.Figure(figure([dict(type="heatmap", z=[[1]], colorscal="Cividis")], {}).to_plotly_json())
+
+
+def test_attention_figures_carry_a_minimal_template():
+    """Not plotly's 3.4 KB default template on every rerun; Streamlit's theme is merged into it."""
+    import json
+
+    import plotly.io as pio
+
+    from viz.common import MINIMAL_TEMPLATE
+
+    fig = head_grid(causal_weights(4, 5), list("abcde"))
+    spec = json.loads(pio.to_json(fig.to_dict(), validate=False))  # what st.plotly_chart sends
+    assert spec["layout"]["template"] == MINIMAL_TEMPLATE
+    assert len(json.dumps(spec["layout"]["template"])) < 100
