@@ -51,3 +51,19 @@ def slim_plotly_json() -> bool:
 
 
 slim_plotly_json()
+
+
+# Plotly's default template ("plotly", ~3.4 KB of JSON) travels with every chart on every rerun.
+# Streamlit merges its own theme (light or dark) into layout.template.layout in the browser, so an
+# almost empty template looks the same: every page was screenshot with both, and did not differ.
+# viz.common.figure sets the same template on the attention figures (viz does not import ui).
+def slim_plotly_template() -> str:
+    import plotly.io as pio
+    from viz.common import MINIMAL_TEMPLATE
+
+    pio.templates["attention_lab"] = MINIMAL_TEMPLATE
+    pio.templates.default = "attention_lab"
+    return pio.templates.default
+
+
+slim_plotly_template()

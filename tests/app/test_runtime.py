@@ -36,3 +36,15 @@ def test_plotly_json_keeps_base64_slashes_but_still_escapes_html():
 
 def test_slimming_is_idempotent():
     assert runtime.slim_plotly_json() is False  # already applied at import
+
+
+def test_every_figure_carries_the_minimal_template():
+    """Not plotly's ~3.4 KB default template on every chart of every rerun: the app's default is an
+    almost empty template (Streamlit merges its light or dark theme into it in the browser)."""
+    from viz.common import MINIMAL_TEMPLATE
+
+    assert pio.templates.default == "attention_lab"
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[1, 2]))  # any figure, not only viz.common.figure's
+    spec = json.loads(pio.to_json(fig.to_dict(), validate=False))  # as st.plotly_chart sends it
+    assert spec["layout"]["template"] == json.loads(json.dumps(MINIMAL_TEMPLATE))
+    assert len(pio.to_json(fig.to_dict(), validate=False)) < 400
