@@ -131,11 +131,16 @@ def test_line_view_hover_isolates_a_token(server, page):
     shown = "() => [...document.querySelectorAll('.al-lines .ln')].filter(l => getComputedStyle(l).visibility !== 'hidden').length"
     total = page.locator(".al-lines .ln").count()
     assert total > 20 and page.evaluate(shown) == total
+    # hover state is applied on the next frames (slow under load): poll for it, do not sleep
+    settled = ("(n) => [...document.querySelectorAll('.al-lines .ln')]"
+               ".filter(l => getComputedStyle(l).visibility !== 'hidden').length === n")
     page.locator(".al-lines .q5 .ql").hover()  # a query: only its lines stay
-    page.wait_for_timeout(200)
-    assert page.evaluate(shown) == page.locator(".al-lines .q5 .ln").count() == 6  # causal: keys 0..5
+    q5 = page.locator(".al-lines .q5 .ln").count()
+    assert q5 == 6  # causal: keys 0..5
+    page.wait_for_function(settled, arg=q5, timeout=10_000)
     page.locator(".al-lines .kl.k3").hover()  # a key: only the lines into it stay
-    page.wait_for_timeout(200)
-    assert page.evaluate(shown) == page.locator(".al-lines .ln.k3").count() > 1
+    k3 = page.locator(".al-lines .ln.k3").count()
+    assert k3 > 1
+    page.wait_for_function(settled, arg=k3, timeout=10_000)
     page.mouse.move(5, 5)
     screenshot(page, "attention_heads_lines")
