@@ -66,8 +66,7 @@ def render() -> None:
             # A trained model's architecture is fixed: it is stated, not offered as (disabled)
             # controls; six widgets fewer on every rerun of every page. The values chosen for fresh
             # weights are kept (and stay in the URL) for when fresh weights are picked again.
-            for k in ARCH_KEYS:
-                s[k] = s[k]
+            state.keep(*ARCH_KEYS)
             st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
                        f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")

@@ -104,12 +104,18 @@ def bound(key: str, default: Any, parse: Callable[[str], Any] | None = None) -> 
         parse = {bool: SPECS["present"].parse, int: int, float: float}.get(type(default), str)
     spec = Spec(default, parse)
     load(key, spec)
-    # Re-assigning marks the value as set by code: Streamlit then keeps it when the widget with
-    # this key is not drawn (another page) and a page's widget with the same key (but other
-    # parameters, e.g. help text) starts from it instead of its own default.
-    st.session_state[key] = st.session_state[key]
+    keep(key)
     _registry()[key] = spec
     show_url_notices()  # a bad value for a page's own control: say so right where the control is
+
+
+def keep(*keys: str) -> None:
+    """Keep these widget values in this run although their widgets may not be drawn (another
+    page, or controls shown only in some states). Re-assigning marks a value as set by code:
+    Streamlit then keeps it when the widget with this key is not drawn, and a widget with the same
+    key (but other parameters, e.g. help text) starts from it instead of its own default."""
+    for key in keys:
+        st.session_state[key] = st.session_state[key]
 
 
 def set_default(key: str, default: Any) -> None:
