@@ -20,6 +20,7 @@ whose message the page shows with st.error; the current model is never changed b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import threading
@@ -30,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 import streamlit as st
+import torch
 
 from model import corpus
 from model import train as T
@@ -220,7 +222,7 @@ class Job:
         with self.lock:
             self.probe_labels = tuple(enc.labels[:PROBE_MAX_TOKENS])
             self.status = "running"
-        data = corpus.generate().train[:TRAIN_POOL]
+        data = training_pool(spec.objective)  # (N, T) ids, encoded once per process
         every = max(1, spec.steps // N_SNAPSHOTS)
         res = T.train(cfg, tok, data, spec.steps, LR, spec.seed, spec.objective, batch_size=BATCH_SIZE,
                       callback=self._on_step, snapshot_every=every, snapshot_ids=probe_ids,
@@ -248,6 +250,14 @@ class Job:
             self.step = res.steps_done
             self.result_bytes = data_bytes
             self.status = "cancelled" if res.stopped else "done"
+
+
+@functools.lru_cache(maxsize=len(T.OBJECTIVES))
+def training_pool(objective: str) -> torch.Tensor:
+    """The first TRAIN_POOL training sentences as (N, T) ids for this objective's tokenizer, encoded
+    once per process (~0.2 s of pure Python holding the GIL, which every start paid while other
+    sessions waited). Shared by all jobs: train() only indexes it, never writes to it."""
+    return T.encode_texts(T.tokenizer_for(objective), corpus.generate().train[:TRAIN_POOL], MAX_LEN)[0]
 
 
 class TrainingRegistry:
@@ -299,6 +309,11 @@ class TrainingRegistry:
 
 @st.cache_resource
 def registry() -> TrainingRegistry:
+    """Made on the first visit to the Train page of this process. It also imports torch._dynamo,
+    which torch's optimizers import on their first step: ~1.4 s of pure-Python imports holding the
+    GIL. Inside the first training they stalled every other session's rerun (a p90 of 2.65x in
+    benchmarks/bench_train_responsive.py); here they are paid once, by the page's first visitor."""
+    import torch._dynamo  # noqa: F401
     return TrainingRegistry()
 
 

@@ -202,6 +202,17 @@ class _Blocking:
             job.status, job.finished = "done", time.time()
 
 
+def test_training_pool_is_encoded_once_per_objective_with_its_tokenizer():
+    from model import corpus
+    from model import train as T
+    causal, mlm = tr.training_pool("causal"), tr.training_pool("mlm")
+    assert tr.training_pool("causal") is causal  # encoded once per process, shared by every job
+    texts = corpus.generate().train[:tr.TRAIN_POOL]
+    assert torch.equal(causal, T.encode_texts(T.tokenizer_for("causal"), texts, tr.MAX_LEN)[0])
+    assert torch.equal(mlm, T.encode_texts(T.tokenizer_for("mlm"), texts, tr.MAX_LEN)[0])
+    assert causal.shape[0] == tr.TRAIN_POOL and not torch.equal(causal, mlm)  # "<mask>" shifts the ids
+
+
 def test_registry_limits_one_per_session_and_server_wide():
     reg = tr.TrainingRegistry(limit=2)
     worker = _Blocking()

@@ -102,6 +102,24 @@ def test_callback_snapshots_and_stop(tok):
     assert [s.step for s in res2.snapshots] == [0, 3]
 
 
+def test_pre_encoded_ids_train_exactly_like_the_sentences(tok, mtok):
+    cfg = tiny_cfg(tok, max_len=12)
+    ids, _ = T.encode_texts(tok, TEXTS, 64)  # longer than cfg.max_len: train() cuts them as it cuts sentences
+    assert ids.shape[1] > cfg.max_len
+    a = T.train(cfg, tok, TEXTS, steps=5, seed=2, batch_size=8)
+    b = T.train(cfg, tok, ids, steps=5, seed=2, batch_size=8)
+    assert a.losses == b.losses and len(a.losses) == 5
+    m = T.train(tiny_cfg(mtok), mtok, T.encode_texts(mtok, TEXTS, 32)[0], steps=3, seed=2, objective="mlm",
+                batch_size=8)
+    assert m.losses == T.train(tiny_cfg(mtok), mtok, TEXTS, steps=3, seed=2, objective="mlm", batch_size=8).losses
+    with pytest.raises(ValueError, match="vocabulary"):
+        T.train(cfg, tok, ids + len(tok), steps=1)
+    with pytest.raises(ValueError, match=r"\(N, T\) long"):
+        T.train(cfg, tok, ids.float(), steps=1)
+    with pytest.raises(ValueError, match=r"\(N, T\) long"):
+        T.train(cfg, tok, ids[0], steps=1)
+
+
 def test_bad_arguments_raise_clear_errors(tok):
     with pytest.raises(ValueError, match="vocab_size"):
         T.train(tiny_cfg(tok, vocab_size=len(tok) + 1), tok, TEXTS, steps=1)
