@@ -33,33 +33,66 @@ class HeadPattern:
         return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g})"
 
 
-def pattern_scores(weights: np.ndarray) -> dict[str, float]:
+def pattern_scores_all(weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Every kind's score for a stack of heads: (..., Tq, Tk) weights -> {kind: (...) array}.
+    One vectorised pass (the pages label all heads of a layer, or of the model, on every rerun);
+    pattern_scores is this for one head."""
     w = np.asarray(weights, dtype=np.float64)
+    if w.ndim < 2:
+        raise ValueError(f"weights must be (..., Tq, Tk); got shape {w.shape}")
+    lead, (Tq, Tk) = w.shape[:-2], w.shape[-2:]
+    if Tq < 2 or Tk < 2:
+        return {k: np.zeros(lead) for k in THRESHOLDS}
+    rows = np.arange(1, min(Tq, Tk))  # query rows i >= 1: row 0 of a causal head has no choice
+    W = w[..., rows, :]  # (..., n, Tk)
+    live = W.sum(axis=-1) > 0.5  # (..., n) rows that are not fully masked
+    n_live = live.sum(axis=-1)  # (...)
+
+    def mean_live(x: np.ndarray) -> np.ndarray:  # (..., n) -> (...) mean over live rows, 0 if none
+        return np.divide((x * live).sum(axis=-1), n_live, out=np.zeros(lead), where=n_live > 0)
+
+    prev = mean_live(W[..., np.arange(len(rows)), rows - 1])
+    diag = mean_live(W[..., np.arange(len(rows)), rows])
+    sink = mean_live(W[..., 0])
+    # entropy of each live row over its allowed keys, normalised by log(#allowed) (1 = uniform)
+    pos = W > 0
+    n_allowed = pos.sum(axis=-1)  # (..., n)
+    h = -np.where(pos, W * np.log(np.where(pos, W, 1.0)), 0.0).sum(axis=-1)
+    multi = live & (n_allowed > 1)
+    ratio = np.divide(h, np.log(np.maximum(n_allowed, 2)), out=np.zeros_like(h), where=multi)
+    n_multi = multi.sum(axis=-1)
+    uniform = np.divide(ratio.sum(axis=-1), n_multi, out=np.zeros(lead), where=n_multi > 0)
+    return {"previous-token": prev, "self/diagonal": diag, "first-token sink": sink, "broad/uniform": uniform}
+
+
+def pattern_scores(weights: np.ndarray) -> dict[str, float]:
+    """One head's (Tq, Tk) weights -> {kind: score}."""
+    w = np.asarray(weights)
     if w.ndim != 2:
         raise ValueError(f"weights must be (Tq, Tk); got shape {w.shape}")
-    Tq, Tk = w.shape
-    if Tq < 2 or Tk < 2:
-        return {k: 0.0 for k in THRESHOLDS}
-    rows = np.arange(1, min(Tq, Tk))
-    live = w.sum(axis=1) > 0.5  # rows that are not fully masked
-    r = rows[live[rows]]
-    prev = float(w[r, r - 1].mean()) if len(r) else 0.0
-    # rows i >= 1 like the other scores: row 0 of a causal head has no choice but itself, and
-    # counting it made short causal-uniform heads (T <= 4) look "self/diagonal".
-    diag = float(w[r, r].mean()) if len(r) else 0.0
-    sink = float(w[r, 0].mean()) if len(r) else 0.0
-    W = w[r]  # (n, Tk): the rows that have a choice; entropy of each over its allowed keys
-    pos = W > 0
-    n_allowed = pos.sum(axis=1)
-    h = -np.where(pos, W * np.log(np.where(pos, W, 1.0)), 0.0).sum(axis=1)
-    multi = n_allowed > 1
-    uniform = float((h[multi] / np.log(n_allowed[multi])).mean()) if multi.any() else 0.0
-    return {"previous-token": prev, "self/diagonal": diag, "first-token sink": sink, "broad/uniform": uniform}
+    return {k: float(v) for k, v in pattern_scores_all(w).items()}
 
 
 def label_head(weights: np.ndarray) -> HeadPattern:
     """(Tq, Tk) attention weights -> the dominant pattern and the score that decided it."""
-    s = pattern_scores(weights)
+    return _label(pattern_scores(weights))
+
+
+def label_heads(weights: np.ndarray) -> list:
+    """(H, Tq, Tk) -> [HeadPattern] per head; (L, H, Tq, Tk) -> [[HeadPattern] per head] per layer.
+    Scored in one vectorised pass; each label equals label_head of that head."""
+    w = np.asarray(weights)
+    if w.ndim not in (3, 4):
+        raise ValueError(f"weights must be (H, Tq, Tk) or (L, H, Tq, Tk); got shape {w.shape}")
+    sc = pattern_scores_all(w.reshape(-1, *w.shape[-2:]))  # {kind: (N,)} over all heads
+    flat = [_label({k: float(v[i]) for k, v in sc.items()}) for i in range(sc["previous-token"].shape[0])]
+    if w.ndim == 3:
+        return flat
+    H = w.shape[1]
+    return [flat[layer * H:(layer + 1) * H] for layer in range(w.shape[0])]
+
+
+def _label(s: dict[str, float]) -> HeadPattern:
     margins = {k: s[k] - THRESHOLDS[k] for k in s}
     best = max(margins, key=margins.get)
     if margins[best] >= 0:

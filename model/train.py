@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from . import corpus
 from .checkpoint import save_checkpoint
 from .config import ModelConfig
-from .patterns import label_head, pattern_scores
+from .patterns import label_heads, pattern_scores_all
 from .tokenizer import Tokenizer
 from .transformer import Transformer
 
@@ -427,9 +427,8 @@ def head_pattern_table(model: Transformer, tok: Tokenizer, text: str, causal: bo
     """label_head (the app's labeller) for every layer/head on one sentence."""
     w = probe_weights(model, tok.encode(text).ids, causal)
     rows = []
-    for layer in range(w.shape[0]):
-        for head in range(w.shape[1]):
-            hp = label_head(w[layer, head])
+    for layer, pats in enumerate(label_heads(w)):
+        for head, hp in enumerate(pats):
             rows.append({"layer": layer, "head": head, "kind": hp.kind, "score": hp.score,
                          "previous_token": hp.scores["previous-token"]})
     return rows
@@ -441,8 +440,7 @@ def best_previous_token(model: Transformer, tok: Tokenizer, texts: Sequence[str]
     tot = None
     for t in texts:
         w = probe_weights(model, tok.encode(t).ids, causal)
-        s = np.array([[pattern_scores(w[l, h])["previous-token"] for h in range(w.shape[1])]
-                      for l in range(w.shape[0])])
+        s = pattern_scores_all(w)["previous-token"]  # (L, H)
         tot = s if tot is None else tot + s
     tot = tot / len(texts)
     l, h = np.unravel_index(int(tot.argmax()), tot.shape)

@@ -1,7 +1,7 @@
 """Attention heads: every head of one layer as a heatmap grid, a head in detail, a line view."""
 import streamlit as st
 
-from model.patterns import label_head
+from model.patterns import label_heads
 from ui import state
 from ui.compute import current_run, layer_allowed
 from ui.show import download_npz, heads_table, matrix_table, show_fig
@@ -23,7 +23,7 @@ with c2:
 
 w = run.a(f"layers.{layer}.attn.weights")  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
-pats = [label_head(w[h]) for h in range(H)]
+pats = label_heads(w)  # one HeadPattern per head
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 st.caption(f"{H} heads, {run.T} tokens, {mode} mask. Each row is a query (the token doing the looking); "

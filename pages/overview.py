@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.patterns import THRESHOLDS, label_head
+from model.patterns import THRESHOLDS, label_heads
 from ui.compute import current_run, layer_allowed
 from ui.show import download_npz, show_fig
 from viz.attention import overview_grid
@@ -13,7 +13,7 @@ run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
 w = np.stack([run.a(f"layers.{l}.attn.weights") for l in range(L)])  # (L, H, T, T)
 allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in range(L)])
-pats = [[label_head(w[l, h]) for h in range(H)] for l in range(L)]
+pats = label_heads(w)  # [layer][head] -> HeadPattern
 # thumbnails are small: "other" heads show the kind only (the table says which pattern came closest)
 subtitles = [f"L{l} H{h}: {p.kind}" + (f" {p.score:.2f}" if p.kind != "other" else "")
              for l in range(L) for h, p in enumerate(pats[l])]

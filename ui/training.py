@@ -37,7 +37,7 @@ from model import corpus
 from model import train as T
 from model.checkpoint import from_bytes, to_bytes
 from model.config import ModelConfig
-from model.patterns import label_head, pattern_scores
+from model.patterns import label_heads, pattern_scores_all
 from model.transformer import Transformer
 
 MAX_CONCURRENT = int(os.environ.get("ATTN_LAB_MAX_TRAININGS", "2"))
@@ -385,11 +385,7 @@ def checkpoint_bytes(name: str) -> bytes | None:
 # --- what the page shows (no math in pages) -------------------------------------------------------
 def head_subtitles(weights: np.ndarray) -> list[str]:
     """'head h · kind score' for each head of one layer's (H, T, T) weights (model/patterns)."""
-    out = []
-    for h in range(weights.shape[0]):
-        p = label_head(weights[h])
-        out.append(f"head {h} · {p.title()}")
-    return out
+    return [f"head {h} · {p.title()}" for h, p in enumerate(label_heads(weights))]
 
 
 def score_trajectories(view: JobView, kind: str = "previous-token") -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -398,8 +394,8 @@ def score_trajectories(view: JobView, kind: str = "previous-token") -> tuple[np.
         return np.zeros(0), np.zeros((0, 0)), []
     L, H = view.snapshots[0].weights.shape[:2]
     steps = np.array([s.step for s in view.snapshots], dtype=float)
-    scores = np.array([[pattern_scores(s.weights[l, h])[kind] for l in range(L) for h in range(H)]
-                       for s in view.snapshots], dtype=float)
+    w = np.stack([s.weights for s in view.snapshots])  # (S, L, H, T, T)
+    scores = pattern_scores_all(w)[kind].reshape(len(view.snapshots), L * H)  # (S, L*H), layer-major
     return steps, scores, [f"L{l} H{h}" for l in range(L) for h in range(H)]
 
 

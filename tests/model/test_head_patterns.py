@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.patterns import THRESHOLDS, label_head, pattern_scores
+from model.patterns import THRESHOLDS, label_head, label_heads, pattern_scores, pattern_scores_all
 
 T = 8
 
@@ -102,3 +102,56 @@ def test_entropy_score_matches_a_row_by_row_loop():
 def test_rejects_wrong_rank():
     with pytest.raises(ValueError, match="Tq, Tk"):
         label_head(np.ones((2, 3, 3)))
+
+
+def loop_scores(w: np.ndarray) -> dict[str, float]:
+    """The scores' definitions (module docstring) row by row, as a reference for the vectorised pass."""
+    Tq, Tk = w.shape
+    live = [i for i in range(1, min(Tq, Tk)) if w[i].sum() > 0.5]
+    if Tq < 2 or Tk < 2 or not live:
+        return {k: 0.0 for k in THRESHOLDS}
+    ent = []
+    for i in live:
+        p = w[i][w[i] > 0]
+        if len(p) > 1:
+            ent.append(-(p * np.log(p)).sum() / np.log(len(p)))
+    return {"previous-token": np.mean([w[i, i - 1] for i in live]), "self/diagonal": np.mean([w[i, i] for i in live]),
+            "first-token sink": np.mean([w[i, 0] for i in live]), "broad/uniform": np.mean(ent) if ent else 0.0}
+
+
+@pytest.mark.parametrize("shape", [(3, 6, 6), (2, 4, 9, 9), (5, 7, 4), (4, 1, 5), (2, 3, 1, 1)])
+def test_vectorised_scores_and_labels_equal_the_row_loop_per_head(shape):
+    rng = np.random.default_rng(sum(shape))
+    w = rng.dirichlet(np.full(shape[-1], 0.3), size=shape[:-1])
+    if shape[-2] == shape[-1] and shape[-1] > 2:
+        w = np.where(np.tril(np.ones(shape[-2:], bool)), w, 0.0)  # causal, renormalised
+        w = w / w.sum(-1, keepdims=True)
+        w[..., -2:, :] = 0.0  # padded query rows: fully masked
+    w.reshape(-1, *shape[-2:])[0] = np.eye(*shape[-2:])  # one head with a known label
+    flat = w.reshape(-1, *shape[-2:])
+    got = pattern_scores_all(w)
+    for k in THRESHOLDS:
+        assert got[k].shape == shape[:-2]
+    for i, head in enumerate(flat):
+        ref = loop_scores(head)
+        for k in THRESHOLDS:
+            assert got[k].reshape(-1)[i] == pytest.approx(ref[k], abs=1e-12), (i, k)
+    if w.ndim in (3, 4):
+        labels = label_heads(w)
+        labels = labels if w.ndim == 3 else [p for layer in labels for p in layer]
+        assert len(labels) == len(flat)
+        for got_p, ref_p in zip(labels, [label_head(head) for head in flat]):  # equal up to summation order
+            assert (got_p.kind, got_p.nearest) == (ref_p.kind, ref_p.nearest)
+            assert got_p.score == pytest.approx(ref_p.score, abs=1e-12)
+            assert got_p.scores == pytest.approx(ref_p.scores, abs=1e-12)
+        if min(shape[-2:]) > 2:
+            assert labels[0].kind == "self/diagonal"
+
+
+def test_label_heads_keeps_layer_and_head_order():
+    w = np.stack([np.stack([np.eye(T), causal_uniform(T)]), np.stack([causal_uniform(T), np.eye(T)])])  # (2, 2, T, T)
+    kinds = [[p.kind for p in layer] for layer in label_heads(w)]
+    assert kinds == [["self/diagonal", "broad/uniform"], ["broad/uniform", "self/diagonal"]]
+    assert [p.kind for p in label_heads(w[1])] == ["broad/uniform", "self/diagonal"]
+    with pytest.raises(ValueError, match="H, Tq, Tk"):
+        label_heads(np.eye(T))
