@@ -34,15 +34,26 @@ PAGES = [
 ]
 
 
+DEFAULT_URL = "heads"  # the page that opens at "/"
+
+
 def navigation_pages() -> dict[str, list]:
     """{section: [st.Page]}, built once per session: building all 15 (each resolves and stats its
     file) was ~5% of a heads-page rerun under load. Per session, never shared between sessions:
-    st.navigation marks the page it runs on the object itself."""
+    st.navigation marks the page it runs on the object itself.
+
+    Streamlit serves the default page at "/" only; "/heads" typed by hand would show "Page not
+    found". So the default page gets an internal url_path, and a hidden page at "/heads" switches
+    to it with the same query (the URL then reads "/?...")."""
     nav: dict[str, list] = {}
     for section, file, title, url, icon in PAGES:
         if (ROOT / file).exists():
-            nav.setdefault(section, []).append(
-                st.Page(file, title=title, url_path=url, icon=icon, default=(url == "heads")))
+            default = url == DEFAULT_URL
+            page = st.Page(file, title=title, url_path=f"_{url}" if default else url, icon=icon, default=default)
+            nav.setdefault(section, []).append(page)
+            if default:
+                nav[section].append(st.Page(lambda page=page: st.switch_page(page, query_params=st.query_params.to_dict()),
+                                            title=title, url_path=url, icon=icon, visibility="hidden"))
     return nav
 
 

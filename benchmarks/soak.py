@@ -18,8 +18,8 @@ from benchmarks.ws_load import sentence
 BUDGET_MB = 50.0
 
 
-# app.py makes this page the default (st.Page(default=True)): it lives at "/", and "/heads" is
-# answered with a "Page not found" dialog, so clients must ask for "" to reach it.
+# app.py makes this page the default (st.Page(default=True)): it lives at "/"; "/heads" only
+# switches to "/" (an extra run), so clients ask for "" to reach it.
 DEFAULT_URL = "heads"
 
 

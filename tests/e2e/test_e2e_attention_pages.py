@@ -88,6 +88,20 @@ def test_copied_link_keeps_page_and_controls(server, page):
     assert "head 2: causal" in titles and "head 0: causal" not in titles
 
 
+def test_hand_typed_heads_path_opens_the_heads_page_with_its_query(server, page):
+    """The heads page is the default page (served at "/"); "/heads" typed by hand must not show
+    Streamlit's "Page not found" and must keep the link's settings."""
+    open_page(page, server, "heads", FRESH_Q + "&h=2&text=" + quote("a dog ran ."))
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+    wait_idle(page)
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_role("heading", name="Attention heads").count() == 1
+    assert page.url.split("?")[0].rstrip("/") == server.rstrip("/")  # now at "/"
+    assert "h=2" in page.url and "text=a+dog+ran" in page.url.replace("%20", "+")
+    assert len(grid_titles(page)) == 2 and x_labels(page)[:2] == ["0:<bos>", "1:a"]
+    assert exceptions(page) == 0
+
+
 def test_invalid_url_values_show_notice(server, page):
     open_page(page, server, "", FRESH_Q + "&h=5&L=zzz&layer=7")
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
