@@ -5,11 +5,13 @@ attention head (T x T, values in 0..1, token labels), but no model and no sideba
 benchmark runs this next to the real app, under the same load, in the same run, and reports ratios.
 Run it alone: `streamlit run benchmarks/bare_app.py`.
 
-`?panels=4` draws that many heatmaps instead, in a 2-column grid with shared axes (labels on the
+`?panels=4` (or the environment variable BARE_APP_PANELS=4, for the WebSocket load whose clients
+send no query) draws that many heatmaps instead, in a 2-column grid with shared axes (labels on the
 outer axes only, as the heads page does): a reference the keystroke benchmark reports next to the
 one-heatmap baseline, to separate the cost of the number of heatmaps from the cost of the page.
 """
 import math
+import os
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,7 +23,7 @@ words = text.split()[:64] or ["(empty)"]
 labels = [f"{i}:{w}" for i, w in enumerate(words)]
 rng = np.random.default_rng(len(text))
 try:
-    panels = min(16, max(1, int(st.query_params.get("panels", 1))))
+    panels = min(16, max(1, int(st.query_params.get("panels", os.environ.get("BARE_APP_PANELS", 1)))))
 except ValueError:
     panels = 1
 

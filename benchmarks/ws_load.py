@@ -4,7 +4,9 @@ Each session opens `/_stcore/stream`, runs the page once (like a browser opening
 every session has loaded, then re-runs the page R times, each time with a new sentence in the
 sidebar's "Sentence" box (a real cache miss every time). No rendering cost: the client only parses
 the ForwardMsgs. The same load runs against the bare app (benchmarks/bare_app.py: one heatmap) in
-the same invocation, and the report puts them side by side.
+the same invocation, and the report puts them side by side. The full run (benchmarks.run_all) also
+loads the bare app drawing as many heatmaps as the heads page shows (BARE_APP_PANELS), reported
+without a target: the same number of heatmaps, without the model and the sidebar.
 
     python -m benchmarks.ws_load                      # 30 sessions x 20 reruns, the default page (heads)
     python -m benchmarks.ws_load --sessions 3 --reruns 5 --pages heads,overview
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 
-from benchmarks.server import Server
+from benchmarks.server import ROOT, Server
 from benchmarks.stclient import StClient, server_pid_rss_kb
 
 WORDS = ["cat", "dog", "bird", "child", "teacher", "robot", "king", "queen", "river", "table",
@@ -180,6 +183,36 @@ def run_pair(sessions: int = 30, reruns: int = 20, pages: list[str] | None = Non
     return out[0], out[1]
 
 
+def default_heads() -> int:
+    """Heads of the model the app opens with (checkpoints/<ui.compute.DEFAULT_SOURCE>/config.json,
+    read as JSON: importing ui would need Streamlit's runtime); 4 if it cannot be read."""
+    import json
+    try:
+        src = re.search(r'^DEFAULT_SOURCE = "([^"]+)"', (ROOT / "ui" / "compute.py").read_text(), re.M).group(1)
+        return int(json.loads((ROOT / "checkpoints" / src / "config.json").read_text())["config"]["n_heads"])
+    except (AttributeError, OSError, KeyError, ValueError):
+        return 4
+
+
+def run_reference(sessions: int, reruns: int, panels: int) -> LoadResult:
+    """The same load on the bare app drawing `panels` heatmaps (as many as the heads page shows)."""
+    with Server("benchmarks/bare_app.py", env={"BARE_APP_PANELS": str(panels)}) as s:
+        asyncio.run(warm(s.url, ""))
+        return asyncio.run(load(s.url, [""], sessions, reruns, f"bare app, {panels} heatmaps", s.pid))
+
+
+def reference_rows(ref: LoadResult, app: LoadResult, panels: int) -> list[dict]:
+    """Reported only (no target): the app against a bare app drawing as many heatmaps."""
+    n = f"WebSocket load, {app.sessions} sessions x {app.reruns} reruns, vs a bare app drawing {panels} heatmaps"
+    return [dict(benchmark=n, metric="p90 rerun (s)", app=app.p90, bare=ref.p90, ratio=app.p90 / ref.p90,
+                 target="(reported: the same number of heatmaps)"),
+            dict(benchmark=n, metric="throughput (reruns/s)", app=app.throughput, bare=ref.throughput,
+                 ratio=app.throughput / ref.throughput if ref.throughput else float("nan"),
+                 target="(reported)"),
+            dict(benchmark=n, metric="errors", app=len(app.errors), bare=len(ref.errors), ratio=None,
+                 target="(reported)")]
+
+
 def rows(bare: LoadResult, app: LoadResult) -> list[dict]:
     """README table rows (benchmark, metric, app, bare, ratio, target)."""
     n = f"WebSocket load, {app.sessions} sessions x {app.reruns} reruns"
@@ -200,12 +233,15 @@ def rows(bare: LoadResult, app: LoadResult) -> list[dict]:
 
 def run(quick: bool = False) -> list[dict]:
     """For benchmarks.run_all."""
-    bare, app = run_pair(3 if quick else 30, 5 if quick else 20)
-    print(bare.summary())
-    print(app.summary())
+    sessions, reruns = (3, 5) if quick else (30, 20)
+    bare, app = run_pair(sessions, reruns)
+    panels = default_heads()
+    ref = run_reference(sessions, reruns, panels)
+    for r in (bare, app, ref):
+        print(r.summary())
     for e in app.errors[:5]:
         print("  app error:", e)
-    return rows(bare, app)
+    return rows(bare, app) + reference_rows(ref, app, panels)
 
 
 def main() -> None:

@@ -54,3 +54,26 @@ def test_quick_engine_rows_are_real_numbers():
     assert len(ratios) == 4 and all(r["app"] > 0 and r["bare"] > 0 for r in ratios)
     assert all(abs(r["ratio"] - r["app"] / r["bare"]) < 1e-9 for r in ratios)
     assert "| engine: traced vs untraced" in table(rows)
+
+
+def test_reference_bare_app_draws_as_many_heatmaps_as_the_heads_page(monkeypatch):
+    """ws_load's reported reference (the bare app with BARE_APP_PANELS) must match the heads page
+    the app opens with: as many heatmaps as the default model has heads."""
+    from streamlit.testing.v1 import AppTest
+
+    from benchmarks import ws_load
+    from tests.helpers import app_test, figures
+
+    at = app_test()
+    at.run()
+    app_heatmaps = [t for t in figures(at)[0]["data"] if t["type"] == "heatmap"]
+    assert ws_load.default_heads() == len(app_heatmaps) == 4
+
+    monkeypatch.setenv("BARE_APP_PANELS", str(ws_load.default_heads()))
+    bare = AppTest.from_file(str(ROOT / "benchmarks" / "bare_app.py"), default_timeout=60)
+    bare.run()
+    assert not bare.exception
+    assert [t["type"] for t in figures(bare)[0]["data"]] == ["heatmap"] * 4
+    monkeypatch.delenv("BARE_APP_PANELS")
+    bare.run()
+    assert [t["type"] for t in figures(bare)[0]["data"]] == ["heatmap"]  # the baseline: one heatmap
