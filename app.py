@@ -52,9 +52,16 @@ def navigation_pages() -> dict[str, list]:
             page = st.Page(file, title=title, url_path=f"_{url}" if default else url, icon=icon, default=default)
             nav.setdefault(section, []).append(page)
             if default:
-                nav[section].append(st.Page(lambda page=page: st.switch_page(page, query_params=st.query_params.to_dict()),
-                                            title=title, url_path=url, icon=icon, visibility="hidden"))
+                nav[section].append(st.Page(switch_to(page), title=title, url_path=url, icon=icon,
+                                            visibility="hidden"))
     return nav
+
+
+def switch_to(page):
+    """The body of an alias page: go to `page`, keeping the link's query (its settings)."""
+    def alias() -> None:
+        st.switch_page(page, query_params=st.query_params.to_dict())
+    return alias
 
 
 if "_nav_pages" not in st.session_state:
