@@ -18,19 +18,23 @@ from benchmarks.ws_load import sentence
 BUDGET_MB = 50.0
 
 
-# app.py makes this page the default (st.Page(default=True)): it lives at "/"; "/heads" only
-# switches to "/" (an extra run), so clients ask for "" to reach it.
-DEFAULT_URL = "heads"
+def app_constant(name: str):
+    """A literal assigned at the top level of app.py (read with ast: importing app.py would run
+    Streamlit)."""
+    for node in ast.parse((ROOT / "app.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise LookupError(f"app.py assigns no {name}")
 
 
 def url_paths() -> list[str]:
-    """url paths of the pages in app.PAGES that exist (read with ast, not imported); the default
-    page as "" (its real address)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
-            return ["" if e[3] == DEFAULT_URL else e[3] for e in ast.literal_eval(node.value) if (ROOT / e[1]).exists()]
-    return [""]
+    """url paths of the pages in app.PAGES that exist; the default page (app.DEFAULT_URL) as "",
+    its real address ("/heads" only switches to "/", an extra run)."""
+    try:
+        default, pages = app_constant("DEFAULT_URL"), app_constant("PAGES")
+    except LookupError:
+        return [""]
+    return ["" if e[3] == default else e[3] for e in pages if (ROOT / e[1]).exists()]
 
 
 async def soak(url: str, pid: int, reruns: int, pages: list[str]) -> dict:

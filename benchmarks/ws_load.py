@@ -173,7 +173,7 @@ async def warm(url: str, page: str) -> None:
 def run_pair(sessions: int = 30, reruns: int = 20, pages: list[str] | None = None,
              app_env: dict[str, str] | None = None) -> tuple[LoadResult, LoadResult]:
     """The same load on the bare app and on the real app, one after the other, same run."""
-    pages = pages or [""]  # "" = the default page (heads), see benchmarks/soak.py DEFAULT_URL
+    pages = pages or [""]  # "" = the default page (heads, app.DEFAULT_URL)
     out = []
     for label, app, pg, env in (("bare app", "benchmarks/bare_app.py", [""], None),
                                 ("Attention Lab", "app.py", pages, app_env)):
