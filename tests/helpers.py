@@ -10,6 +10,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def app_pages() -> list[str]:
+    """Page files listed in app.PAGES that exist (app.py is read, not imported: importing it would
+    run Streamlit). One reader of app.py for the tests and the benchmarks: benchmarks/soak.py."""
+    from benchmarks.soak import app_constant
+    return [entry[1] for entry in app_constant("PAGES") if (ROOT / entry[1]).exists()]
+
+
 def decode(value):
     """A Plotly data array as numpy: typed arrays arrive as {"dtype", "bdata", "shape"}."""
     if isinstance(value, dict) and "bdata" in value:

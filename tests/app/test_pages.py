@@ -2,22 +2,11 @@
 one chart or a clear message. Pages are discovered from app.py (read, not imported)."""
 from __future__ import annotations
 
-import ast
-
 import pytest
 
-from tests.helpers import ROOT, app_test, errors, figures
+from tests.helpers import app_pages, app_test, errors, figures
 
-
-def listed_pages() -> list[str]:
-    tree = ast.parse((ROOT / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
-            return [entry[1] for entry in ast.literal_eval(node.value)]
-    raise AssertionError("app.py has no PAGES list")
-
-
-PAGES = [p for p in listed_pages() if (ROOT / p).exists()]
+PAGES = app_pages()
 
 
 def test_the_attention_pages_are_listed():

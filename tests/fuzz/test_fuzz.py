@@ -21,7 +21,6 @@ failing case so one failure does not cascade.
 """
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -33,7 +32,7 @@ import numpy as np
 import pytest
 
 from tests.fuzz.cases import ADVERSARIAL, Case, case
-from tests.helpers import ROOT, app_test, decode, errors, figures
+from tests.helpers import app_pages, app_test, decode, errors, figures
 
 pytestmark = pytest.mark.fuzz
 
@@ -41,15 +40,6 @@ FULL = os.environ.get("FUZZ_FULL") == "1"
 SEED = int(os.environ.get("FUZZ_SEED", "20240607"))
 VERBOSE = os.environ.get("FUZZ_VERBOSE") == "1"
 FULL_TOTAL = int(os.environ.get("FUZZ_TOTAL", "520"))
-
-
-def app_pages() -> list[str]:
-    """Page files listed in app.PAGES (read with ast: importing app.py would run Streamlit)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
-            return [entry[1] for entry in ast.literal_eval(node.value) if (ROOT / entry[1]).exists()]
-    raise AssertionError("app.py has no PAGES list")
 
 
 PAGES = app_pages()
