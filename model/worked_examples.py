@@ -281,6 +281,10 @@ PADDED = np.vstack([EMB3, np.zeros((1, 4))])
 DEC_Q = np.array([[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]])
 # The notes' made-up decoder scores (003): not computed from D, used to check their softmax.
 NOTES_DECODER_SCORES = np.array([[1.0, 0.8], [0.9, 1.1]])
+# RNN encoder-decoder with attention (004, eq. 5): annotations h_j of "I like cats" (rows) and two
+# decoder states s_0, s_1 (before writing "Me" and "gustan").
+ANNOTATIONS = np.array([[1.0, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, 1]])
+DEC_STATES = np.array([[2.0, 0, 0, 0], [0, 2, 1, 0]])
 
 PRESETS: dict[str, Preset] = {p.key: p for p in [
     Preset(
@@ -427,6 +431,28 @@ PRESETS: dict[str, Preset] = {p.key: p for p in [
         ),
         setup=AttentionSetup(DEC_Q, I4, I4, I4, X_kv=EMB3, labels=("Me", "gustan"), kv_labels=("I", "like", "cats")),
     ),
+    Preset(
+        "context-vector", "Context vector c_i = Σ α_ij h_j (RNN encoder–decoder with attention)",
+        "004 (encoder–decoder, eq. 5)", "attention",
+        "An RNN encoder maps \"I like cats\" to one annotation per word (the rows of E): h_I = [1, 0, 0, 1], "
+        "h_like = [0, 1, 0, 1], h_cats = [0, 0, 1, 1]. The decoder's states s₀ = [2, 0, 0, 0] (before writing "
+        "\"Me\") and s₁ = [0, 2, 1, 0] (before \"gustan\") are the queries (the rows of X). Score "
+        "e_ij = s_{i−1} · h_j, weights α_ij = softmax over j, context c_i = Σ_j α_ij h_j. W = I, no scaling.",
+        (
+            "Scores are dot products: s₀ · h_I = 2, s₀ · h_like = 0, s₀ · h_cats = 0, so α₁ = softmax([2, 0, 0]) = "
+            "[0.7870, 0.1065, 0.1065].",
+            "c₁ = 0.7870·h_I + 0.1065·h_like + 0.1065·h_cats = [0.7870, 0.1065, 0.1065, 1]: one weighted average "
+            "of the annotations, the size of one annotation. Every h_j ends in 1 and the weights sum to 1, so "
+            "every c_i ends in 1: check yours.",
+            "Each output word gets its own context: c₂ (for \"gustan\") leans on \"like\" (0.6652) and on "
+            "\"cats\" (0.2447; gustan agrees with the plural). Without attention the decoder had one fixed "
+            "vector for the whole sentence, which is why long sentences came out worse.",
+            "Bahdanau et al. scored with a small network, e_ij = vᵀ tanh(W s_{i−1} + U h_j); the dot product used "
+            "here is Luong et al.'s. The Transformer keeps the dot product and divides by √d_k (turn scaling on).",
+        ),
+        setup=AttentionSetup(DEC_STATES, I4, I4, I4, scale=False, X_kv=ANNOTATIONS, labels=("s0 (→ Me)", "s1 (→ gustan)"),
+                             kv_labels=("h_I", "h_like", "h_cats")),
+    ),
 ]}
 
 
@@ -499,6 +525,20 @@ def solve(key: str) -> list[Step]:
                               w, lab, lab))
             steps.append(Step("Output with the notes' scores", r"A V", w @ EMB3[:2], lab,
                               tuple(f"z{j}" for j in range(4))))
+        if key == "context-vector":
+            A = compute_attention(p.setup).weights[0]  # (T_dec, T_enc)
+            rows = _labels(p.setup.labels, A.shape[0], "t")
+            cols = tuple(f"c{j}" for j in range(ANNOTATIONS.shape[1]))
+            terms = [" + ".join(f"{A[i, j]:.4f}·{p.setup.kv_labels[j]}" for j in range(A.shape[1]))
+                     for i in range(A.shape[0])]
+            # term by term, as by hand (the same numbers as Z = A V above: V = E W_V with W_V = I)
+            ctx = np.array([sum(A[i, j] * ANNOTATIONS[j] for j in range(A.shape[1])) for i in range(A.shape[0])])
+            steps.append(Step("Context vectors c_i = Σ_j α_ij h_j", r"c_i = \sum_{j=1}^{T_x} \alpha_{ij} h_j", ctx,
+                              rows, cols, note="; ".join(f"c{i + 1} = {t}" for i, t in enumerate(terms))))
+            steps.append(Step("Without attention: one fixed context", r"c = h_{T_x} \text{ for every } i",
+                              np.repeat(ANNOTATIONS[-1:], A.shape[0], axis=0), rows, cols,
+                              note="The encoder–decoder before attention passed only its last state to the decoder: "
+                                   "the same vector for every output word."))
         return steps
     if p.kind == "layernorm":
         ln = layer_norm_steps(p.vector, p.eps)

@@ -90,6 +90,7 @@ def test_bad_cell_gives_message_and_keeps_text(typed, message):
     ("decoder-2x2", [0.1, 0.2, 0.3, 0.4]),
     ("scaling-6-4", [0.7311, 0.2689]),
     ("layernorm-2468", [-1.3416, -0.4472, 0.4472, 1.3416]),
+    ("context-vector", [0.7870, 0.1065, 0.1065, 1.0]),  # c_1 (the head's output and the context table)
 ])
 def test_switch_presets(calc, preset, first_row):
     at = calc

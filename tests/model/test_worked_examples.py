@@ -38,7 +38,7 @@ def close(a, b):
 
 def test_presets_cover_every_worked_example():
     assert set(wx.PRESETS) == {"the-cat-sat", "scaling-6-4", "layernorm-2468", "pe-d4", "padded-batch",
-                               "decoder-2x2", "enc-dec-2x3"}
+                               "decoder-2x2", "enc-dec-2x3", "context-vector"}
     for p in wx.PRESETS.values():
         assert p.hints, p.key
         wx.solve(p.key)  # every preset solves
@@ -179,6 +179,32 @@ def test_encoder_decoder_2x3():
     close(step(steps, "Softmax"), A)
     close(step(steps, "Output"), A @ E)
     close(step(steps, "Softmax")[0], [0.21198, 0.31624, 0.47178])
+
+
+def test_context_vector():
+    """Notes 004, eq. 5: c_i = sum_j alpha_ij h_j with dot-product scores (no scaling)."""
+    Hx = np.array([[1.0, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, 1]])  # annotations h_I, h_like, h_cats
+    S_dec = np.array([[2.0, 0, 0, 0], [0, 2, 1, 0]])  # decoder states s0, s1
+    e = S_dec @ Hx.T
+    alpha = np_softmax(e)
+    c = alpha @ Hx
+    steps = wx.solve("context-vector")
+    close(step(steps, "Scores"), [[2, 0, 0], [0, 2, 1]])
+    close(step(steps, "Scaled"), e)  # scaling is off in this example
+    close(step(steps, "Softmax"), alpha)
+    close(step(steps, "Softmax")[0], [0.78699, 0.10650, 0.10650])
+    close(step(steps, "Softmax")[1], [0.09003, 0.66524, 0.24473])
+    close(step(steps, "Output"), c)
+    close(step(steps, "Context vectors"), c)
+    close(step(steps, "Context vectors")[:, 3], [1, 1])  # each h_j ends in 1 and the weights sum to 1
+    assert not np.allclose(step(steps, "Context vectors")[0], step(steps, "Context vectors")[1])
+    close(step(steps, "Without attention"), [[0, 0, 1, 1], [0, 0, 1, 1]])
+    # the same numbers from torch's own attention (scale 1: the dot-product alignment, unscaled)
+    t = torch.nn.functional.scaled_dot_product_attention(
+        torch.tensor(S_dec)[None], torch.tensor(Hx)[None], torch.tensor(Hx)[None], scale=1.0)[0]
+    close(step(steps, "Context vectors"), t.numpy())
+    note = next(x for x in steps if x.title.startswith("Context vectors")).note
+    assert "c1 = 0.7870·h_I + 0.1065·h_like + 0.1065·h_cats" in note, note
 
 
 def test_multihead_with_wo_and_causal_matches_numpy():
