@@ -22,6 +22,12 @@ st.markdown(
     "The model here was trained on a toy task: English → *Kalo*, a made-up language with the same words "
     "in a different order (noun before adjective before article, verb at the end), so the correct "
     "source word of every output word is known.")
+st.caption("The idea is older than the Transformer: an RNN translator kept one vector per source word (its "
+           "annotations h_j) and gave each output word i its own context vector c_i = Σ_j α_ij h_j "
+           "(Bahdanau et al.; notes 004, eq. 5). Cross-attention below is the same sum over the encoder's "
+           "outputs, with dot-product scores, per head.")
+st.page_link("pages/calculator.py", label="Work c_i = Σ α_ij h_j out by hand in the calculator",
+             icon=":material/calculate:", query_params={"preset": "context-vector"})
 
 s2s, tok, info = tr.get_translator()
 cfg = s2s.cfg

@@ -190,3 +190,21 @@ def test_very_long_source_is_truncated_with_a_notice():
     heat = heatmaps(figures(at)[GRID])
     assert decode(heat[0]["z"]).shape[1] == 24
     assert "nan" not in screen_text(at).lower()
+
+
+def test_links_the_rnn_context_vector_to_its_calculator_preset():
+    """Notes 004 eq. 5 (c_i = sum_j alpha_ij h_j) is worked in the calculator; this page links to it,
+    and the link opens that preset."""
+    at = start()
+    links = [p.proto for p in at.get("page_link")]
+    calc = [p for p in links if p.page.endswith("calculator")]
+    assert calc, [(p.page, p.label) for p in links]
+    assert calc[0].query_string == "preset=context-vector", calc[0].query_string
+    from model.worked_examples import PRESETS
+    assert "context-vector" in PRESETS
+    at2 = app_test()
+    at2.query_params["preset"] = "context-vector"
+    at2.run()
+    at2.switch_page("pages/calculator.py").run()
+    assert not errors(at2)
+    assert any("Context vector c_i" in m.value for m in at2.info), [m.value for m in at2.info]
