@@ -4,10 +4,14 @@
 def _use_router() -> None:
     """Streamlit treats an app with a pages/ folder as an old-style (MPA v1) app until app.py has
     called st.navigation once in this server process. A deep link (/mask-lab?...) as the very
-    first request would then run pages/mask_lab.py alone, without app.py's sidebar and state, and
+    first request would then run pages/mask-lab.py alone, without app.py's sidebar and state, and
     fail. Every page imports ui, so this runs first: record that app.py routes with
     st.navigation (as st.navigation itself does) and rerun on the same URL path and query, which
-    runs app.py, whose st.navigation then resolves the page by its URL path."""
+    runs app.py, whose st.navigation then resolves the page by its URL path.
+
+    MPA v1 finds a page by its file name, so every page's file is named like its URL path
+    (pages/mask-lab.py for /mask-lab; tests/app/test_pages.py checks it). Otherwise that first
+    request would show Streamlit's "Page not found" dialog before this code ever runs."""
     try:
         from streamlit.runtime.pages_manager import PagesManager
         from streamlit.runtime.scriptrunner import get_script_run_ctx

@@ -155,7 +155,7 @@ def test_invalid_url_values_fall_back_with_notice():
     assert at.session_state["h"] in state.valid_heads(8)
 
 
-@pytest.mark.parametrize("page", ["pages/heads.py", "pages/overview.py", "pages/causal_vs_bidirectional.py"])
+@pytest.mark.parametrize("page", ["pages/heads.py", "pages/overview.py", "pages/causal-vs-bidirectional.py"])
 def test_empty_text_gives_a_friendly_message(page):
     at = start(page, text="   \n\t ")
     assert not figures(at)
@@ -201,7 +201,7 @@ def test_overview_thumbnails_and_labels():
 
 
 def test_causal_vs_bidirectional_difference():
-    at = start("pages/causal_vs_bidirectional.py", layer=1)
+    at = start("pages/causal-vs-bidirectional.py", layer=1)
     tc, _ = engine(causal=True)
     tb, _ = engine(causal=False)
     fig = figures(at)[0]
@@ -232,7 +232,7 @@ def test_causal_vs_bidirectional_difference():
 
 @pytest.mark.parametrize("mask_q", ["keys only", "keys and queries"])
 def test_mask_lab_steps(mask_q):
-    at = start("pages/mask_lab.py", ml_q=mask_q, ml_b=2, ml_head=1)
+    at = start("pages/mask-lab.py", ml_q=mask_q, ml_b=2, ml_head=1)
     texts = ["the cat sat on the mat .", "the keys to the cabinet are on the table .", "a dog ran ."]
     tok = compute.fresh_tokenizer()
     encs = [tok.encode(t).ids for t in texts]
@@ -282,8 +282,8 @@ def test_npz_export_has_contract_keys():
     assert list(z["token_labels"]) == labels
 
 
-@pytest.mark.parametrize("page", ["pages/heads.py", "pages/overview.py", "pages/causal_vs_bidirectional.py",
-                                  "pages/mask_lab.py"])
+@pytest.mark.parametrize("page", ["pages/heads.py", "pages/overview.py", "pages/causal-vs-bidirectional.py",
+                                  "pages/mask-lab.py"])
 def test_every_heatmap_has_csv_and_page_has_npz(page):
     at = start(page)
     buttons = [b.proto.label for b in at.get("download_button")]
@@ -297,7 +297,7 @@ def test_every_heatmap_has_csv_and_page_has_npz(page):
 
 def test_batch_npz_has_contract_keys():
     from ui.show import trace_npz
-    at = start("pages/mask_lab.py")
+    at = start("pages/mask-lab.py")
     texts = ("the cat sat on the mat .", "a dog ran .")
     src = compute.ModelSource("fresh", "fresh", json.dumps(
         ModelConfig(vocab_size=len(compute.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,

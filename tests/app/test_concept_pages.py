@@ -20,7 +20,7 @@ from tests.helpers import app_test, decode, errors, figures
 from ui import compute, state
 
 FRESH = state.FRESH
-PAGES = ["scaling", "positional", "layernorm", "multihead", "ffn_output", "contextual", "cost"]
+PAGES = ["scaling", "positional", "layer-norm", "multi-head", "ffn-output", "contextual", "cost"]
 
 
 def engine(text=state.DEFAULT_TEXT, *, causal=True, T=64, **cfg_changes):
@@ -134,7 +134,7 @@ def test_positional_values_equal_sinusoidal_table_and_sum():
 
 
 def test_layernorm_stats_engine_and_choice():
-    at = start("layernorm")
+    at = start("layer-norm")
     _, tr, labels, _ = engine()
     ln = tr.layers[0].ln1
     np.testing.assert_allclose(series(fig(at, "Per-token mean"), "mean before"), ln.mean[0, :, 0].numpy(), atol=1e-6)
@@ -156,7 +156,7 @@ def test_layernorm_stats_engine_and_choice():
 
 
 def test_multihead_shapes_params_and_engine():
-    at = start("multihead", mh_head=1, mh_token=3)
+    at = start("multi-head", mh_head=1, mh_token=3)
     model, tr, labels, _ = engine()
     a = tr.layers[0].attn
     qkv = decode(fig(at, "Q, K, V of token 3 in head 1")["data"][0]["z"])
@@ -175,7 +175,7 @@ def test_multihead_shapes_params_and_engine():
 
 
 def test_ffn_output_matches_engine():
-    at = start("ffn_output", ffn_layer=1)
+    at = start("ffn-output", ffn_layer=1)
     model, tr, labels, ids = engine()
     np.testing.assert_allclose(decode(fig(at, "Hidden activations")["data"][0]["z"]), tr.layers[1].ffn.hidden_post[0].numpy(), atol=1e-6)
     top = decode(fig(at, "Top-5 next tokens")["data"][0]["z"])

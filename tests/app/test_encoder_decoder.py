@@ -12,7 +12,7 @@ from model.translation import load_translator, translate_words
 from tests.helpers import app_test, decode, errors, figures
 
 torch.set_num_threads(1)
-PAGE = "pages/encoder_decoder.py"
+PAGE = "pages/encoder-decoder.py"
 DEFAULT = "the big dog sees a small cat in the old house ."
 DEFAULT_KALO = "woru gran ta kasa vek ta ni miso lit ke vidu ."
 # figure order on the page

@@ -10,8 +10,21 @@ PAGES = app_pages()
 
 
 def test_the_attention_pages_are_listed():
-    for p in ("pages/heads.py", "pages/overview.py", "pages/causal_vs_bidirectional.py", "pages/mask_lab.py"):
+    for p in ("pages/heads.py", "pages/overview.py", "pages/causal-vs-bidirectional.py", "pages/mask-lab.py"):
         assert p in PAGES
+
+
+def test_every_page_file_is_named_like_its_url_path():
+    """A deep link as a server process's first request is resolved by Streamlit's old pages/
+    lookup, by file name, before app.py has run (ui/__init__.py): /mask-lab must be
+    pages/mask-lab.py, or that user gets a "Page not found" dialog."""
+    from pathlib import PurePosixPath
+
+    from benchmarks.soak import app_constant
+    entries = app_constant("PAGES")
+    assert len(entries) == len(PAGES) >= 15
+    wrong = [(file, url) for _, file, _, url, _ in entries if PurePosixPath(file).stem != url]
+    assert wrong == [], wrong
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -17,9 +17,8 @@ ATTENTION = ["", "overview", "causal-vs-bidirectional", "mask-lab"]  # "" = the 
 
 @pytest.fixture(scope="module", autouse=True)
 def warm(server, browser):
-    """Open "/" once: until app.py has run st.navigation in a server process, Streamlit treats the
-    pages/ folder as an old-style multipage app, and a deep link as the very first request shows a
-    "Page not found" dialog (ui/__init__.py then reroutes to the right page)."""
+    """Open "/" once, so the timed tests below start with torch imported and the model built (a
+    deep link as a fresh server's first request works too: test_e2e_smoke.py)."""
     ctx = browser.new_context()
     pg = ctx.new_page()
     open_page(pg, server)

@@ -61,9 +61,8 @@ def press(page, role_label: str, key: str, times: int = 1) -> None:
 
 @pytest.fixture(scope="module")
 def warm(server, browser):
-    """Open the root once: on a fresh server Streamlit (with a pages/ folder beside app.py) serves a
-    deep link like /scaling in the legacy pages-directory mode until app.py has called
-    st.navigation once; after that every session uses the router."""
+    """Open the root once, so the tests below start with torch imported and the model built (a
+    deep link as a fresh server's first request works too: test_e2e_smoke.py)."""
     ctx = browser.new_context()
     pg = ctx.new_page()
     open_page(pg, server, "")

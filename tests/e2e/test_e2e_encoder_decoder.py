@@ -15,8 +15,7 @@ HEADING = "h4"  # "#### Translation: …"
 
 @pytest.fixture(scope="module", autouse=True)
 def warm(server, browser):
-    """Open "/" once so the server routes with st.navigation before the deep link (see the
-    attention pages' e2e tests)."""
+    """Open "/" once, so the tests below start warm (see the attention pages' e2e tests)."""
     ctx = browser.new_context()
     pg = ctx.new_page()
     open_page(pg, server)

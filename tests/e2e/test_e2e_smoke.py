@@ -2,7 +2,7 @@
 nothing leaves localhost."""
 import pytest
 
-from tests.e2e.browser import X_TICKS, exceptions, open_page, screenshot
+from tests.e2e.browser import X_TICKS, Guard, exceptions, open_page, screenshot, serving, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -16,3 +16,30 @@ def test_home_shows_heatmap(server, page):
     assert "5:cabinet" in ticks  # the default sentence, no click needed
     page.wait_for_timeout(500)
     screenshot(page, "smoke_home")
+
+
+@pytest.mark.parametrize("path, title, query", [
+    ("mask-lab", "Mask lab", "ml_head=1"),
+    ("encoder-decoder", "Encoder–decoder: cross-attention", ""),
+])
+def test_deep_link_as_a_fresh_servers_first_request(browser, path, title, query):
+    """A teacher starts the server and opens a prepared link first. Until app.py has run once in a
+    process, Streamlit resolves pages by file name (ui/__init__.py): the right page, the link's
+    settings kept, and no "Page not found" dialog."""
+    with serving() as url:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        guard = Guard()
+        ctx.route("**/*", guard.route)
+        pg = ctx.new_page()
+        try:
+            open_page(pg, url, path, query)
+            pg.wait_for_timeout(1000)  # the reroute to app.py's navigation has settled
+            wait_idle(pg)
+            assert pg.get_by_text("Page not found").count() == 0
+            assert pg.locator("h1").first.inner_text().strip() == title
+            assert exceptions(pg) == 0
+            assert f"/{path}" in pg.url and query in pg.url, pg.url
+            screenshot(pg, f"first_request_{path}")
+        finally:
+            ctx.close()
+        assert not guard.offsite, guard.offsite

@@ -34,7 +34,7 @@ def progress_step(page) -> int | None:
 
 
 def test_train_tiny_model_progress_and_sidebar(server, page):
-    open_page(page, server, "")  # a fresh server serves deep links via the router only after one root visit
+    open_page(page, server, "")  # warm: torch imported, model built
     open_page(page, server, "train")
     assert exceptions(page) == 0
     set_slider(page, "Layers", 0)  # 1 layer
