@@ -494,7 +494,7 @@ def attention_step_list(setup: AttentionSetup, head: int = 0) -> list[Step]:
         Step("Mask (1 = may attend, 0 = masked)", r"\text{allowed}_{ij} \in \{1, 0\}", s.mask01, qlab, klab, decimals=0),
         Step("Mask, additive form (0 / −∞)", r"M_{ij} = 0 \text{ if allowed, } -\infty \text{ otherwise}", s.additive, qlab, klab,
              decimals=0),
-        Step("Masked scores" + hs, r"S / \sqrt{d_k} + M", s.masked[head], qlab, klab),
+        Step("Masked scores" + hs, r"S / \sqrt{d_k} + M" if setup.scale else r"S + M", s.masked[head], qlab, klab),
         Step("Softmax (attention weights)" + hs, r"A_{ij} = \frac{e^{m_{ij}}}{\sum_{j'} e^{m_{ij'}}}",
              s.weights[head], qlab, klab,
              note=("Fully masked rows (nothing allowed) get all-zero weights: " +

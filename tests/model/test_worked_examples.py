@@ -234,6 +234,10 @@ def test_scaling_off_and_validation():
     s = wx.compute_attention(wx.AttentionSetup(X, np.eye(2), np.eye(2), np.eye(2), scale=False))
     assert s.scale == 1.0
     close(s.weights[0], np_softmax(X @ X.T))
+    # the formulas shown say what was computed: no √d_k once scaling is off
+    formulas = {st.title: st.formula for st in wx.attention_step_list(wx.AttentionSetup(X, np.eye(2), np.eye(2), np.eye(2), scale=False))}
+    assert formulas["Masked scores"] == "S + M" and "sqrt" not in formulas["Scaled"]
+    assert "sqrt" in {st.title: st.formula for st in wx.attention_step_list(wx.AttentionSetup(X, np.eye(2), np.eye(2), np.eye(2)))}["Masked scores"]
     bad = wx.AttentionSetup(X, np.eye(3), np.eye(2), np.eye(2))
     assert any("W_Q needs 2 rows" in p for p in wx.validate(bad))
     with pytest.raises(ValueError):
