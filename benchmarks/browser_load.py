@@ -3,13 +3,19 @@ after all have loaded; p50/p90/p95 repaint next to the bare app under the same l
 
 An interaction is: type a new sentence in the "Sentence" box and commit (Ctrl+Enter); on the
 Attention Lab every 5th interaction instead clicks another page in the navigation ("across
-pages"). Repaint time = commit -> the server's `script_finished` for that run arrived on the page's
-WebSocket (read from the frames, like benchmarks/stclient.py), stApp is "notRunning", the status
-widget is gone, and two animation frames have passed (the new charts are painted). Errors = an stException on the page, a timeout, or a request that left localhost.
+pages"; only when the session was given more than one page). Repaint time = commit -> the
+server's `script_finished` for that run arrived on the page's WebSocket (read from the frames,
+like benchmarks/stclient.py), stApp is "notRunning", the status widget is gone, and two animation
+frames have passed (the new charts are painted). Errors = an stException on the page, a timeout,
+or a request that left localhost.
 
     python -m benchmarks.browser_load [--sessions 10] [--interactions 20] [--pages mask-lab,contextual]
 
 On 2 cores the browsers compete with the server, so p90/p95 are noisy; judge on p50.
+
+The full run (`run()`, from benchmarks.run_all) adds two reported references in the same run: the
+heads page alone (keystrokes only, like the bare app) and the bare app drawing as many heatmaps as
+the heads page shows (BARE_APP_PANELS), as benchmarks.ws_load does for the WebSocket load.
 """
 from __future__ import annotations
 
@@ -128,7 +134,7 @@ async def _session(browser, url: str, k: int, n: int, pages: list[str], loaded: 
             await page.evaluate(ARM)
             n0 = runs.finished
             t0 = time.perf_counter()
-            if pages and i % 5 == 4:
+            if len(pages) > 1 and i % 5 == 4:
                 target = pages[(k + i) % len(pages)]
                 link = page.locator(f'[data-testid="stSidebarNav"] a[href$="/{target}"]').first
                 if not await link.count():
@@ -194,6 +200,31 @@ def run_pair(sessions: int, n: int, pages: list[str] | None = None) -> tuple[dic
     return bare, app
 
 
+def run_reference(sessions: int, n: int, panels: int) -> tuple[dict, dict]:
+    """Reported next to the target rows, same run: the heads page alone (no page changes: the
+    interactions are all keystrokes, as on the bare app) and the bare app drawing `panels` heatmaps
+    (as many as the heads page shows). Separates the cost of the number of heatmaps and of the
+    other pages from the cost of the page around the heatmaps."""
+    with Server("benchmarks/bare_app.py", env={"BARE_APP_PANELS": str(panels)}) as s:
+        ref = asyncio.run(load(s.url, sessions, n, []))
+    with Server("app.py") as s:
+        asyncio.run(load(s.url, 1, 1, [""]))
+        heads = asyncio.run(load(s.url, sessions, n, [""]))  # "" = heads, the default page
+    return heads, ref
+
+
+def reference_rows(bare: dict, heads: dict, ref: dict, panels: int, sessions: int, n: int) -> list[dict]:
+    """Reported only (no target)."""
+    name = f"Browser load, {sessions} Chromium sessions x {n} keystrokes, heads page only"
+    return [dict(benchmark=name, metric="p50 repaint (s)", app=heads["p50"], bare=bare["p50"],
+                 ratio=heads["p50"] / bare["p50"], target="(reported: no page changes)"),
+            dict(benchmark=name + f", vs a bare app drawing {panels} heatmaps", metric="p50 repaint (s)",
+                 app=heads["p50"], bare=ref["p50"], ratio=heads["p50"] / ref["p50"],
+                 target="(reported: the same number of heatmaps)"),
+            dict(benchmark=name + f", vs a bare app drawing {panels} heatmaps", metric="errors",
+                 app=len(heads["errors"]), bare=len(ref["errors"]), ratio=None, target="(reported)")]
+
+
 def rows(bare: dict, app: dict, sessions: int, n: int) -> list[dict]:
     name = f"Browser load, {sessions} Chromium sessions x {n} interactions"
     return [dict(benchmark=name, metric="p50 repaint (s)", app=app["p50"], bare=bare["p50"],
@@ -209,12 +240,18 @@ def rows(bare: dict, app: dict, sessions: int, n: int) -> list[dict]:
 def run(quick: bool = False) -> list[dict]:
     sessions, n = (3, 5) if quick else (10, 20)
     bare, app = run_pair(sessions, n)
-    for label, r in (("bare app", bare), ("Attention Lab", app)):
+    out = [("bare app", bare), ("Attention Lab", app)]
+    if not quick:
+        from benchmarks.ws_load import default_heads
+        panels = default_heads()
+        heads, ref = run_reference(sessions, n, panels)
+        out += [(f"bare app, {panels} heatmaps", ref), ("Attention Lab, heads page only", heads)]
+    for label, r in out:
         print(f"browser {label}: {r['n']} repaints, p50 {r['p50']:.2f} s, p90 {r['p90']:.2f} s, "
               f"p95 {r['p95']:.2f} s, errors {len(r['errors'])}")
         for e in r["errors"][:5]:
             print("  error:", e)
-    return rows(bare, app, sessions, n)
+    return rows(bare, app, sessions, n) + ([] if quick else reference_rows(bare, heads, ref, panels, sessions, n))
 
 
 def main() -> None:
