@@ -190,14 +190,18 @@ async def load(url: str, sessions: int, n: int, pages: list[str], timeout_ms: fl
                 n=len(xs), errors=errors, wall=wall)
 
 
+def _served(app: str, sessions: int, n: int, pages: list[str], env: dict[str, str] | None = None) -> dict:
+    """`load` on a fresh server for `app`; the Attention Lab (given pages) is opened once first:
+    the first session of the process pays the imports (see ws_load.warm)."""
+    with Server(app, env=env) as s:
+        if pages:
+            asyncio.run(load(s.url, 1, 1, pages[:1]))
+        return asyncio.run(load(s.url, sessions, n, pages))
+
+
 def run_pair(sessions: int, n: int, pages: list[str] | None = None) -> tuple[dict, dict]:
-    pages = pages or url_paths()
-    with Server("benchmarks/bare_app.py") as s:
-        bare = asyncio.run(load(s.url, sessions, n, []))
-    with Server("app.py") as s:
-        asyncio.run(load(s.url, 1, 1, pages[:1]))  # first session of the process (see ws_load.warm)
-        app = asyncio.run(load(s.url, sessions, n, pages))
-    return bare, app
+    return (_served("benchmarks/bare_app.py", sessions, n, []),
+            _served("app.py", sessions, n, pages or url_paths()))
 
 
 def run_reference(sessions: int, n: int, panels: int) -> tuple[dict, dict]:
@@ -205,11 +209,8 @@ def run_reference(sessions: int, n: int, panels: int) -> tuple[dict, dict]:
     interactions are all keystrokes, as on the bare app) and the bare app drawing `panels` heatmaps
     (as many as the heads page shows). Separates the cost of the number of heatmaps and of the
     other pages from the cost of the page around the heatmaps."""
-    with Server("benchmarks/bare_app.py", env={"BARE_APP_PANELS": str(panels)}) as s:
-        ref = asyncio.run(load(s.url, sessions, n, []))
-    with Server("app.py") as s:
-        asyncio.run(load(s.url, 1, 1, [""]))
-        heads = asyncio.run(load(s.url, sessions, n, [""]))  # "" = heads, the default page
+    ref = _served("benchmarks/bare_app.py", sessions, n, [], env={"BARE_APP_PANELS": str(panels)})
+    heads = _served("app.py", sessions, n, [""])  # "" = heads, the default page
     return heads, ref
 
 
@@ -241,17 +242,19 @@ def run(quick: bool = False) -> list[dict]:
     sessions, n = (3, 5) if quick else (10, 20)
     bare, app = run_pair(sessions, n)
     out = [("bare app", bare), ("Attention Lab", app)]
+    table_rows = rows(bare, app, sessions, n)
     if not quick:
         from benchmarks.ws_load import default_heads
         panels = default_heads()
         heads, ref = run_reference(sessions, n, panels)
         out += [(f"bare app, {panels} heatmaps", ref), ("Attention Lab, heads page only", heads)]
+        table_rows += reference_rows(bare, heads, ref, panels, sessions, n)
     for label, r in out:
         print(f"browser {label}: {r['n']} repaints, p50 {r['p50']:.2f} s, p90 {r['p90']:.2f} s, "
               f"p95 {r['p95']:.2f} s, errors {len(r['errors'])}")
         for e in r["errors"][:5]:
             print("  error:", e)
-    return rows(bare, app, sessions, n) + ([] if quick else reference_rows(bare, heads, ref, panels, sessions, n))
+    return table_rows
 
 
 def main() -> None:
