@@ -224,7 +224,7 @@ def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 
     ids_t = torch.tensor([list(ids)[: cfg.max_len]], dtype=torch.long)
     for norm in ("pre", "post"):
         model = Transformer(cfg.replace(norm=norm, final_norm=None), seed=seed)
-        from .trace import to_numpy
+        from .trace import flat_arrays as to_numpy
         names, norms = residual_norms(to_numpy(model.trace(ids_t)), cfg.n_layers)
         out[norm] = norms.mean(-1)
         out["stages"] = names

@@ -79,10 +79,3 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
     return AttentionTrace(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled,
                           allowed=allowed, masked=masked, weights=weights,
                           fully_masked=fully_masked, heads=heads)
-
-
-def softmax_t(x: Tensor, temperature: float = 1.0) -> Tensor:
-    """Softmax along the last axis with a temperature (used by the concept pages)."""
-    if temperature <= 0:
-        raise ValueError("temperature must be > 0")
-    return torch.softmax(x / temperature, dim=-1)

@@ -22,14 +22,14 @@ from torch import Tensor, nn
 
 from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
-from .layers import Block, FeedForward, LayerNorm, MultiHeadAttention, sinusoidal_table
-from .trace import AttentionTrace, BlockTrace, EmbeddingTrace, FFNTrace, LayerNormTrace
-from .transformer import init_weights
+from .layers import Block, FeedForward, LayerNorm, MultiHeadAttention
+from .trace import AttentionTrace, BlockTrace, EmbeddingTrace, FFNTrace, LayerNormTrace, TraceNode
+from .transformer import TokenModel, init_weights
 
 
 # ----------------------------------------------------------------------------- traces
 @dataclass(frozen=True)
-class DecoderBlockTrace:
+class DecoderBlockTrace(TraceNode):
     input: Tensor  # (B, T_tgt, D)  residual stream entering the block
     ln1: LayerNormTrace  # pre-LN: before self-attention; post-LN: after input + self-attention
     self_attn: AttentionTrace  # causal: weights (B, H, T_tgt, T_tgt)
@@ -43,7 +43,7 @@ class DecoderBlockTrace:
 
 
 @dataclass(frozen=True)
-class EncoderTrace:
+class EncoderTrace(TraceNode):
     ids: Tensor  # (B, T_src) long
     padding_mask: Tensor | None  # (B, T_src) bool, True = real token
     embeddings: EmbeddingTrace  # token (B, T_src, D), position (T_src, D), sum (B, T_src, D)
@@ -53,7 +53,7 @@ class EncoderTrace:
 
 
 @dataclass(frozen=True)
-class DecoderTrace:
+class DecoderTrace(TraceNode):
     ids: Tensor  # (B, T_tgt) long  (decoder input: <bos> y_1 ... y_{T-1})
     padding_mask: Tensor | None  # (B, T_tgt) bool, True = real token
     embeddings: EmbeddingTrace  # token (B, T_tgt, D), position (T_tgt, D), sum (B, T_tgt, D)
@@ -63,7 +63,7 @@ class DecoderTrace:
 
 
 @dataclass(frozen=True)
-class Seq2SeqTrace:
+class Seq2SeqTrace(TraceNode):
     encoder: EncoderTrace
     decoder: DecoderTrace
     logits: Tensor  # (B, T_tgt, V)  row i scores the token that follows decoder input i
@@ -114,68 +114,26 @@ class DecoderBlock(nn.Module):
 
 
 # ----------------------------------------------------------------------------- model
-class Seq2SeqTransformer(nn.Module):
+class Seq2SeqTransformer(TokenModel):
     """Encoder–decoder with cfg.n_layers encoder blocks and cfg.n_layers decoder blocks.
-
-    Same cfg + seed -> identical weights in any process (init_weights of model.transformer)."""
+    Embeddings, output layer and id checks are Transformer's (TokenModel); source and target
+    share them. Same cfg + seed -> identical weights in any process (init_weights)."""
 
     def __init__(self, cfg: ModelConfig, seed: int = 0):
         super().__init__()
-        if not isinstance(cfg, ModelConfig):
-            raise ValueError("Seq2SeqTransformer needs a ModelConfig")
-        self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)  # (V, D), shared src/tgt
-        if cfg.pos_encoding == "learned":
-            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
-        else:
-            self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self._build_token_io(cfg)  # tok_emb shared by source and target
         self.enc_blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.enc_ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
         self.dec_blocks = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.n_layers))
         self.dec_ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
-        self.lm_head = None if cfg.tie_weights else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self._build_output(cfg)
         init_weights(self, seed)
         self.eval()
 
-    @property
-    def output_matrix(self) -> Tensor:
-        """(V, D): rows score each vocabulary entry (the shared embedding when tied)."""
-        return self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
-
-    def position_table(self, T: int) -> Tensor:
-        """(T, D) position vectors for positions 0..T-1 (the same table for source and target)."""
-        if self.cfg.pos_encoding == "learned":
-            return self.pos_emb.weight[:T]
-        return self.pe_table[:T]
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def _check(self, ids: Tensor, mask: Tensor | None, what: str) -> None:
-        if not isinstance(ids, Tensor) or ids.dtype != torch.long:
-            raise ValueError(f"{what} must be a torch.long tensor of shape (B, T)")
-        if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
-            raise ValueError(f"{what} must have shape (B, T) with B, T >= 1; got {tuple(ids.shape)}")
-        if ids.shape[1] > self.cfg.max_len:
-            raise ValueError(f"{what} length {ids.shape[1]} exceeds max_len={self.cfg.max_len}; "
-                             f"truncate it to {self.cfg.max_len} tokens")
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= self.cfg.vocab_size:
-            raise ValueError(f"{what} ids must be in [0, {self.cfg.vocab_size - 1}]; got [{lo}, {hi}]")
-        if mask is not None and (mask.dtype != torch.bool or mask.shape != ids.shape):
-            raise ValueError(f"the padding mask of {what} must be bool with shape {tuple(ids.shape)} "
-                             "(True = real token)")
-
-    def _embed(self, ids: Tensor) -> tuple[Tensor, EmbeddingTrace]:
-        tok = self.tok_emb(ids)  # (B, T, D)
-        pos = self.position_table(ids.shape[1])  # (T, D)
-        x = tok + pos  # (B, T, D)
-        return x, EmbeddingTrace(token=tok, position=pos, sum=x)
-
     def encode(self, src_ids: Tensor, src_padding_mask: Tensor | None = None, record: bool = True):
         """memory (B, T_src, D), and an EncoderTrace when record=True (else None)."""
-        self._check(src_ids, src_padding_mask, "src_ids")
-        x, emb = self._embed(src_ids)
+        self.check_ids(src_ids, src_padding_mask, "src_ids")
+        x, emb = self.embed(src_ids)
         allowed = padding_allowed(src_padding_mask) if src_padding_mask is not None else None  # (B,1,Ts,Ts)
         layers = []
         for block in self.enc_blocks:
@@ -192,10 +150,10 @@ class Seq2SeqTransformer(nn.Module):
     def decode(self, memory: Tensor, tgt_ids: Tensor, src_padding_mask: Tensor | None = None,
                tgt_padding_mask: Tensor | None = None, record: bool = True):
         """logits (B, T_tgt, V), and a DecoderTrace when record=True (else None)."""
-        self._check(tgt_ids, tgt_padding_mask, "tgt_ids")
+        self.check_ids(tgt_ids, tgt_padding_mask, "tgt_ids")
         if memory.shape[0] != tgt_ids.shape[0]:
             raise ValueError(f"source batch {memory.shape[0]} != target batch {tgt_ids.shape[0]}")
-        x, emb = self._embed(tgt_ids)
+        x, emb = self.embed(tgt_ids)
         Tt, Ts = tgt_ids.shape[1], memory.shape[1]
         self_allowed = combine(causal_allowed(Tt),
                                padding_allowed(tgt_padding_mask) if tgt_padding_mask is not None else None)

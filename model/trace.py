@@ -1,22 +1,51 @@
 """Typed traces of every intermediate of a forward pass.
 
 Axis order is fixed: (batch B, head H, query Tq, key Tk). D = d_model, d_k = D / H.
-Traces are produced under torch.no_grad() in eval mode, detached, on CPU; `to_numpy` turns any
-trace into nested dicts of numpy arrays (keys follow the field names: the export format).
+Traces are produced under torch.no_grad() in eval mode, detached, on CPU. `trace.numpy()` gives
+the same tree of frozen dataclasses with read-only numpy arrays in place of tensors (same field
+names, same shapes): what pages, analyses and exports read, as typed attributes
+(`tr.layers[0].attn.weights`). `flat_arrays` flattens either tree into the .npz export's keys
+("layers.0.attn.weights"), taken from the field names.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
 from torch import Tensor
 
 
+class TraceNode:
+    """Base of every trace dataclass: `.numpy()` converts the whole tree."""
+
+    def numpy(self) -> Self:
+        """The same dataclass tree with read-only numpy arrays instead of tensors (floats, bools,
+        None and strings unchanged). Safe to share between sessions: nothing can write to it."""
+        return _to_numpy_tree(self)
+
+
+def _to_numpy_tree(obj: Any) -> Any:
+    if isinstance(obj, Tensor):
+        arr = obj.detach().cpu().numpy()
+        arr.flags.writeable = False
+        return arr
+    if isinstance(obj, np.ndarray):
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **{f.name: _to_numpy_tree(getattr(obj, f.name))
+                                           for f in dataclasses.fields(obj) if f.init})
+    if isinstance(obj, tuple):
+        return tuple(_to_numpy_tree(x) for x in obj)
+    if isinstance(obj, list):
+        return [_to_numpy_tree(x) for x in obj]
+    return obj
+
+
 @dataclass(frozen=True)
-class AttentionTrace:
+class AttentionTrace(TraceNode):
     q: Tensor  # (B, H, Tq, d_k)
     k: Tensor  # (B, H, Tk, d_k)
     v: Tensor  # (B, H, Tk, d_v)
@@ -33,7 +62,7 @@ class AttentionTrace:
 
 
 @dataclass(frozen=True)
-class LayerNormTrace:
+class LayerNormTrace(TraceNode):
     input: Tensor  # (B, T, D)
     mean: Tensor  # (B, T, 1)
     var: Tensor  # (B, T, 1)  biased, as F.layer_norm
@@ -42,7 +71,7 @@ class LayerNormTrace:
 
 
 @dataclass(frozen=True)
-class FFNTrace:
+class FFNTrace(TraceNode):
     input: Tensor  # (B, T, D)
     hidden_pre: Tensor  # (B, T, d_ff)  x @ W_1^T + b_1
     hidden_post: Tensor  # (B, T, d_ff)  activation(hidden_pre)
@@ -50,14 +79,14 @@ class FFNTrace:
 
 
 @dataclass(frozen=True)
-class EmbeddingTrace:
+class EmbeddingTrace(TraceNode):
     token: Tensor  # (B, T, D)  rows of the token-embedding matrix
     position: Tensor  # (T, D)  sinusoidal or learned position vectors
     sum: Tensor  # (B, T, D)  token + position: what block 0 sees
 
 
 @dataclass(frozen=True)
-class BlockTrace:
+class BlockTrace(TraceNode):
     input: Tensor  # (B, T, D)  residual stream entering the block
     ln1: LayerNormTrace  # pre-LN: before attention; post-LN: after input + attention
     attn: AttentionTrace
@@ -68,7 +97,7 @@ class BlockTrace:
 
 
 @dataclass(frozen=True)
-class ForwardTrace:
+class ForwardTrace(TraceNode):
     ids: Tensor  # (B, T) long
     causal: bool
     key_padding_mask: Tensor | None  # (B, T) bool, True = real token
@@ -80,19 +109,22 @@ class ForwardTrace:
     probs: Tensor  # (B, T, V)  softmax(logits) over the vocabulary
 
 
-def to_numpy(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:
-    """Flatten a trace into {"layers.0.attn.weights": array, ...} (the .npz export keys)."""
+def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:
+    """Flatten a trace (torch or numpy tree) into {"layers.0.attn.weights": array, ...}: the .npz
+    export's keys, named after the trace fields (None fields are left out)."""
     out: dict[str, np.ndarray] = {}
     if obj is None:
         return out
     if isinstance(obj, Tensor):
         out[prefix] = obj.detach().cpu().numpy()
+    elif isinstance(obj, np.ndarray):
+        out[prefix] = obj
     elif isinstance(obj, (bool, int, float)):
         out[prefix] = np.asarray(obj)
     elif dataclasses.is_dataclass(obj):
         for f in dataclasses.fields(obj):
-            out.update(to_numpy(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name))
+            out.update(flat_arrays(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name))
     elif isinstance(obj, (list, tuple)):
         for i, item in enumerate(obj):
-            out.update(to_numpy(item, f"{prefix}.{i}" if prefix else str(i)))
+            out.update(flat_arrays(item, f"{prefix}.{i}" if prefix else str(i)))
     return out

@@ -32,24 +32,28 @@ def init_weights(module: nn.Module, seed: int) -> None:
                 m.weight.fill_(1.0)
 
 
-class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig, seed: int = 0):
-        super().__init__()
+class TokenModel(nn.Module):
+    """What Transformer and Seq2SeqTransformer share: the token embedding, the position vectors,
+    the output layer (tied or its own matrix) and the validation of token ids. Parameter names
+    (tok_emb, pos_emb, lm_head) are the checkpoint format."""
+
+    cfg: ModelConfig
+
+    def _build_token_io(self, cfg: ModelConfig) -> None:
+        """Create tok_emb (V, D), pos_emb (max_len, D) or the sinusoidal table, and lm_head."""
         if not isinstance(cfg, ModelConfig):
-            raise ValueError("Transformer needs a ModelConfig")
+            raise ValueError(f"{type(self).__name__} needs a ModelConfig")
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
         if cfg.pos_encoding == "learned":
             self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
         else:
             self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
-        self.lm_head = None if cfg.tie_weights else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        init_weights(self, seed)
-        self.eval()
 
-    # -- the output layer: tied (x @ E^T) or its own matrix
+    def _build_output(self, cfg: ModelConfig) -> None:
+        """The output layer, registered last so parameter order (and seeded init) is unchanged."""
+        self.lm_head = None if cfg.tie_weights else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+
     @property
     def output_matrix(self) -> Tensor:
         """(V, D): the matrix whose rows score each vocabulary entry (the embedding when tied)."""
@@ -61,27 +65,49 @@ class Transformer(nn.Module):
             return self.pos_emb.weight[:T]
         return self.pe_table[:T]
 
-    def check_ids(self, ids: Tensor, key_padding_mask: Tensor | None = None) -> None:
+    def embed(self, ids: Tensor) -> tuple[Tensor, EmbeddingTrace]:
+        """x = token + position (B, T, D), and its trace."""
+        tok = self.tok_emb(ids)  # (B, T, D)
+        pos = self.position_table(ids.shape[1])  # (T, D)
+        x = tok + pos  # (B, T, D)
+        return x, EmbeddingTrace(token=tok, position=pos, sum=x)
+
+    def check_ids(self, ids: Tensor, key_padding_mask: Tensor | None = None, what: str = "ids") -> None:
+        """ValueError saying what to fix unless ids is a long (B, T) tensor of valid token ids
+        within max_len, and key_padding_mask (if any) a bool mask of the same shape."""
         if not isinstance(ids, Tensor) or ids.dtype != torch.long:
-            raise ValueError("ids must be a torch.long tensor of shape (B, T); use torch.tensor(ids, dtype=torch.long)")
+            raise ValueError(f"{what} must be a torch.long tensor of shape (B, T); use torch.tensor(ids, dtype=torch.long)")
         if ids.dim() != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
-            raise ValueError(f"ids must have shape (B, T) with B, T >= 1; got {tuple(ids.shape)} (add a batch axis with ids[None])")
+            raise ValueError(f"{what} must have shape (B, T) with B, T >= 1; got {tuple(ids.shape)} (add a batch axis with ids[None])")
         if ids.shape[1] > self.cfg.max_len:
-            raise ValueError(f"sequence length {ids.shape[1]} exceeds max_len={self.cfg.max_len}; truncate the input to {self.cfg.max_len} tokens")
+            raise ValueError(f"{what}: sequence length {ids.shape[1]} exceeds max_len={self.cfg.max_len}; truncate the input to {self.cfg.max_len} tokens")
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= self.cfg.vocab_size:
-            raise ValueError(f"token ids must be in [0, {self.cfg.vocab_size - 1}]; got values in [{lo}, {hi}]")
+            raise ValueError(f"{what}: token ids must be in [0, {self.cfg.vocab_size - 1}]; got values in [{lo}, {hi}]")
         if key_padding_mask is not None:
             if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != ids.shape:
-                raise ValueError(f"key_padding_mask must be bool with the shape of ids {tuple(ids.shape)} (True = real token)")
+                mask = "key_padding_mask" if what == "ids" else f"the padding mask of {what}"
+                raise ValueError(f"{mask} must be bool with the shape of {what} {tuple(ids.shape)} (True = real token)")
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+class Transformer(TokenModel):
+    def __init__(self, cfg: ModelConfig, seed: int = 0):
+        super().__init__()
+        self._build_token_io(cfg)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
+        self._build_output(cfg)
+        init_weights(self, seed)
+        self.eval()
 
     def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
             mask_padded_queries: bool = False):
         self.check_ids(ids, key_padding_mask)
         B, T = ids.shape
-        tok = self.tok_emb(ids)  # (B, T, D)
-        pos = self.position_table(T)  # (T, D)
-        x = tok + pos  # (B, T, D)
+        x, emb = self.embed(ids)  # (B, T, D)
         allowed = combine(causal_allowed(T) if causal else None,
                           padding_allowed(key_padding_mask, mask_queries=mask_padded_queries)
                           if key_padding_mask is not None else None)  # (T,T) or (B,1,T,T) or None
@@ -96,7 +122,7 @@ class Transformer(nn.Module):
         if not record:
             return logits
         return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,
-                            embeddings=EmbeddingTrace(token=tok, position=pos, sum=tok + pos),
+                            embeddings=emb,
                             layers=tuple(layer_traces), final_ln=final_ln, final=x,
                             logits=logits, probs=torch.softmax(logits, dim=-1))
 
@@ -114,6 +140,3 @@ class Transformer(nn.Module):
             return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries)
         finally:
             self.train(was_training)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())

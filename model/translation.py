@@ -35,7 +35,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .seq2seq import Seq2SeqTransformer, greedy_decode, greedy_ids
 from .tokenizer import BOS, EOS, SPECIALS, UNK, Tokenizer
-from .trace import to_numpy
+from .trace import flat_arrays as to_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints" / "translator"

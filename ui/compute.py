@@ -23,7 +23,7 @@ from model.batching import pad_batch
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import Tokenizer
-from model.trace import to_numpy
+from model.trace import flat_arrays as to_numpy
 from model.transformer import Transformer
 
 from . import state

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from model import analysis as A
 from model.config import PRESETS, ModelConfig, param_count
 from model.layers import sinusoidal_table
-from model.trace import to_numpy
+from model.trace import flat_arrays as to_numpy
 from model.transformer import Transformer
 
 

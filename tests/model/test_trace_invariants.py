@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from model import ModelConfig, Transformer
-from model.trace import to_numpy
+from model.trace import flat_arrays as to_numpy
 
 COMBOS = list(itertools.product(["pre", "post"], ["learned", "sinusoidal"], ["relu", "gelu"],
                                 [True, False]))

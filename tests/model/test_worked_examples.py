@@ -9,7 +9,7 @@ from model import worked_examples as wx
 from model.config import ModelConfig
 from model.layers import sinusoidal_table
 from model.lesson import STEP_KEYS, build_lesson
-from model.trace import to_numpy
+from model.trace import flat_arrays as to_numpy
 from model.transformer import Transformer
 
 TOL = 1e-4
