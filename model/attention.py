@@ -46,6 +46,29 @@ def additive(allowed: Tensor) -> Tensor:
     return torch.where(allowed, zero, torch.tensor(float("-inf")))
 
 
+def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float = 1.0
+                   ) -> tuple[Tensor, Tensor, Tensor]:
+    """Row softmax of x / temperature over the last axis where `allowed` (bool, broadcastable,
+    True = may attend; None = everything). Returns (masked, weights, row_ok):
+      masked  x / temperature, -inf where not allowed (what the page shows as "masked scores")
+      weights softmax rows (sum 1); all-zero rows where nothing is allowed, never NaN
+      row_ok  (..., Tq, 1) bool, False on fully masked rows
+    The one masked softmax: attend, the classroom analyses and the calculator call it."""
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+    x = x / temperature if temperature != 1.0 else x
+    if allowed is None:
+        allowed = torch.ones(x.shape[-2:] if x.dim() >= 2 else x.shape, dtype=torch.bool, device=x.device)
+    elif allowed.dtype != torch.bool:
+        raise ValueError("allowed must be a bool tensor (True = may attend)")
+    neg_inf = torch.tensor(float("-inf"), dtype=x.dtype)
+    masked = torch.where(allowed, x, neg_inf)  # (..., Tq, Tk)
+    row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
+    safe = torch.where(row_ok, masked, torch.zeros((), dtype=x.dtype))  # no all -inf rows
+    weights = torch.softmax(safe, dim=-1) * row_ok  # (..., Tq, Tk), zero rows when fully masked
+    return masked, weights, row_ok
+
+
 def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
            scale: float | None = None) -> AttentionTrace:
     """Scaled dot-product attention, every intermediate recorded.
@@ -65,13 +88,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
     scaled = scores * scale  # (..., Tq, Tk)
     if allowed is None:
         allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)  # (Tq, Tk)
-    elif allowed.dtype != torch.bool:
-        raise ValueError("allowed must be a bool tensor (True = may attend)")
-    neg_inf = torch.tensor(float("-inf"), dtype=scaled.dtype)
-    masked = torch.where(allowed, scaled, neg_inf)  # (..., Tq, Tk)
-    row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
-    safe = torch.where(row_ok, masked, torch.zeros((), dtype=scaled.dtype))  # no all -inf rows
-    weights = torch.softmax(safe, dim=-1) * row_ok  # (..., Tq, Tk), zero rows when fully masked
+    masked, weights, row_ok = masked_softmax(scaled, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
     heads = weights @ v  # (..., Tq, d_v)
     # (..., Tq) with the batch/head axes of the scores, e.g. (B, H, Tq), even when `allowed` is a
     # shared (Tq, Tk) mask such as the causal one (a view: no copy).

@@ -24,6 +24,19 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return pe.float()
 
 
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+               ) -> LayerNormTrace:
+    """Layer norm over the last axis, every step recorded. The output is F.layer_norm's own
+    (bit-exact with torch and HF models); mean and biased variance are recorded beside it, and
+    `normalized` = (x - mean) / sqrt(var + eps) before gamma/beta. The one layer norm: the
+    LayerNorm module, the classroom analyses and the calculator call it."""
+    mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)  # (B, T, 1)
+    normalized = (x - mean) / torch.sqrt(var + eps)  # (B, T, D)
+    out = F.layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D)
+    return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out)
+
+
 class LayerNorm(nn.Module):
     """LayerNorm over the last axis, recording mean and (biased) variance as F.layer_norm."""
 
@@ -34,12 +47,10 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d))  # beta (D,)
 
     def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, LayerNormTrace | None]:
-        mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1)
-        var = x.var(dim=-1, keepdim=True, unbiased=False)  # (B, T, 1)
-        normalized = (x - mean) / torch.sqrt(var + self.eps)  # (B, T, D)
-        out = normalized * self.weight + self.bias  # (B, T, D)
-        tr = LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out) if record else None
-        return out, tr
+        if not record:
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps), None  # (B, T, D)
+        tr = layer_norm(x, self.weight, self.bias, self.eps)
+        return tr.output, tr
 
 
 class MultiHeadAttention(nn.Module):
