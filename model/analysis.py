@@ -16,6 +16,7 @@ import torch
 
 from .config import ModelConfig, param_breakdown, param_count
 from .layers import sinusoidal_table
+from .trace import ForwardTrace
 
 # --------------------------------------------------------------------------------------------
 # 1. Scaling & softmax
@@ -204,14 +205,14 @@ def token_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(-1), x.var(-1)
 
 
-def residual_norms(arrays: dict[str, np.ndarray], n_layers: int) -> tuple[list[str], np.ndarray]:
+def residual_norms(trace: ForwardTrace) -> tuple[list[str], np.ndarray]:
     """L2 norm of every token's residual-stream vector at each stage: block input, after the
-    attention sublayer, after the FFN sublayer, ... (B = 1 trace arrays). Returns (stage names,
-    (stages, T) norms)."""
-    names, rows = ["embeddings"], [arrays["embeddings.sum"][0]]
-    for l in range(n_layers):
+    attention sublayer, after the FFN sublayer, ... (a B = 1 trace, torch or numpy). Returns
+    (stage names, (stages, T) norms)."""
+    names, rows = ["embeddings"], [trace.embeddings.sum[0]]
+    for l, block in enumerate(trace.layers):
         names += [f"L{l} after attn", f"L{l} after FFN"]
-        rows += [arrays[f"layers.{l}.resid_mid"][0], arrays[f"layers.{l}.resid_out"][0]]
+        rows += [block.resid_mid[0], block.resid_out[0]]
     return names, np.stack([np.linalg.norm(np.asarray(r, dtype=np.float64), axis=-1) for r in rows])
 
 
@@ -224,8 +225,7 @@ def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 
     ids_t = torch.tensor([list(ids)[: cfg.max_len]], dtype=torch.long)
     for norm in ("pre", "post"):
         model = Transformer(cfg.replace(norm=norm, final_norm=None), seed=seed)
-        from .trace import flat_arrays as to_numpy
-        names, norms = residual_norms(to_numpy(model.trace(ids_t)), cfg.n_layers)
+        names, norms = residual_norms(model.trace(ids_t).numpy())
         out[norm] = norms.mean(-1)
         out["stages"] = names
     return out
@@ -364,11 +364,11 @@ def common_words(labels_a: Sequence[str], labels_b: Sequence[str]) -> list[str]:
     return out
 
 
-def stage_states(arrays: dict[str, np.ndarray], n_layers: int) -> tuple[list[str], list[np.ndarray]]:
+def stage_states(trace: ForwardTrace) -> tuple[list[str], list[np.ndarray]]:
     """Per-token vectors at each depth: token embedding, + position, after each block (B = 1)."""
-    names = ["token embedding", "+ position"] + [f"after layer {l}" for l in range(n_layers)]
-    states = [arrays["embeddings.token"][0], arrays["embeddings.sum"][0]]
-    states += [arrays[f"layers.{l}.resid_out"][0] for l in range(n_layers)]
+    names = ["token embedding", "+ position"] + [f"after layer {l}" for l in range(len(trace.layers))]
+    states = [trace.embeddings.token[0], trace.embeddings.sum[0]]
+    states += [block.resid_out[0] for block in trace.layers]
     return names, [np.asarray(s, dtype=np.float64) for s in states]
 
 

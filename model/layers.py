@@ -34,7 +34,8 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     var = x.var(dim=-1, keepdim=True, unbiased=False)  # (B, T, 1)
     normalized = (x - mean) / torch.sqrt(var + eps)  # (B, T, D)
     out = F.layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D)
-    return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out)
+    return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out,
+                          gamma=weight, beta=bias)
 
 
 class LayerNorm(nn.Module):

@@ -2,8 +2,7 @@
 predict-then-reveal questions drawn from the lecture notes' self-assessment sections (000: Q1–Q7,
 001: Q1–Q5) and answered with the live numbers. Pure: numpy arrays in, dataclasses out.
 
-Input `arrays` is a trace flattened by model.trace.to_numpy (keys like "layers.0.attn.weights",
-batch axis first, B = 1).
+Input `trace` is a ForwardTrace as numpy (ForwardTrace.numpy(), batch axis first, B = 1).
 """
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .trace import ForwardTrace
 from .worked_examples import softmax_from_scores
 
 STEP_KEYS = ("embeddings", "qkv", "scores", "scale", "mask", "softmax", "weighted", "concat", "output")
@@ -96,13 +96,12 @@ def md_escape(text: str) -> str:
     return out
 
 
-def build_lesson(arrays: dict[str, np.ndarray], labels: Sequence[str], *, n_heads: int, causal: bool,
+def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, causal: bool,
                  norm: str = "pre", head: int = 0, query: int | None = None, layer: int = 0) -> list[LessonStep]:
     """Every step of layer `layer`'s attention for head `head`, seen from query position `query`
     (default: the last token, which sees the most context)."""
-    a = lambda name: np.asarray(arrays[name])  # noqa: E731
-    pre = f"layers.{layer}.attn."
-    w_all = a(pre + "weights")[0]  # (H, T, T)
+    attn, emb = trace.layers[layer].attn, trace.embeddings  # numpy, B = 1
+    w_all = attn.weights[0]  # (H, T, T)
     H, T, _ = w_all.shape
     if not 0 <= head < H:
         raise ValueError(f"head must be in 0..{H - 1}")
@@ -113,15 +112,15 @@ def build_lesson(arrays: dict[str, np.ndarray], labels: Sequence[str], *, n_head
     toks = tuple(tok(j, labels) for j in range(T))  # raw: table and chart labels
     mtoks = tuple(md_escape(t) for t in toks)  # escaped: inside markdown text and radio options
     tq = mtoks[i]
-    q, k, v = a(pre + "q")[0, head], a(pre + "k")[0, head], a(pre + "v")[0, head]  # (T, d_k)
+    q, k, v = attn.q[0, head], attn.k[0, head], attn.v[0, head]  # (T, d_k)
     d_k, d_v = q.shape[1], v.shape[1]
     D = d_k * H
-    scores, scaled, masked = a(pre + "scores")[0, head], a(pre + "scaled")[0, head], a(pre + "masked")[0, head]
-    scale = float(a(pre + "scale"))
-    allowed = np.broadcast_to(a(pre + "allowed").astype(bool), a(pre + "weights").shape)[0, head]
+    scores, scaled, masked = attn.scores[0, head], attn.scaled[0, head], attn.masked[0, head]  # (T, T)
+    scale = float(attn.scale)
+    allowed = np.broadcast_to(np.asarray(attn.allowed, dtype=bool), attn.weights.shape)[0, head]  # (T, T)
     w = w_all[head]
-    heads, concat, out = a(pre + "heads")[0, head], a(pre + "concat")[0], a(pre + "output")[0]
-    emb_tok, emb_pos, emb_sum = a("embeddings.token")[0], a("embeddings.position"), a("embeddings.sum")[0]
+    heads, concat, out = attn.heads[0, head], attn.concat[0], attn.output[0]
+    emb_tok, emb_pos, emb_sum = emb.token[0], emb.position, emb.sum[0]
     dims = lambda n, p: tuple(f"{p}{j}" for j in range(n))  # noqa: E731
     n_masked = int((~allowed).sum())
     hs = f"head {head}"

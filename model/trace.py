@@ -68,6 +68,8 @@ class LayerNormTrace(TraceNode):
     var: Tensor  # (B, T, 1)  biased, as F.layer_norm
     normalized: Tensor  # (B, T, D)  (input - mean) / sqrt(var + eps), before gamma/beta
     output: Tensor  # (B, T, D)  normalized * gamma + beta
+    gamma: Tensor | None = None  # (D,)  the learned scale (None: no scale)
+    beta: Tensor | None = None  # (D,)  the learned shift (None: no shift)
 
 
 @dataclass(frozen=True)

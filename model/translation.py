@@ -33,9 +33,8 @@ import torch.nn.functional as F
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ModelConfig
-from .seq2seq import Seq2SeqTransformer, greedy_decode, greedy_ids
+from .seq2seq import Seq2SeqTrace, Seq2SeqTransformer, greedy_decode, greedy_ids
 from .tokenizer import BOS, EOS, SPECIALS, UNK, Tokenizer
-from .trace import flat_arrays as to_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT_DIR = ROOT / "checkpoints" / "translator"
@@ -396,11 +395,10 @@ class TranslationResult:
     finished: bool  # <eos> was produced (False: stopped at the length limit)
     steps: list[TranslationStep]  # one per produced token (the last one is usually <eos>)
     dec_labels: list[str]  # decoder inputs of the final trace: ["<bos>", y_1, ...]; row i produced steps[i].token
-    trace: dict[str, np.ndarray]  # to_numpy of the final full trace, keys such as
-    #   "encoder.layers.0.attn.weights" (1, H, T_src, T_src), "decoder.layers.0.self_attn.weights"
-    #   (1, H, T_dec, T_dec), "decoder.layers.0.cross_attn.weights" (1, H, T_dec, T_src),
-    #   "encoder.embeddings.sum" (1, T_src, D), "decoder.embeddings.sum" (1, T_dec, D),
-    #   "encoder.output" (1, T_src, D), "logits"/"probs" (1, T_dec, V)
+    trace: Seq2SeqTrace  # the final full trace as numpy (Seq2SeqTrace.numpy(), B = 1):
+    #   .encoder.layers[l].attn.weights (1, H, T_src, T_src), .decoder.layers[l].self_attn.weights
+    #   (1, H, T_dec, T_dec), .decoder.layers[l].cross_attn.weights (1, H, T_dec, T_src),
+    #   .encoder.output (1, T_src, D), .logits / .probs (1, T_dec, V)
     notices: list[str] = field(default_factory=list)  # friendly messages for the page
 
 
@@ -461,7 +459,7 @@ def translate(s2s: Seq2SeqTransformer, tok: Tokenizer, text: str,
         unknown=unknown, truncated=truncated, n_words=n_words, max_src_len=max_src_len,
         tgt_tokens=tgt_tokens, output_text=" ".join(tgt_tokens), finished=res.finished,
         steps=steps, dec_labels=[BOS] + [tok.vocab[i] for i in res.ids[:-1]],
-        trace=to_numpy(res.trace), notices=notices)
+        trace=res.trace.numpy(), notices=notices)
 
 
 # ----------------------------------------------------------------------------- CLI

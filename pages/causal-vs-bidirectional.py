@@ -35,8 +35,8 @@ with c3:
     with d2:
         download_npz(bidi, key="npz_bidi", label="Bidirectional trace (.npz)", file_name="trace_bidirectional.npz")
 heads = list(range(H)) if head == "all" else [int(head)]
-wc = causal.a(f"layers.{layer}.attn.weights")  # (H, T, T)
-wb = bidi.a(f"layers.{layer}.attn.weights")
+wc = causal.trace.layers[layer].attn.weights[0]  # (H, T, T)
+wb = bidi.trace.layers[layer].attn.weights[0]
 st.caption("Per head: causal | bidirectional | bidirectional − causal (red: more attention without the mask, "
            "blue: less). In layer 0 the bidirectional row i equals the causal row i re-spread over more keys; "
            "from layer 1 on, every token's input already differs, because earlier layers saw the future too.")
@@ -58,7 +58,7 @@ show_fig(compare_grid(wc, wb, causal.labels, allowed_a=layer_allowed(causal, lay
          alt="Weights share the 0..1 Cividis scale; the difference uses a diverging red-blue scale centred on 0.")
 
 st.subheader("Next-token prediction at the last position")
-pc, pb = causal.a("probs")[-1], bidi.a("probs")[-1]  # (V,)
+pc, pb = causal.trace.probs[0, -1], bidi.trace.probs[0, -1]  # (V,)
 rows = topk_change(pc, pb, k=5)
 names = [causal.vocab[r.token_id] for r in rows]
 last = causal.labels[-1]

@@ -62,8 +62,8 @@ if run_a.causal:
     st.caption("Causal mask: a word sees only itself and the words before it, so context after it cannot change "
                "its vector. Switch the mask to bidirectional in the sidebar to let both sides count.")
 
-names, sa = A.stage_states(run_a.arrays, run_a.cfg.n_layers)
-_, sb = A.stage_states(run_b.arrays, run_b.cfg.n_layers)
+names, sa = A.stage_states(run_a.trace)
+_, sb = A.stage_states(run_b.trace)
 res = A.contextual_similarity(sa, sb, ia, ib, run_a.labels, run_b.labels, k=3)
 sim_table = pd.DataFrame({"cosine(A, B)": res["cosine"],
                           "nearest to A's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_a"]],

@@ -79,7 +79,7 @@ head_key = c2.selectbox("Head", head_opts, key="s2s_head",
                         format_func=lambda s: "average of the heads" if s == "avg" else f"head {s}")
 head = None if head_key == "avg" else int(head_key)
 which = "the average of the heads" if head is None else f"head {head}"
-cross_name = f"decoder.layers.{layer}.cross_attn"
+cross_attn = r.trace.decoder.layers[layer].cross_attn  # AttentionTrace (numpy, B = 1)
 
 # ----------------------------------------------------------------------------- step by step
 st.subheader("Step by step")
@@ -117,7 +117,7 @@ with s2:
 
 # ----------------------------------------------------------------------------- alignment
 st.subheader("Which source word did each output word look at?")
-cross = tr.head_weights(r, cross_name, layer, head)  # (T_dec, T_src)
+cross = tr.head_weights(cross_attn, head)  # (T_dec, T_src)
 produced = [s.token for s in r.steps]
 show_fig(alignment_links(cross, r.src_labels, produced, gold=ref.gold,
                          title=f"Cross-attention of layer {layer}, {which} (lines with weight ≥ 0.2)"),
@@ -138,13 +138,14 @@ st.caption("Encoder self-attention: every source word sees every source word (no
            "every output step sees every source word. Rows are queries; decoder rows are labelled "
            "“input→word it produced”.")
 rows = step_labels(r.dec_labels, produced)
-panels = [  # (title, trace name, row labels, column labels)
+panels = [  # (title, file name, row labels, column labels)
     ("Encoder self-attn (bidirectional)", f"encoder.layers.{layer}.attn", r.src_labels, r.src_labels),
-    ("Cross-attention (dec → enc)", cross_name, rows, r.src_labels),
+    ("Cross-attention (dec → enc)", f"decoder.layers.{layer}.cross_attn", rows, r.src_labels),
     ("Decoder self-attn (causal)", f"decoder.layers.{layer}.self_attn", r.dec_labels, r.dec_labels),
 ]
-allowed = [tr.allowed_matrix(r, name) for _, name, _, _ in panels]
-weights = [tr.head_weights(r, name, layer, head) for _, name, _, _ in panels]
+attns = [r.trace.encoder.layers[layer].attn, cross_attn, r.trace.decoder.layers[layer].self_attn]
+allowed = [tr.allowed_matrix(a) for a in attns]
+weights = [tr.head_weights(a, head) for a in attns]
 show_fig(three_attentions([(t, w, y, x, a) for (t, _, y, x), w, a in zip(panels, weights, allowed)], gold=ref.gold),
          "s2s_three", filename=f"three_attentions_layer{layer}",
          table=lambda: pd.concat({t: matrix_table(w, y, x).stack() for (t, _, y, x), w in zip(panels, weights)}
@@ -160,8 +161,8 @@ for i, ((title, name, ylab, xlab), a) in enumerate(zip(panels, allowed)):
 
 # ----------------------------------------------------------------------------- every head
 st.subheader(f"Cross-attention, every head of layer {layer}")
-wl = r.trace[f"{cross_name}.weights"][0]  # (H, T_dec, T_src)
-show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=tr.allowed_matrix(r, cross_name), gold=ref.gold),
+wl = cross_attn.weights[0]  # (H, T_dec, T_src)
+show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=tr.allowed_matrix(cross_attn), gold=ref.gold),
          "s2s_cross_grid", filename=f"cross_attention_layer{layer}",
          table=lambda: tr.cross_table(wl, rows, r.src_labels, layer),
          alt=f"{H} heatmaps (T_target × T_source = {wl.shape[1]} × {wl.shape[2]}), one per head, one 0..1 scale. "

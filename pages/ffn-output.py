@@ -23,12 +23,13 @@ layers = list(range(cfg.n_layers))
 state.bound("ffn_layer", 0)
 state.fix("ffn_layer", layers)
 layer = st.selectbox("Layer", layers, key="ffn_layer")
-hidden = run.a(f"layers.{layer}.ffn.hidden_post")  # (T, d_ff)
+ffn = run.trace.layers[layer].ffn  # FFNTrace (numpy, B = 1)
+hidden = ffn.hidden_post[0]  # (T, d_ff)
 show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], annotate=False,
                         title=f"Hidden activations after {cfg.activation.upper()} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
-diff = A.ffn_position_check(model, layer, run.a(f"layers.{layer}.ffn.input"), run.a(f"layers.{layer}.ffn.output"))
+diff = A.ffn_position_check(model, layer, ffn.input[0], ffn.output[0])
 active = float((hidden > 0).mean()) if cfg.activation == "relu" else float((hidden > 0.05).mean())
 st.markdown(f"Running the FFN on each position **alone** gives the same outputs as all positions at once "
             f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
@@ -39,7 +40,7 @@ state.bound("ffn_k", 5)
 if st.session_state.get("ffn_k") not in range(1, 11):
     st.session_state["ffn_k"] = 5
 k = st.slider("Top-k", 1, 10, key="ffn_k")
-probs = run.a("probs")  # (T, V)
+probs = run.trace.probs[0]  # (T, V)
 top_p, top_t = A.topk_next(probs, run.vocab, k)
 topk_table = pd.DataFrame({f"#{j + 1}": [f"{top_t[i][j]} ({top_p[i, j]:.3f})" for i in range(run.T)] for j in range(top_p.shape[1])},
                           index=idx)
@@ -51,7 +52,7 @@ if not run.causal:
 
 st.subheader("Sequence probability: p(x) = Π p(x_t | x_<t)")
 crun = run if run.causal else current_run(causal=True, notices=False)
-sp = A.sequence_logprob(crun.a("probs"), crun.ids)
+sp = A.sequence_logprob(crun.trace.probs[0], crun.ids)
 if len(sp["p"]) == 0:
     st.info("A single token has nothing to predict: type at least two tokens.")
 else:
@@ -73,7 +74,7 @@ else:
     st.dataframe(seq.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}"}), width="stretch")
 
 st.subheader("Weight tying")
-tie = A.weight_tying(model, run.a("final"), run.a("logits"))
+tie = A.weight_tying(model, run.trace.final[0], run.trace.logits[0])
 if tie["tied"]:
     st.markdown(f"The output layer **is** the token-embedding matrix E ({tie['shape'][0]} × {tie['shape'][1]}, the same "
                 f"storage): logits = h · Eᵀ. Recomputing that from the trace matches the model's logits "

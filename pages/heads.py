@@ -21,7 +21,7 @@ layer = c1.selectbox("Layer", list(range(L)), key="layer", help="Which block's s
 with c2:
     download_npz(run)
 
-w = run.a(f"layers.{layer}.attn.weights")  # (H, T, T)
+w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
 pats = label_heads(w)  # one HeadPattern per head
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]

@@ -1,14 +1,12 @@
 """Layer norm & residuals: per-token statistics before/after LN, value histograms, gamma/beta,
 the residual stream's norm across layers, pre-LN vs post-LN, batch norm vs layer norm."""
-import json
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from model import analysis as A
 from ui import state
-from ui.compute import current_run, current_source, get_model
+from ui.compute import current_run, get_norm_placement
 from ui.show import show_fig
 from viz.concepts import bar_compare, histogram_compare, line_chart, matrix_heatmap
 
@@ -17,22 +15,19 @@ st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 ove
            "then applies a learned scale γ and shift β: y = γ · (x − μ) / √(σ² + ε) + β.")
 run = current_run()
 cfg = run.cfg
-model, _ = get_model(current_source())
 
-where = [f"layer {l} · {ln}" for l in range(cfg.n_layers) for ln in ("ln1", "ln2")]
-if cfg.final_norm:
-    where.append("final LN")
+sites = {f"layer {l} · {name}": norm for l, block in enumerate(run.trace.layers)
+         for name, norm in (("ln1", block.ln1), ("ln2", block.ln2))}  # label -> LayerNormTrace
+if run.trace.final_ln is not None:
+    sites["final LN"] = run.trace.final_ln
+where = list(sites)
 state.bound("ln_where", where[0])
 state.fix("ln_where", where)
 choice = st.selectbox("Layer norm", where, key="ln_where",
                       help="pre-LN: ln1 feeds attention, ln2 feeds the FFN. post-LN: ln1 follows x + attention, ln2 follows + FFN.")
-if choice == "final LN":
-    prefix, module = "final_ln", model.ln_f
-else:
-    l, ln = int(choice.split()[1]), choice.split()[-1]
-    prefix, module = f"layers.{l}.{ln}", getattr(model.blocks[l], ln)
-x_in, x_norm, x_out = run.a(f"{prefix}.input"), run.a(f"{prefix}.normalized"), run.a(f"{prefix}.output")
-mean_in, var_in = run.a(f"{prefix}.mean")[:, 0], run.a(f"{prefix}.var")[:, 0]
+norm = sites[choice]  # LayerNormTrace (numpy, B = 1), computed by model.layers.layer_norm
+x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D)
+mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)
 mean_n, var_n = A.token_stats(x_norm)
 mean_o, var_o = A.token_stats(x_out)
 stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
@@ -52,7 +47,7 @@ with h1:
     show_fig(histogram_compare({"before LN (input)": x_in.ravel(), "after LN (normalized)": x_norm.ravel()},
                                title="All values of all tokens"), "ln_hist",
              table=pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
-gamma, beta = module.weight.detach().numpy(), module.bias.detach().numpy()
+gamma, beta = norm.gamma, norm.beta  # (D,)
 with h2:
     show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": gamma, "β (shift)": beta}, title="Learned γ and β per feature",
                         xaxis="feature", yaxis="value", markers=False),
@@ -60,7 +55,7 @@ with h2:
              alt="Fresh weights start at γ = 1, β = 0; training moves them.")
 
 st.subheader("The residual stream across layers")
-names, norms = A.residual_norms(run.arrays, cfg.n_layers)
+names, norms = A.residual_norms(run.trace)
 show_fig(matrix_heatmap(norms.T, run.labels, names, title="‖residual stream‖ per token and stage", colorscale="Viridis",
                         zmid=None, annotate=norms.size <= 150, fmt=".1f", value_name="L2 norm"),
          "ln_resid", table=pd.DataFrame(norms.T, index=stats.index, columns=names),
@@ -72,13 +67,7 @@ st.markdown(f"This model is **{cfg.norm}-LN**. "
                "post-LN (2017 paper): LN(x + Attn(x)), then LN(· + FFN(·)): the stream is renormalized after every sublayer."))
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def placement(cfg_json: str, ids: tuple[int, ...]) -> dict:
-    from model.config import ModelConfig
-    return A.norm_placement_comparison(ModelConfig.from_dict(json.loads(cfg_json)), ids, seed=0)
-
-
-cmp = placement(json.dumps(cfg.to_dict(), sort_keys=True), tuple(run.ids))
+cmp = get_norm_placement(run)
 show_fig(line_chart(cmp["stages"], {"pre-LN": cmp["pre"], "post-LN": cmp["post"]}, x_categories=True,
                     title="Pre-LN vs post-LN: mean ‖stream‖ (fresh weights, seed 0, your sentence)", yaxis="mean L2 norm"),
          "ln_pre_post", table=pd.DataFrame({"pre-LN": cmp["pre"], "post-LN": cmp["post"]}, index=cmp["stages"]),

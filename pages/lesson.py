@@ -41,7 +41,7 @@ c1.selectbox("Head", list(range(H)), key="lesson_head", format_func=lambda h: f"
 c2.selectbox("Follow the query token", list(range(T)), key="lesson_query",
              format_func=lambda i: f"{i}:{run.labels[i]}",
              help="The questions and the numbers in the text follow this row.")
-steps = build_lesson(run.arrays, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
+steps = build_lesson(run.trace, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
                      head=st.session_state["lesson_head"], query=st.session_state["lesson_query"])
 n = st.session_state["lesson_step"]
 step = steps[n - 1]

@@ -98,12 +98,12 @@ pair("Combined mask = padding × look-ahead (elementwise product; in additive fo
      steps.combined, steps.combined_add, "combined")
 
 st.subheader(f"3. Scores → masked scores → softmax (sentence {b + 1}, layer {layer}, head {h})")
-A = f"layers.{layer}.attn"
-scaled = run.arrays[f"{A}.scaled"][b, h]  # (T, T)
-masked = run.arrays[f"{A}.masked"][b, h]
-weights = run.arrays[f"{A}.weights"][b, h]
-allowed = np.broadcast_to(run.arrays[f"{A}.allowed"], run.arrays[f"{A}.weights"].shape)[b, h]
-fully = np.asarray(run.arrays[f"{A}.fully_masked"])[b, 0 if run.arrays[f"{A}.fully_masked"].shape[1] == 1 else h]
+attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B sentences)
+scaled = attn.scaled[b, h]  # (T, T)
+masked = attn.masked[b, h]  # (T, T)
+weights = attn.weights[b, h]  # (T, T)
+allowed = np.broadcast_to(attn.allowed, attn.weights.shape)[b, h]  # (T, T)
+fully = attn.fully_masked[b, 0 if attn.fully_masked.shape[1] == 1 else h]  # (T,)
 # two per row: wide enough on a projector for the "−∞" written in the masked cells
 c1, c2 = st.columns(2)
 c3, c4 = st.columns(2)
@@ -138,8 +138,8 @@ with c4:
 
 
 st.subheader("4. The same mask is applied to every head")
-all_w = run.arrays[f"{A}.weights"][b]  # (H, T, T)
-st.caption(f"The mask has shape {tuple(run.arrays[f'{A}.allowed'].shape)} = (batch, 1, query, key): the head "
+all_w = attn.weights[b]  # (H, T, T)
+st.caption(f"The mask has shape {tuple(attn.allowed.shape)} = (batch, 1, query, key): the head "
            f"axis has size 1 and is broadcast to all {H} heads, so the grey cells are the same in every panel; "
            "only the weights on the allowed cells differ.")
 show_fig(head_grid(all_w, lab, allowed=np.broadcast_to(allowed, all_w.shape) | fully[None, :, None],

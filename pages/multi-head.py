@@ -30,8 +30,8 @@ layer = c1.selectbox("Layer", layers, key="mh_layer")
 head = c2.selectbox("Head", heads, key="mh_head")
 ti = c3.selectbox("Token", list(range(T)), key="mh_token", format_func=lambda i: f"{i}: {run.labels[i]}")
 
-p = f"layers.{layer}.attn"
-qkv = np.stack([run.a(f"{p}.q")[head, ti], run.a(f"{p}.k")[head, ti], run.a(f"{p}.v")[head, ti]])
+attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B = 1)
+qkv = np.stack([attn.q[0, head, ti], attn.k[0, head, ti], attn.v[0, head, ti]])  # (3, d_k)
 dcols = [str(j) for j in range(dk)]
 show_fig(matrix_heatmap(qkv, ["q", "k", "v"], dcols, tokens_rows=False, annotate=dk <= 16,
                         title=f"Q, K, V of token {ti} in head {head} (length d_k = {dk})", col_title="dimension",
@@ -40,8 +40,8 @@ st.markdown(f"Token **{md_escape(run.labels[ti])}**: q·k with every key gives t
             "its weights mix the v vectors into row "
             f"{ti} of Z_{head}.")
 
-heads_z = run.a(f"{p}.heads")  # (H, T, d_v)
-concat, out = run.a(f"{p}.concat"), run.a(f"{p}.output")
+heads_z = attn.heads[0]  # (H, T, d_v)
+concat, out = attn.concat[0], attn.output[0]  # (T, H*d_v), (T, D)
 z1, z2 = st.columns(2)
 with z1:
     show_fig(matrix_heatmap(heads_z[head], run.labels, dcols, annotate=False, title=f"Z_{head} = weights · V_{head}  ({T} × {dk})",

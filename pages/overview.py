@@ -11,7 +11,7 @@ from viz.attention import overview_grid
 st.title("All heads overview")
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
-w = np.stack([run.a(f"layers.{l}.attn.weights") for l in range(L)])  # (L, H, T, T)
+w = np.stack([block.attn.weights[0] for block in run.trace.layers])  # (L, H, T, T)
 allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in range(L)])
 pats = label_heads(w)  # [layer][head] -> HeadPattern
 # thumbnails are small: "other" heads show the kind only (the table says which pattern came closest)

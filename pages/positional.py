@@ -61,7 +61,8 @@ with st.expander("Wavelength of every dimension (positions per full cycle)"):
 
 st.subheader("Your sentence: token embedding + position = block input")
 labels = run.labels
-tok, pos, total = run.a("embeddings.token"), run.arrays["embeddings.position"], run.a("embeddings.sum")
+emb = run.trace.embeddings  # EmbeddingTrace (numpy)
+tok, pos, total = emb.token[0], emb.position, emb.sum[0]  # (T, D) each
 state.bound("pe_token", 1)
 state.fix("pe_token", list(range(run.T)), min(1, run.T - 1))
 ti = st.selectbox("Token", list(range(run.T)), key="pe_token", format_func=lambda i: f"{i}: {labels[i]}")

@@ -33,8 +33,9 @@ qi = c3.selectbox("Query token", list(range(run.T)), key="sc_query",
 temp = c4.slider("Temperature", 0.1, 5.0, step=0.1, key="sc_temp",
                  help="softmax(x / temperature): below 1 sharpens, above 1 flattens.")
 
-scores = run.a(f"layers.{layer}.attn.scores")[head]  # (T, T)
-allowed = np.broadcast_to(run.arrays[f"layers.{layer}.attn.allowed"], run.arrays[f"layers.{layer}.attn.scores"].shape)[0, head]
+attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B = 1)
+scores = attn.scores[0, head]  # (T, T)
+allowed = np.broadcast_to(attn.allowed, attn.scores.shape)[0, head]  # (T, T)
 keys = np.flatnonzero(allowed[qi])
 if keys.size == 0:
     st.info("This query may not attend to any key (fully masked row): nothing to normalise.")
@@ -55,7 +56,7 @@ m4.metric("max weight, scaled", f"{row['max_scaled']:.4f}")
 table = pd.DataFrame({"key": [f"{j}:{run.labels[j]}" for j in keys], "score q·k": row["scores"],
                       "score / √d_k": row["scaled"], "softmax(score / T)": row["weights_unscaled"],
                       "softmax(score / √d_k / T)": row["weights_scaled"],
-                      "model's weight": run.a(f"layers.{layer}.attn.weights")[head, qi, keys]}).set_index("key")
+                      "model's weight": attn.weights[0, head, qi, keys]}).set_index("key")
 left, right = st.columns(2)
 with left:
     show_fig(bar_compare(key_labels, {"q·k (raw)": row["scores"], "q·k / √d_k": row["scaled"]},

@@ -1,13 +1,13 @@
 """Cached compute: models (shared, read-only) and traces (on small hashable keys, never tensors).
 
 Pages call `current_run()`; it reads the shared controls, shows the input notices (empty text,
-truncation, unknown words) and returns a Run whose `arrays` hold the whole trace as read-only
-numpy arrays keyed like the trace contract ("layers.0.attn.weights" -> (B, H, Tq, Tk)).
+truncation, unknown words) and returns a Run whose `trace` is the engine's ForwardTrace as
+read-only numpy arrays (`ForwardTrace.numpy()`): pages read `run.trace.layers[l].attn.weights`
+(B=1, H, Tq, Tk), typed attributes named as in the trace contract.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import threading
@@ -19,11 +19,12 @@ import numpy as np
 import streamlit as st
 import torch
 
+from model import analysis
 from model.batching import pad_batch
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import Tokenizer
-from model.trace import flat_arrays as to_numpy
+from model.trace import ForwardTrace
 from model.transformer import Transformer
 
 from . import state
@@ -129,21 +130,15 @@ class Run:
     causal: bool
     cfg: ModelConfig
     vocab: list[str]
-    arrays: dict[str, np.ndarray] = field(repr=False)  # the trace, read-only, B = 1
-
-    def a(self, name: str) -> np.ndarray:
-        """arrays[name] without the batch axis."""
-        return self.arrays[name][0]
+    trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1
 
     @property
     def T(self) -> int:
         return len(self.ids)
 
-
-def _readonly(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    for v in arrays.values():
-        v.flags.writeable = False
-    return arrays
+    def export_extras(self) -> dict[str, np.ndarray]:
+        """What the .npz export adds to the trace's arrays."""
+        return {"token_ids": np.asarray(self.ids), "token_labels": np.asarray(self.labels, dtype=str)}
 
 
 def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], list[str], int, bool, list[str]]:
@@ -164,8 +159,7 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
     tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab,
-               arrays=_readonly(to_numpy(tr)))
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab, trace=tr.numpy())
 
 
 def current_source() -> ModelSource:
@@ -220,16 +214,9 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     return run
 
 
-def npz_bytes(run: Run) -> bytes:
-    """The whole trace as .npz (keys follow the trace contract) plus ids and labels."""
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **run.arrays, token_ids=np.asarray(run.ids), token_labels=np.asarray(run.labels, dtype=str))
-    return buf.getvalue()
-
-
 def layer_allowed(run: Run, layer: int) -> np.ndarray:
     """The `allowed` mask of one layer for the single sentence, as (T, T) (or (H, T, T))."""
-    a = np.asarray(run.arrays[f"layers.{layer}.attn.allowed"], dtype=bool)
+    a = np.asarray(run.trace.layers[layer].attn.allowed, dtype=bool)
     while a.ndim > 2 and a.shape[0] == 1:
         a = a[0]
     return a
@@ -247,11 +234,16 @@ class BatchRun:
     causal: bool
     mask_queries: bool
     cfg: ModelConfig
-    arrays: dict[str, np.ndarray] = field(repr=False)  # the trace, read-only, B sentences
+    trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, B sentences
 
     @property
     def T(self) -> int:
         return self.ids.shape[1]
+
+    def export_extras(self) -> dict[str, np.ndarray]:
+        """What the .npz export adds to the trace's arrays."""
+        return {"token_ids": self.ids, "key_padding_mask": self.key_padding_mask,
+                "token_labels": np.asarray(self.labels, dtype=str)}
 
 
 @st.cache_resource(max_entries=24, show_spinner=False)
@@ -268,4 +260,14 @@ def get_batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mas
                      mask_padded_queries=mask_queries)
     return BatchRun(texts=texts, labels=labels, lengths=batch.lengths, n_tokens=[len(e.ids) for e in encs],
                     ids=batch.ids.numpy(), key_padding_mask=batch.key_padding_mask.numpy(), causal=causal,
-                    mask_queries=mask_queries, cfg=model.cfg, arrays=_readonly(to_numpy(tr)))
+                    mask_queries=mask_queries, cfg=model.cfg, trace=tr.numpy())
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _norm_placement(cfg_json: str, ids: tuple[int, ...]) -> dict:
+    return analysis.norm_placement_comparison(ModelConfig.from_dict(json.loads(cfg_json)), ids, seed=0)
+
+
+def get_norm_placement(run: Run) -> dict:
+    """Pre-LN vs post-LN on the run's ids with fresh weights of its architecture (cached)."""
+    return _norm_placement(json.dumps(run.cfg.to_dict(), sort_keys=True), tuple(run.ids))

@@ -1,6 +1,7 @@
 """Display helpers: every chart with its PNG (modebar camera) and its numbers as CSV."""
 from __future__ import annotations
 
+import io
 import re
 from typing import Callable, Sequence
 
@@ -8,6 +9,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+
+from model.trace import flat_arrays
 
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
@@ -110,28 +113,22 @@ def heads_table(weights: np.ndarray, labels: Sequence[str], layer: int) -> pd.Da
                          "key": np.asarray(lab, dtype=object)[k.ravel()], "weight": weights.ravel()})
 
 
-def trace_npz(arrays: dict, **extra) -> bytes:
-    """A trace's arrays (keys as in the trace contract) plus extras as compressed .npz bytes."""
-    import io
+def trace_npz(trace, **extra) -> bytes:
+    """The one .npz export: a trace's arrays (keys named after its fields, as in the trace
+    contract: "layers.0.attn.weights") plus extras, compressed."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{**arrays, **{k: np.asarray(v) for k, v in extra.items()}})
+    np.savez_compressed(buf, **{**flat_arrays(trace), **{k: np.asarray(v) for k, v in extra.items()}})
     return buf.getvalue()
 
 
 def download_npz(run, key: str = "npz", label: str = "Whole trace (.npz)", file_name: str = "attention_lab_trace.npz") -> None:
-    """The whole trace of the current input as .npz (keys follow the trace contract). Made only
-    when the button is clicked (nothing is sent with the page)."""
-    if hasattr(run, "key_padding_mask"):  # a padded batch (mask lab)
-        def make() -> bytes:
-            return trace_npz(run.arrays, token_ids=run.ids, key_padding_mask=run.key_padding_mask,
-                             token_labels=np.asarray(run.labels, dtype=str))
-        what = "the padded batch (axis 0 = sentence), plus token_ids, key_padding_mask and token_labels"
-    else:
-        from .compute import npz_bytes  # local import: compute imports streamlit state helpers
+    """The whole trace of the current input (a Run or a padded BatchRun) as .npz. Made only when
+    the button is clicked (nothing is sent with the page)."""
+    extras = run.export_extras()
 
-        def make() -> bytes:
-            return npz_bytes(run)
-        what = "this forward pass, plus token_ids and token_labels"
+    def make() -> bytes:
+        return trace_npz(run.trace, **extras)
+    what = "this forward pass (a batch: axis 0 = sentence), plus " + ", ".join(extras)
     st.download_button(label, make, file_name=file_name, mime="application/octet-stream", key=key,
                        on_click="ignore", icon=":material/download:",
                        help=f"Every intermediate of {what}; keys like layers.0.attn.weights "

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from model import translation as T
+from model.trace import AttentionTrace
 from model.translation import DEFAULT_MAX_SRC_LEN, TranslationResult, load_translator, translate, translate_words
 
 from .compute import md_escape
@@ -66,26 +67,25 @@ def reference(r: TranslationResult) -> Reference:
     return Reference(words, al, "", gold)
 
 
-def head_weights(r: TranslationResult, name: str, layer: int, head: int | None) -> np.ndarray:
-    """(Tq, Tk) weights of one attention ("encoder.layers.{l}.attn", "decoder.layers.{l}.self_attn",
-    "decoder.layers.{l}.cross_attn") for one head, or the mean over heads when head is None."""
-    w = r.trace[f"{name}.weights"][0]  # (H, Tq, Tk)
+def head_weights(attn: AttentionTrace, head: int | None) -> np.ndarray:
+    """(Tq, Tk) weights of one attention of the sentence (r.trace.encoder.layers[l].attn,
+    .decoder.layers[l].self_attn or .cross_attn) for one head, or the mean over heads when head is None."""
+    w = attn.weights[0]  # (H, Tq, Tk)
     return w.mean(0) if head is None else w[head]
 
 
-def allowed_matrix(r: TranslationResult, name: str) -> np.ndarray:
-    """The (Tq, Tk) `allowed` mask of an attention of this sentence (True = may attend)."""
-    w = r.trace[f"{name}.weights"]  # (1, H, Tq, Tk)
-    a = np.asarray(r.trace[f"{name}.allowed"], dtype=bool)  # (Tq, Tk) or (1, 1, Tq, Tk): shared by the heads
+def allowed_matrix(attn: AttentionTrace) -> np.ndarray:
+    """The (Tq, Tk) `allowed` mask of one attention of the sentence (True = may attend)."""
+    a = np.asarray(attn.allowed, dtype=bool)  # (Tq, Tk) or (1, 1, Tq, Tk): shared by the heads
     while a.ndim > 2:
         a = a[0]
-    return np.broadcast_to(a, w.shape[-2:])
+    return np.broadcast_to(a, attn.weights.shape[-2:])
 
 
 def alignment_rows(r: TranslationResult, ref: Reference, layer: int, head: int | None) -> pd.DataFrame:
     """Per produced word: the source word it attended to most (argmax of the cross-attention row
     that produced it) and, when known, the reference source word."""
-    w = head_weights(r, f"decoder.layers.{layer}.cross_attn", layer, head)  # (T_dec, T_src)
+    w = head_weights(r.trace.decoder.layers[layer].cross_attn, head)  # (T_dec, T_src)
     rows = []
     for i, st_ in enumerate(r.steps):
         j = int(np.argmax(w[i]))
@@ -99,19 +99,20 @@ def alignment_rows(r: TranslationResult, ref: Reference, layer: int, head: int |
 
 def sentence_accuracy(r: TranslationResult, ref: Reference, layer: int, head: int | None) -> tuple[int, int]:
     """(hits, n): rows with a known gold source word whose cross-attention argmax points to it."""
-    w = head_weights(r, f"decoder.layers.{layer}.cross_attn", layer, head)
+    w = head_weights(r.trace.decoder.layers[layer].cross_attn, head)  # (T_dec, T_src)
     known = [(i, g) for i, g in enumerate(ref.gold) if g is not None]
     return sum(int(np.argmax(w[i]) == g) for i, g in known), len(known)
 
 
 def shapes_table(r: TranslationResult, layer: int) -> pd.DataFrame:
     """The cross-attention of one layer, step by step, with the live sizes read from the trace."""
-    p = f"decoder.layers.{layer}.cross_attn"
-    x_dec = r.trace[f"decoder.layers.{layer}.resid_mid"][0]  # (T_dec, D) the stream the queries read (via LN2 in pre-LN)
-    mem = r.trace["encoder.output"][0]  # (T_src, D)
-    q, k, v = (r.trace[f"{p}.{n}"][0] for n in "qkv")  # (H, T, d_k)
-    w, heads = r.trace[f"{p}.weights"][0], r.trace[f"{p}.heads"][0]  # (H, T_dec, T_src), (H, T_dec, d_v)
-    concat, out = r.trace[f"{p}.concat"][0], r.trace[f"{p}.output"][0]  # (T_dec, H d_v), (T_dec, D)
+    block = r.trace.decoder.layers[layer]  # DecoderBlockTrace (numpy, B = 1)
+    cross = block.cross_attn
+    x_dec = block.resid_mid[0]  # (T_dec, D) the stream the queries read (via LN2 in pre-LN)
+    mem = r.trace.encoder.output[0]  # (T_src, D)
+    q, k, v = cross.q[0], cross.k[0], cross.v[0]  # (H, T, d_k)
+    w, heads = cross.weights[0], cross.heads[0]  # (H, T_dec, T_src), (H, T_dec, d_v)
+    concat, out = cross.concat[0], cross.output[0]  # (T_dec, H d_v), (T_dec, D)
     H = w.shape[0]
 
     def sz(a: np.ndarray, per_head: bool = False) -> str:

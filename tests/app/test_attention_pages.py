@@ -277,7 +277,9 @@ def test_npz_export_has_contract_keys():
         ModelConfig(vocab_size=len(compute.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
                     max_len=state.T_MAX).to_dict(), sort_keys=True), 0)
     run = compute.get_run(src, state.DEFAULT_TEXT, True, 64)
-    z = np.load(io.BytesIO(compute.npz_bytes(run)))
+    from ui.show import trace_npz
+    z = np.load(io.BytesIO(trace_npz(run.trace, **run.export_extras())))
+    assert {"layers.0.attn.weights", "layers.1.ln2.var", "embeddings.sum", "probs", "token_ids"} <= set(z.files)
     np.testing.assert_allclose(z["layers.1.attn.weights"], tr.layers[1].attn.weights.numpy(), rtol=1e-6)
     assert list(z["token_labels"]) == labels
 
@@ -303,7 +305,7 @@ def test_batch_npz_has_contract_keys():
         ModelConfig(vocab_size=len(compute.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
                     max_len=state.T_MAX).to_dict(), sort_keys=True), 0)
     run = compute.get_batch_run(src, texts, True, True, 64)
-    z = np.load(io.BytesIO(trace_npz(run.arrays, token_ids=run.ids, key_padding_mask=run.key_padding_mask)))
+    z = np.load(io.BytesIO(trace_npz(run.trace, **run.export_extras())))
     w = z["layers.0.attn.weights"]
     assert w.shape == (2, 4, run.T, run.T)
     n = len(compute.fresh_tokenizer().encode(texts[1]).ids)

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from model import analysis as A
 from model.config import PRESETS, ModelConfig, param_count
 from model.layers import sinusoidal_table
-from model.trace import flat_arrays as to_numpy
 from model.transformer import Transformer
 
 
@@ -111,14 +110,14 @@ def tiny():
     cfg = ModelConfig(vocab_size=30, d_model=16, n_heads=4, n_layers=2, max_len=32)
     model = Transformer(cfg, seed=3)
     ids = [1, 5, 7, 9, 5, 2]
-    return cfg, model, ids, to_numpy(model.trace(torch.tensor([ids])))
+    return cfg, model, ids, model.trace(torch.tensor([ids])).numpy()
 
 
 def test_residual_norms_and_placement(tiny):
     cfg, model, ids, arr = tiny
-    names, norms = A.residual_norms(arr, cfg.n_layers)
+    names, norms = A.residual_norms(arr)
     assert names[0] == "embeddings" and len(names) == 1 + 2 * cfg.n_layers
-    np.testing.assert_allclose(norms[-1], np.linalg.norm(arr["layers.1.resid_out"][0], axis=-1), rtol=1e-6)
+    np.testing.assert_allclose(norms[-1], np.linalg.norm(arr.layers[1].resid_out[0], axis=-1), rtol=1e-6)
     cmp = A.norm_placement_comparison(cfg, ids)
     # post-LN renormalises the stream after each sublayer: norm ≈ sqrt(d_model) (γ = 1, β = 0 at init)
     np.testing.assert_allclose(cmp["post"][1:], math.sqrt(cfg.d_model), rtol=1e-3)
@@ -137,17 +136,17 @@ def test_param_rows_and_preset():
 
 def test_ffn_position_check_and_weight_tying(tiny):
     cfg, model, ids, arr = tiny
-    assert A.ffn_position_check(model, 1, arr["layers.1.ffn.input"][0], arr["layers.1.ffn.output"][0]) < 1e-5
-    wt = A.weight_tying(model, arr["final"][0], arr["logits"][0])
+    assert A.ffn_position_check(model, 1, arr.layers[1].ffn.input[0], arr.layers[1].ffn.output[0]) < 1e-5
+    wt = A.weight_tying(model, arr.final[0], arr.logits[0])
     assert wt["tied"] and wt["max_diff"] < 1e-4 and wt["shape"] == (30, 16)
     untied = Transformer(cfg.replace(tie_weights=False), seed=3)
-    a2 = to_numpy(untied.trace(torch.tensor([ids])))
-    assert not A.weight_tying(untied, a2["final"][0], a2["logits"][0])["tied"]
+    a2 = untied.trace(torch.tensor([ids])).numpy()
+    assert not A.weight_tying(untied, a2.final[0], a2.logits[0])["tied"]
 
 
 def test_topk_and_sequence_logprob(tiny):
     cfg, model, ids, arr = tiny
-    probs = arr["probs"][0]
+    probs = arr.probs[0]
     p, toks = A.topk_next(probs, [f"w{i}" for i in range(30)], 3)
     assert p.shape == (len(ids), 3) and np.all(np.diff(p, axis=1) <= 0)
     assert toks[0][0] == f"w{int(np.argmax(probs[0]))}"
@@ -160,9 +159,9 @@ def test_topk_and_sequence_logprob(tiny):
 
 def test_contextual_similarity(tiny):
     cfg, model, ids, arr = tiny
-    other = to_numpy(model.trace(torch.tensor([[3, 7, 8]]), causal=False))  # id 7 = "apple"
-    names, sa = A.stage_states(arr, cfg.n_layers)
-    _, sb = A.stage_states(other, cfg.n_layers)
+    other = model.trace(torch.tensor([[3, 7, 8]]), causal=False).numpy()  # id 7 = "apple"
+    names, sa = A.stage_states(arr)
+    _, sb = A.stage_states(other)
     la, lb = ["<bos>", "a", "apple", "b", "apple", "c"], ["x", "Apple", "z"]
     assert A.common_words(la, lb) == ["apple"]
     ia, ib = A.find_word(la, "APPLE"), A.find_word(lb, "apple")

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from model import ModelConfig, Transformer
-from model.trace import flat_arrays as to_numpy
+from model.trace import flat_arrays
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = dict(vocab_size=31, d_model=16, n_heads=2, n_layers=2, max_len=16, pos_encoding="learned",
@@ -22,10 +22,10 @@ import io, sys, numpy as np, torch
 torch.manual_seed(12345)  # the global RNG must not matter
 torch.set_num_threads(int(sys.argv[2]))  # float sums are bit-identical for the same thread count
 from model import ModelConfig, Transformer
-from model.trace import flat_arrays as to_numpy
+from model.trace import flat_arrays
 m = Transformer(ModelConfig(**{CFG!r}), seed=int(sys.argv[1]))
 arrs = {{"param." + k: v.numpy() for k, v in m.state_dict().items()}}
-arrs.update({{"trace." + k: v for k, v in to_numpy(m.trace(torch.tensor({IDS!r}))).items()}})
+arrs.update({{"trace." + k: v for k, v in flat_arrays(m.trace(torch.tensor({IDS!r}))).items()}})
 buf = io.BytesIO(); np.savez(buf, **arrs); sys.stdout.buffer.write(buf.getvalue())
 """
 
@@ -41,7 +41,7 @@ def test_same_seed_identical_in_another_process():
     torch.manual_seed(0)
     m = Transformer(ModelConfig(**CFG), seed=42)
     here = {"param." + k: v.numpy() for k, v in m.state_dict().items()}
-    here.update({"trace." + k: v for k, v in to_numpy(m.trace(torch.tensor(IDS))).items()})
+    here.update({"trace." + k: v for k, v in flat_arrays(m.trace(torch.tensor(IDS))).items()})
     there = child_arrays(42)
     assert set(here) == set(there) and len(here) > 40
     for k in here:

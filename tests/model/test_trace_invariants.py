@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from model import ModelConfig, Transformer
-from model.trace import flat_arrays as to_numpy
+from model.trace import flat_arrays
 
 COMBOS = list(itertools.product(["pre", "post"], ["learned", "sinusoidal"], ["relu", "gelu"],
                                 [True, False]))
@@ -40,7 +40,7 @@ def test_trace_invariants(norm, pos, act, tie):
     H, dk = model.cfg.n_heads, model.cfg.d_k
 
     # no NaN anywhere in the whole trace (masked holds -inf by design; nothing else may be inf)
-    flat = to_numpy(tr)
+    flat = flat_arrays(tr)
     assert len(flat) > 30
     for name, arr in flat.items():
         if arr.dtype.kind == "f":
@@ -136,7 +136,7 @@ def test_fully_masked_rows_are_zero_and_flagged():
         row_sums = a.weights.sum(-1)
         torch.testing.assert_close(row_sums[~expect], torch.ones(int((~expect).sum())))
         assert not torch.isnan(a.weights).any()
-    assert not any(np.isnan(v).any() for v in to_numpy(tr).values() if v.dtype.kind == "f")
+    assert not any(np.isnan(v).any() for v in flat_arrays(tr).values() if v.dtype.kind == "f")
 
 
 def test_fully_masked_flag_has_batch_and_head_axes_for_causal_only():

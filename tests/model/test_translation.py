@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from model.seq2seq import Seq2SeqTransformer
+from model.trace import flat_arrays
 from model.tokenizer import UNK
 from model.translation import (CHECKPOINT_DIR, LEXICON, SOURCE_WORDS, TARGET_WORDS, TrainPreset,
                                alignment, alignment_hits, build_tokenizer, exact_match,
@@ -117,12 +118,12 @@ def test_translate_a_sentence_with_every_step() -> None:
     assert len(r.steps) == len(r.tgt_tokens) + 1 and r.steps[-1].token == "<eos>"
     assert r.dec_labels == ["<bos>"] + r.tgt_tokens
     L, H, Ts = model.cfg.n_layers, model.cfg.n_heads, len(r.src_ids)
-    cross = r.trace[f"decoder.layers.{L - 1}.cross_attn.weights"]
+    cross = r.trace.decoder.layers[L - 1].cross_attn.weights
     assert cross.shape == (1, H, len(r.dec_labels), Ts)
-    assert r.trace["encoder.layers.0.attn.weights"].shape == (1, H, Ts, Ts)
-    assert r.trace["decoder.layers.0.self_attn.weights"].shape == (1, H, len(r.dec_labels), len(r.dec_labels))
+    assert r.trace.encoder.layers[0].attn.weights.shape == (1, H, Ts, Ts)
+    assert r.trace.decoder.layers[0].self_attn.weights.shape == (1, H, len(r.dec_labels), len(r.dec_labels))
     assert all(not np.isnan(v).any() if k.endswith(".masked") else np.isfinite(v).all()
-                   for k, v in r.trace.items())
+                   for k, v in flat_arrays(r.trace).items())
     for t, st in enumerate(r.steps):
         assert st.cross_attn.shape == (L, H, Ts) and st.self_attn.shape == (L, H, t + 1)
         assert np.allclose(st.cross_attn.sum(-1), 1, atol=1e-5)
@@ -150,7 +151,7 @@ def test_translate_bad_input() -> None:
     assert any("only the first 20" in n for n in r.notices)
     for res in (r, translate(model, tok, "!!! ???")):
         assert all(not np.isnan(v).any() if k.endswith(".masked") else np.isfinite(v).all()
-                   for k, v in res.trace.items())
+                   for k, v in flat_arrays(res.trace).items())
         assert 1 <= len(res.steps) <= model.cfg.max_len
     with pytest.raises(ValueError):
         translate(model, tok, "the dog", max_src_len=0)

@@ -9,7 +9,6 @@ from model import worked_examples as wx
 from model.config import ModelConfig
 from model.layers import sinusoidal_table
 from model.lesson import STEP_KEYS, build_lesson
-from model.trace import flat_arrays as to_numpy
 from model.transformer import Transformer
 
 TOL = 1e-4
@@ -294,7 +293,7 @@ def test_exports():
 def lesson_run():
     cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=4, n_layers=1, d_ff=32, max_len=16)
     m = Transformer(cfg, seed=1).eval()
-    arr = to_numpy(m.trace(torch.tensor([[3, 7, 1, 9, 4, 2]]), causal=True))
+    arr = m.trace(torch.tensor([[3, 7, 1, 9, 4, 2]]), causal=True).numpy()
     return arr, ["the", "cat", "*sat*", "on", "the", "mat"]
 
 
@@ -307,9 +306,9 @@ def test_lesson_steps_and_live_answers(lesson_run):
     assert qs["mask_count"].answer == 15.0
     assert qs["concat_width"].answer == 16.0
     assert qs["x_shape"].answer == "6 × 16" and qs["out_shape"].answer == "6 × 16"
-    scores = arr["layers.0.attn.scores"][0, 1]
+    scores = arr.layers[0].attn.scores[0, 1]
     assert qs["argmax_score"].answer.startswith(f"{int(np.argmax(scores[4]))}")
-    w = arr["layers.0.attn.weights"][0, 1]
+    w = arr.layers[0].attn.weights[0, 1]
     assert qs["self_weight"].answer == pytest.approx(w[4, 4], abs=1e-4)
     assert qs["self_weight"].check(w[4, 4] + 0.09) and not qs["self_weight"].check(w[4, 4] + 0.2)
     # the scaling question's explanation quotes the live unscaled max weight
