@@ -1,15 +1,14 @@
 """Cost of attention: T² scores per head per layer, memory vs T, the engine's measured forward time
 vs T next to the theoretical curve, and GPT-2 small at 1,024 tokens in numbers."""
-import json
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from model import analysis as A
-from model.config import ModelConfig, PRESETS
+from model.config import PRESETS
 from ui import state
-from ui.compute import ModelSource, current_run, current_source, get_model
+from ui.compute import current_run, forward_timing
 from ui.show import show_fig
 from viz.concepts import line_chart
 
@@ -53,18 +52,8 @@ st.subheader("Measured: the engine on this machine")
 
 
 REPEATS = 5
-
-
-@st.cache_data(max_entries=8, show_spinner="Timing forward passes…")
-def timing(source: ModelSource, Ts: tuple[int, ...]) -> tuple[list[float], list[float]]:
-    model, _ = get_model(source)
-    secs = A.measure_forward_time(model, Ts, repeats=REPEATS, seed=0)
-    fit = A.fit_theory(Ts, secs, model.cfg)
-    return secs.tolist(), fit["fit"].tolist()
-
-
 t_grid = tuple(A.default_time_grid(cfg.max_len))
-secs, fit = timing(current_source(), t_grid)
+secs, fit = forward_timing(run.source, t_grid, REPEATS)
 tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
 show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
                     title=f"Forward time of the current model vs T (T up to its max_len {cfg.max_len})", xaxis="sequence length T",

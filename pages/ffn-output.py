@@ -6,14 +6,13 @@ import streamlit as st
 
 from model import analysis as A
 from ui import state
-from ui.compute import current_run, current_source, get_model, md_escape
+from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view
 from ui.show import show_fig
 from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
 
 st.title("FFN & output layer")
 run = current_run()
 cfg = run.cfg
-model, _ = get_model(current_source())
 idx = [f"{i}:{t}" for i, t in enumerate(run.labels)]
 
 st.subheader("Position-wise feed-forward network")
@@ -29,7 +28,7 @@ show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], a
                         title=f"Hidden activations after {cfg.activation.upper()} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
-diff = A.ffn_position_check(model, layer, ffn.input[0], ffn.output[0])
+diff = ffn_position_check(run, layer)
 active = float((hidden > 0).mean()) if cfg.activation == "relu" else float((hidden > 0.05).mean())
 st.markdown(f"Running the FFN on each position **alone** gives the same outputs as all positions at once "
             f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
@@ -74,7 +73,8 @@ else:
     st.dataframe(seq.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}"}), width="stretch")
 
 st.subheader("Weight tying")
-tie = A.weight_tying(model, run.trace.final[0], run.trace.logits[0])
+n_show = min(len(run.vocab), 12)
+tie = output_layer_view(run, n_show)
 if tie["tied"]:
     st.markdown(f"The output layer **is** the token-embedding matrix E ({tie['shape'][0]} × {tie['shape'][1]}, the same "
                 f"storage): logits = h · Eᵀ. Recomputing that from the trace matches the model's logits "
@@ -82,9 +82,7 @@ if tie["tied"]:
 else:
     st.markdown(f"This model has its own output matrix ({tie['shape'][0]} × {tie['shape'][1]}), not tied to the embedding; "
                 f"logits = h · W_outᵀ (recomputed: max |difference| = {tie['max_diff']:.1e}).")
-n_show = min(len(run.vocab), 12)
-E = model.tok_emb.weight.detach().numpy()[:n_show]
-W = model.output_matrix.detach().numpy()[:n_show]
+E, W = tie["embedding_rows"], tie["output_rows"]  # (n_show, D) each
 c1, c2 = st.columns(2)
 vocab_rows = list(run.vocab[:n_show])  # escaped by the viz
 dcols = [str(j) for j in range(cfg.d_model)]

@@ -7,14 +7,13 @@ import streamlit as st
 from model import analysis as A
 from model.config import PRESETS, param_count
 from ui import state
-from ui.compute import current_run, current_source, get_model, md_escape
+from ui.compute import allocated_parameters, current_run, md_escape
 from ui.show import show_fig
 from viz.concepts import bar_compare, matrix_heatmap
 
 st.title("Multi-head mechanics")
 run = current_run()
 cfg = run.cfg
-model, _ = get_model(current_source())
 D, H, dk, T = cfg.d_model, cfg.n_heads, cfg.d_k, run.T
 st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so d_k = d_v = {D} / {H} = {dk}. "
            "Each head projects X to its own Q_j, K_j, V_j, attends, and returns Z_j; the Z_j are "
@@ -59,7 +58,7 @@ st.subheader("Parameters")
 rows = pd.DataFrame(A.param_rows(cfg)).set_index("part")
 total = param_count(cfg)
 st.markdown(f"Current model: **{total:,}** parameters (counted from the config; the allocated model has "
-            f"{model.num_parameters():,}).")
+            f"{allocated_parameters(run.source):,}).")
 show_fig(bar_compare(list(rows.index), {"parameters": rows["parameters"].to_numpy()}, tokens=False,
                      title=f"Parameter count by part (current model, total {total:,})", yaxis="parameters"),
          "mh_params", table=rows)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from model import analysis as A
 from ui import state
-from ui.compute import ModelSource, current_run, current_source, get_model, md_escape, shipped_checkpoints
+from ui.compute import comparison_position_table, current_run, md_escape
 from ui.show import matrix_table, show_fig
 from viz.concepts import matrix_heatmap, pe_curves, two_heatmaps
 
@@ -15,7 +15,6 @@ st.caption("Attention by itself ignores order. Each position gets a vector that 
            "embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).")
 run = current_run()
 cfg = run.cfg
-model, _ = get_model(current_source())
 D = cfg.d_model
 n_pos = min(cfg.max_len, 128)
 pe = A.pe_table(n_pos, D)
@@ -89,31 +88,19 @@ show_fig(matrix_heatmap(sim, labels, labels, tokens_cols=True, title="Sinusoidal
 
 st.subheader("Learned vs sinusoidal")
 n_cmp = min(run.T if run.T >= 16 else min(cfg.max_len, 32), cfg.max_len)
-learned = None
-if cfg.pos_encoding == "learned":
-    learned = model.position_table(n_cmp).detach().numpy()
+learned, origin, ckpt = comparison_position_table(run.source, n_cmp)  # (n_cmp, D)
+n_cmp = learned.shape[0]
+if origin == "current":
     note = "The current model learns its position table (trained values when it is a trained checkpoint)."
-else:  # a shipped checkpoint trained with learned positions, if there is one
-    for name, meta in shipped_checkpoints().items():
-        if (meta.get("config") or {}).get("pos_encoding") == "learned":
-            try:
-                lm, _ = get_model(ModelSource("checkpoint", name))
-            except (OSError, ValueError):  # unreadable (e.g. being rewritten): fall back below
-                continue
-            n_cmp = min(n_cmp, lm.cfg.max_len)
-            if lm.cfg.d_model == D:
-                learned = lm.position_table(n_cmp).detach().numpy()
-                note = (f"The current model uses the sinusoidal formula (no parameters). The right side is the "
-                        f"trained position table of the shipped checkpoint “{md_escape(name)}” (same d_model = {D}): "
-                        "whatever code for positions training found, with no formula. The cosine maps below show "
-                        "which positions each table treats as alike.")
-                break
-    if learned is None:
-        from model.transformer import Transformer
-        learned = Transformer(cfg.replace(n_layers=1, pos_encoding="learned"), seed=0).position_table(n_cmp).detach().numpy()
-        note = ("The current model uses the sinusoidal formula (no parameters). For comparison, the right side is a "
-                "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
-                "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
+elif origin == "checkpoint":
+    note = (f"The current model uses the sinusoidal formula (no parameters). The right side is the "
+            f"trained position table of the shipped checkpoint “{md_escape(ckpt)}” (same d_model = {D}): "
+            "whatever code for positions training found, with no formula. The cosine maps below show "
+            "which positions each table treats as alike.")
+else:
+    note = ("The current model uses the sinusoidal formula (no parameters). For comparison, the right side is a "
+            "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
+            "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
 st.caption(note)
 show_fig(two_heatmaps(A.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
                       title=f"Position tables, first {n_cmp} positions (each with its own colour scale)"), "pe_learned",

@@ -131,6 +131,7 @@ class Run:
     cfg: ModelConfig
     vocab: list[str]
     trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1
+    source: ModelSource | None = None  # the model that computed it (for the model-level views below)
 
     @property
     def T(self) -> int:
@@ -159,7 +160,8 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
     tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab, trace=tr.numpy())
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab, trace=tr.numpy(),
+               source=source)
 
 
 def current_source() -> ModelSource:
@@ -271,3 +273,59 @@ def _norm_placement(cfg_json: str, ids: tuple[int, ...]) -> dict:
 def get_norm_placement(run: Run) -> dict:
     """Pre-LN vs post-LN on the run's ids with fresh weights of its architecture (cached)."""
     return _norm_placement(json.dumps(run.cfg.to_dict(), sort_keys=True), tuple(run.ids))
+
+
+# ----------------------------------------------------------------------------- model-level views
+# Pages never touch the cached model: what they show of its weights comes from these functions.
+
+def allocated_parameters(source: ModelSource) -> int:
+    """Parameters of the allocated model (to set beside the count from the config)."""
+    return get_model(source)[0].num_parameters()
+
+
+def ffn_position_check(run: Run, layer: int) -> float:
+    """max |FFN on each position alone - FFN on all positions| for one layer of the run."""
+    model, _ = get_model(run.source)
+    ffn = run.trace.layers[layer].ffn
+    return analysis.ffn_position_check(model, layer, ffn.input[0], ffn.output[0])
+
+
+def output_layer_view(run: Run, n_rows: int) -> dict:
+    """Weight tying of the run's model (analysis.weight_tying: tied?, shape, max |recomputed -
+    model logits|) plus the first n_rows of the embedding E and of the output matrix, (n, D)."""
+    model, _ = get_model(run.source)
+    tie = analysis.weight_tying(model, run.trace.final[0], run.trace.logits[0])
+    return {**tie, "embedding_rows": model.tok_emb.weight.detach().numpy()[:n_rows].copy(),
+            "output_rows": model.output_matrix.detach().numpy()[:n_rows].copy()}
+
+
+@st.cache_data(max_entries=8, show_spinner="Timing forward passes…")
+def forward_timing(source: ModelSource, Ts: tuple[int, ...], repeats: int) -> tuple[list[float], list[float]]:
+    """Measured forward time (best of `repeats`, s) per T and the fitted FLOP curve; once per model."""
+    model, _ = get_model(source)
+    secs = analysis.measure_forward_time(model, Ts, repeats=repeats, seed=0)
+    fit = analysis.fit_theory(Ts, secs, model.cfg)
+    return secs.tolist(), fit["fit"].tolist()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def comparison_position_table(source: ModelSource, n: int) -> tuple[np.ndarray, str, str]:
+    """A learned position table to set beside the sinusoidal one, (n', D) with n' <= n, and where
+    it comes from: ("current", "") the current model's own; ("checkpoint", name) a shipped
+    checkpoint trained with learned positions and the same d_model; ("init", "") a fresh learned
+    table at initialisation (seed 0). Built once, not per rerun."""
+    model, _ = get_model(source)
+    cfg = model.cfg
+    if cfg.pos_encoding == "learned":
+        return model.position_table(min(n, cfg.max_len)).detach().numpy().copy(), "current", ""
+    for name, meta in shipped_checkpoints().items():
+        if (meta.get("config") or {}).get("pos_encoding") == "learned":
+            try:
+                other, _ = get_model(ModelSource("checkpoint", name))
+            except (OSError, ValueError):  # unreadable (e.g. being rewritten): try the next
+                continue
+            if other.cfg.d_model == cfg.d_model:
+                n_other = min(n, other.cfg.max_len)
+                return other.position_table(n_other).detach().numpy().copy(), "checkpoint", name
+    fresh = Transformer(cfg.replace(n_layers=1, pos_encoding="learned"), seed=0)
+    return fresh.position_table(min(n, cfg.max_len)).detach().numpy().copy(), "init", ""
