@@ -48,3 +48,23 @@ def test_every_figure_carries_the_minimal_template():
     spec = json.loads(pio.to_json(fig.to_dict(), validate=False))  # as st.plotly_chart sends it
     assert spec["layout"]["template"] == json.loads(json.dumps(MINIMAL_TEMPLATE))
     assert len(pio.to_json(fig.to_dict(), validate=False)) < 400
+
+
+def test_private_routing_api_used_by_ui_init_still_exists():
+    """ui/__init__.py (_use_router) relies on Streamlit internals to make a deep link work as a fresh
+    server's first request; its fallback (a plain rerun) would hide a rename. Fail loudly instead,
+    so an upgrade of Streamlit re-checks that code (and its browser test, tests/e2e)."""
+    import dataclasses
+    import inspect
+
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx  # noqa: F401
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+
+    assert isinstance(PagesManager.uses_pages_directory, (bool, type(None)))
+    fields = {f.name for f in dataclasses.fields(RerunData)}
+    assert {"query_string", "page_name", "context_info"} <= fields
+    assert "rerun_data" in inspect.signature(RerunException.__init__).parameters
+    pm_members = dict(inspect.getmembers(PagesManager))
+    assert "intended_page_name" in pm_members and "get_pages" in pm_members
