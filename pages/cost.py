@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
 from model.config import ModelConfig, PRESETS
 from ui import state
 from ui.compute import ModelSource, current_run, current_source, get_model
@@ -18,7 +18,7 @@ run = current_run()
 cfg = run.cfg
 T = run.T
 st.caption("Every query scores every key: T × T numbers per head per layer. Double the text, four times the scores.")
-c = A.attention_cost(cfg, T)
+c = analysis.attention_cost(cfg, T)
 m1, m2, m3 = st.columns(3)
 m1.metric("your sentence", f"T = {T}")
 m2.metric("scores per head per layer (T²)", f"{c['scores_per_head_layer']:,}")
@@ -30,7 +30,7 @@ tmax_opts = [256, 1024, 4096, 16384]
 state.fix("cost_tmax", tmax_opts, 4096)
 tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax")
 Ts = np.unique(np.geomspace(8, tmax, 24).astype(int))
-cc = A.cost_curve(cfg, Ts)
+cc = analysis.cost_curve(cfg, Ts)
 curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_layer"], "scores, all heads & layers": cc["scores_total"],
                       "memory MB (float32)": cc["memory_bytes"] / 1e6, "attention FLOPs (T²)": cc["flops_attention"],
                       "projection + FFN FLOPs (T)": cc["flops_linear"]}).set_index("T")
@@ -58,12 +58,12 @@ REPEATS = 5
 @st.cache_data(max_entries=8, show_spinner="Timing forward passes…")
 def timing(source: ModelSource, Ts: tuple[int, ...]) -> tuple[list[float], list[float]]:
     model, _ = get_model(source)
-    secs = A.measure_forward_time(model, Ts, repeats=REPEATS, seed=0)
-    fit = A.fit_theory(Ts, secs, model.cfg)
+    secs = analysis.measure_forward_time(model, Ts, repeats=REPEATS, seed=0)
+    fit = analysis.fit_theory(Ts, secs, model.cfg)
     return secs.tolist(), fit["fit"].tolist()
 
 
-t_grid = tuple(A.default_time_grid(cfg.max_len))
+t_grid = tuple(analysis.default_time_grid(cfg.max_len))
 secs, fit = timing(current_source(), t_grid)
 tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
 show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
@@ -77,7 +77,7 @@ st.caption("Measured once per model and cached; the machine is shared, so timing
 
 st.subheader("GPT-2 small at 1,024 tokens")
 g = PRESETS["gpt2-small"]
-gc = A.attention_cost(g, 1024)
+gc = analysis.attention_cost(g, 1024)
 st.dataframe(pd.DataFrame({"value": [
     f"{g.n_layers} layers × {g.n_heads} heads, d_model {g.d_model}, d_k {g.d_k}",
     f"1,024² = {gc['scores_per_head_layer']:,}",

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
+from classroom.text import token_labels
 from ui import state
 from ui.compute import current_run, current_source, get_model, md_escape
 from ui.show import show_fig
@@ -14,7 +15,7 @@ st.title("FFN & output layer")
 run = current_run()
 cfg = run.cfg
 model, _ = get_model(current_source())
-idx = [f"{i}:{t}" for i, t in enumerate(run.labels)]
+idx = token_labels(run.labels, plain=True)
 
 st.subheader("Position-wise feed-forward network")
 st.caption(f"FFN(x) = W₂ · {cfg.activation.upper()}(W₁ x + b₁) + b₂, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} "
@@ -28,7 +29,7 @@ show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], a
                         title=f"Hidden activations after {cfg.activation.upper()} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
-diff = A.ffn_position_check(model, layer, run.a(f"layers.{layer}.ffn.input"), run.a(f"layers.{layer}.ffn.output"))
+diff = analysis.ffn_position_check(model, layer, run.a(f"layers.{layer}.ffn.input"), run.a(f"layers.{layer}.ffn.output"))
 active = float((hidden > 0).mean()) if cfg.activation == "relu" else float((hidden > 0.05).mean())
 st.markdown(f"Running the FFN on each position **alone** gives the same outputs as all positions at once "
             f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
@@ -40,7 +41,7 @@ if st.session_state.get("ffn_k") not in range(1, 11):
     st.session_state["ffn_k"] = 5
 k = st.slider("Top-k", 1, 10, key="ffn_k")
 probs = run.a("probs")  # (T, V)
-top_p, top_t = A.topk_next(probs, run.vocab, k)
+top_p, top_t = analysis.topk_next(probs, run.vocab, k)
 topk_table = pd.DataFrame({f"#{j + 1}": [f"{top_t[i][j]} ({top_p[i, j]:.3f})" for i in range(run.T)] for j in range(top_p.shape[1])},
                           index=idx)
 show_fig(topk_heatmap(top_p, top_t, run.labels, title=f"Top-{k} next tokens at every position"), "ffn_topk", table=topk_table,
@@ -51,13 +52,13 @@ if not run.causal:
 
 st.subheader("Sequence probability: p(x) = Π p(x_t | x_<t)")
 crun = run if run.causal else current_run(causal=True, notices=False)
-sp = A.sequence_logprob(crun.a("probs"), crun.ids)
+sp = analysis.sequence_logprob(crun.a("probs"), crun.ids)
 if len(sp["p"]) == 0:
     st.info("A single token has nothing to predict: type at least two tokens.")
 else:
     targets = crun.labels[1:]
     seq = pd.DataFrame({"token x_t": targets, "p(x_t | x_<t)": sp["p"], "log p": sp["logp"]},
-                       index=[f"{t}:{w}" for t, w in enumerate(targets, start=1)])
+                       index=token_labels(targets, plain=True, start=1))
     show_fig(bar_compare(list(seq.index), {"p(x_t | x_<t)": sp["p"]}, tokens=False,
                          title=f"Probability of each actual next token (log p(x) = {sp['total_logp']:.3f})",
                          yaxis="probability", text_format=".2f" if len(targets) <= 24 else None),
@@ -73,7 +74,7 @@ else:
     st.dataframe(seq.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}"}), width="stretch")
 
 st.subheader("Weight tying")
-tie = A.weight_tying(model, run.a("final"), run.a("logits"))
+tie = analysis.weight_tying(model, run.a("final"), run.a("logits"))
 if tie["tied"]:
     st.markdown(f"The output layer **is** the token-embedding matrix E ({tie['shape'][0]} × {tie['shape'][1]}, the same "
                 f"storage): logits = h · Eᵀ. Recomputing that from the trace matches the model's logits "
