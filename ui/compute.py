@@ -13,7 +13,6 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import streamlit as st

@@ -194,3 +194,57 @@ def test_measure_forward_time_and_fit(tiny):
     assert np.all(fit["coef"] >= 0) and fit["fit"].shape == (4,)
     synthetic = 1e-3 + 2e-9 * analysis.cost_curve(cfg, Ts)["flops_attention"]
     np.testing.assert_allclose(analysis.fit_theory(Ts, synthetic, cfg)["fit"], synthetic, rtol=1e-6)
+
+
+def test_classroom_math_is_the_engines():
+    """The consistency checks that used to run inside the app (worked_examples.pe_table raised
+    AssertionError) live here: each classroom function gives the engine's numbers."""
+    from classroom import worked_examples as wx
+    from model.attention import additive, masked_softmax
+    from model.layers import layer_norm
+
+    x = torch.randn(3, 5, dtype=torch.float64)
+    allowed = torch.rand(3, 5) > 0.3
+    _, w, _ = masked_softmax(x, allowed, temperature=0.7)
+    np.testing.assert_array_equal(analysis.softmax(x.numpy(), 0.7, allowed=allowed.numpy()), w.numpy())
+    np.testing.assert_array_equal(wx.softmax_from_scores(x.numpy(), allowed.numpy()), masked_softmax(x, allowed)[1].numpy())
+    g, b = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    ln, ref = analysis.layer_norm(x.numpy(), g.numpy(), b.numpy()), layer_norm(x, g, b)
+    for k in ("normalized", "output"):
+        np.testing.assert_array_equal(ln[k], getattr(ref, k).numpy())
+    np.testing.assert_array_equal(ln["var"], ref.var[..., 0].numpy())
+    steps = wx.layer_norm_steps(x[0].numpy())
+    np.testing.assert_array_equal(steps.output, layer_norm(x[0], torch.ones(5, dtype=torch.float64),
+                                                           torch.zeros(5, dtype=torch.float64)).output.numpy())
+    # the float64 table at an offset is the engine's rows, and agrees with the model's float32 table
+    np.testing.assert_array_equal(wx.pe_table(4, 6, start=7),
+                                  sinusoidal_table(11, 6, dtype=torch.float64).numpy()[7:])
+    np.testing.assert_allclose(wx.pe_table(50, 16), sinusoidal_table(50, 16).numpy(), atol=1e-6)
+    assert f"{wx.pe_table(2, 4)[1, 3]:.5f}" == "0.99995"  # float64: cos(0.01), as the notes write it
+    m = analysis.mask_steps(np.array([[True, True, False]]), 0, causal=True, mask_queries=False)
+    np.testing.assert_array_equal(m.pad_1d_add, additive(torch.tensor([True, True, False])).numpy())
+    np.testing.assert_array_equal(m.combined_add, np.where(m.combined > 0, 0.0, -np.inf))
+
+
+def test_one_topk_and_total_variation():
+    p = np.array([0.1, 0.4, 0.1, 0.4])
+    assert analysis.topk(p, 3).tolist() == [1, 3, 0]  # ties: lower index first
+    assert analysis.topk(p, 0).tolist() == [1] and analysis.topk(p, 99).tolist() == [1, 3, 0, 2]
+    assert analysis.topk(np.stack([p, p[::-1]]), 1).tolist() == [[1], [0]]
+    q = np.array([0.4, 0.1, 0.4, 0.1])
+    assert analysis.total_variation(p, q) == pytest.approx(0.6)
+    assert analysis.total_variation(p, p) == 0.0
+    assert analysis.total_variation([1.0, 0.0], [0.0, 1.0]) == 1.0
+    with pytest.raises(ValueError, match="same shape"):
+        analysis.total_variation(p, q[:3])
+
+
+def test_shipped_checkpoints_one_list():
+    from model.checkpoint import CHECKPOINT_DIR, shipped_checkpoints
+    dec = shipped_checkpoints()
+    assert "causal-lm" in dec and "translator" not in dec
+    assert all(meta.get("kind", "transformer") == "transformer" for meta in dec.values())
+    every = shipped_checkpoints(kind=None)
+    assert set(every) == set(dec) | set(shipped_checkpoints(kind="seq2seq"))
+    assert list(every) == sorted(every) and all((CHECKPOINT_DIR / n / "model.safetensors").is_file() for n in every)
+    assert shipped_checkpoints(CHECKPOINT_DIR / "does-not-exist") == {}
