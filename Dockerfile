@@ -31,6 +31,8 @@ RUN useradd --create-home --uid 10001 --user-group app
 # read-only for the app user; the production config replaces the development one.
 COPY app.py ./
 COPY model ./model
+COPY classroom ./classroom
+COPY training ./training
 COPY viz ./viz
 COPY ui ./ui
 COPY pages ./pages

@@ -39,7 +39,7 @@ bench: $(STAMP) chromium
 	$(PY) -m benchmarks.run_all
 
 train: $(STAMP)
-	for p in causal-lm causal-lm-learned masked-lm; do $(PY) -m model.train --preset $$p || exit 1; done
+	for p in causal-lm causal-lm-learned masked-lm; do $(PY) -m training.train --preset $$p || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)

@@ -3,7 +3,7 @@
     python -m benchmarks.bench_train            # every preset, full step count, markdown table
     python -m benchmarks.bench_train --steps 50 # quick look (time scaled to the full run too)
 
-Each preset is trained exactly as `python -m model.train --preset NAME` does (same library call,
+Each preset is trained exactly as `python -m training.train --preset NAME` does (same library call,
 same thread count), without saving. The load average is printed beside the time because the
 machine is shared: a busy machine makes every number larger.
 """
@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from model import corpus
-from model import train as T
+from training import corpus
+from training import train as training
 
 BUDGET_S = 60.0
 
@@ -26,13 +26,13 @@ def run(steps: int | None = None, presets: list[str] | None = None, threads: int
     torch.set_num_threads(threads)
     rows = []
     data = corpus.generate().train
-    for name in presets or list(T.TRAIN_PRESETS):
-        p = T.TRAIN_PRESETS[name]
+    for name in presets or list(training.TRAIN_PRESETS):
+        p = training.TRAIN_PRESETS[name]
         n = p.steps if steps is None else steps
-        tok = T.tokenizer_for(p.objective)
+        tok = training.tokenizer_for(p.objective)
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
-        res = T.train(p.config(len(tok)), tok, data, n, p.lr, p.seed, p.objective, batch_size=p.batch_size,
+        res = training.train(p.config(len(tok)), tok, data, n, p.lr, p.seed, p.objective, batch_size=p.batch_size,
                     emb_scale=p.emb_scale)
         wall = time.perf_counter() - t0
         full = wall / max(1, n) * p.steps
@@ -54,7 +54,7 @@ def markdown(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_train")
     ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--preset", action="append", choices=sorted(T.TRAIN_PRESETS))
+    ap.add_argument("--preset", action="append", choices=sorted(training.TRAIN_PRESETS))
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args(argv)
     print(markdown(run(a.steps, a.preset, a.threads)))

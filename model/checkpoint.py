@@ -23,6 +23,22 @@ from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 MAX_BYTES = 200 * 1024 * 1024
+CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"  # the shipped checkpoints
+
+
+def shipped_checkpoints(root: str | Path = CHECKPOINT_DIR, kind: str | None = "transformer") -> dict[str, dict]:
+    """{name: config.json contents} for every checkpoint directory under root (config.json and
+    model.safetensors present), sorted by name; only those of `kind` ("transformer", "seq2seq";
+    None = every kind). The one list of shipped checkpoints: the app caches it (ui/compute.py),
+    training and the tests read it."""
+    root, out = Path(root), {}
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            if (d / "config.json").is_file() and (d / "model.safetensors").is_file():
+                meta = json.loads((d / "config.json").read_text())
+                if kind is None or meta.get("kind", "transformer") == kind:
+                    out[d.name] = meta
+    return out
 
 
 def _model_kinds() -> dict[str, type]:

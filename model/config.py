@@ -13,6 +13,18 @@ POS_ENCODINGS = ("sinusoidal", "learned")
 NORMS = ("pre", "post")
 ACTIVATIONS = ("gelu", "relu")
 
+# The architecture choices the app offers (sidebar's fresh weights and the Train page): one list and
+# one rule for both. 48, 96, 192 are multiples of 12 (BERT-style 12 heads).
+D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256)
+HEAD_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
+MIN_D_K = 4  # narrower heads (d_k of 1-3 numbers per query/key) are valid configs but teach nothing
+
+
+def valid_heads(d_model: int) -> list[int]:
+    """Head counts offered for a d_model: from HEAD_CHOICES, those that divide it (ModelConfig's
+    rule) and leave every head at least MIN_D_K dimensions (d_k = d_model / heads)."""
+    return [h for h in HEAD_CHOICES if d_model % h == 0 and d_model // h >= MIN_D_K]
+
 
 @dataclass(frozen=True)
 class ModelConfig:

@@ -13,15 +13,18 @@ from .config import ModelConfig
 from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace
 
 
-def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
-    """(max_len, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)."""
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (T, 1)
+def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """(max_len, d_model) rows for positions start .. start + max_len - 1:
+    PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same). Computed in float64 and
+    returned as `dtype`: float32 for the model; float64 for the hand-checked tables of the
+    classroom (cos(0.01) = 0.99995 at 4 decimals, not float32's 0.9999)."""
+    pos = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]  # (T, 1)
     i2 = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),) = 2i
     angle = pos / torch.pow(10000.0, i2 / d_model)  # (T, ceil(D/2))
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return pe.float()
+    return pe.to(dtype)
 
 
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5

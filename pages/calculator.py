@@ -1,6 +1,6 @@
 """Calculator: every step of scaled dot-product attention in numbers (editable inputs), the lecture
 notes' worked examples as presets with the correct values, and small calculators (softmax with
-temperature, layer norm, PE). Widgets and state: ui/calculator.py; numbers: model/worked_examples.py."""
+temperature, layer norm, PE). Widgets and state: ui/calculator.py; numbers: classroom/worked_examples.py."""
 import streamlit as st
 
 from ui import calculator, lesson

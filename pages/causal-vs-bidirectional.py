@@ -1,9 +1,9 @@
 """The same weights and sentence with a causal and a bidirectional mask, side by side."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.batching import topk_change
+from classroom import analysis
+from classroom.text import token_label
 from ui import state
 from ui.compute import current_run, layer_allowed
 from ui.show import download_npz, show_fig
@@ -47,7 +47,7 @@ def diff_table() -> pd.DataFrame:
     for h in heads:
         for i, q in enumerate(causal.labels):
             for j, k in enumerate(causal.labels):
-                rows.append({"layer": layer, "head": h, "query": f"{i}:{q}", "key": f"{j}:{k}",
+                rows.append({"layer": layer, "head": h, "query": token_label(i, q), "key": token_label(j, k),
                              "causal": wc[h, i, j], "bidirectional": wb[h, i, j], "difference": wb[h, i, j] - wc[h, i, j]})
     return pd.DataFrame(rows)
 
@@ -59,14 +59,14 @@ show_fig(compare_grid(wc, wb, causal.labels, allowed_a=layer_allowed(causal, lay
 
 st.subheader("Next-token prediction at the last position")
 pc, pb = causal.trace.probs[0, -1], bidi.trace.probs[0, -1]  # (V,)
-rows = topk_change(pc, pb, k=5)
+rows = analysis.topk_change(pc, pb, k=5)
 names = [causal.vocab[r.token_id] for r in rows]
 last = causal.labels[-1]
 show_fig(topk_bars(names, [r.p_a for r in rows], [r.p_b for r in rows],
                    title=f"p(next token | …, {last}) — top 5 of each"), "topk_bars", filename="next_token_top5",
          table=pd.DataFrame({"token": names, "p causal": [r.p_a for r in rows],
                              "p bidirectional": [r.p_b for r in rows], "change": [r.delta for r in rows]}))
-tv = 0.5 * float(np.abs(pc.astype(np.float64) - pb).sum())
+tv = analysis.total_variation(pc, pb)
 st.caption(f"Total variation distance between the two distributions: {tv:.4f}. With one layer the last "
            "position's prediction would be identical (its row already sees every token); with more layers the "
            "earlier positions feed it different vectors. A model trained causally is only meaningful under the causal mask.")

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
 from model.config import PRESETS
 from ui import state
 from ui.compute import current_run, forward_timing
@@ -17,7 +17,7 @@ run = current_run()
 cfg = run.cfg
 T = run.T
 st.caption("Every query scores every key: T × T numbers per head per layer. Double the text, four times the scores.")
-c = A.attention_cost(cfg, T)
+c = analysis.attention_cost(cfg, T)
 m1, m2, m3 = st.columns(3)
 m1.metric("your sentence", f"T = {T}")
 m2.metric("scores per head per layer (T²)", f"{c['scores_per_head_layer']:,}")
@@ -29,7 +29,7 @@ tmax_opts = [256, 1024, 4096, 16384]
 state.fix("cost_tmax", tmax_opts, 4096)
 tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax")
 Ts = np.unique(np.geomspace(8, tmax, 24).astype(int))
-cc = A.cost_curve(cfg, Ts)
+cc = analysis.cost_curve(cfg, Ts)
 curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_layer"], "scores, all heads & layers": cc["scores_total"],
                       "memory MB (float32)": cc["memory_bytes"] / 1e6, "attention FLOPs (T²)": cc["flops_attention"],
                       "projection + FFN FLOPs (T)": cc["flops_linear"]}).set_index("T")
@@ -52,7 +52,7 @@ st.subheader("Measured: the engine on this machine")
 
 
 REPEATS = 5
-t_grid = tuple(A.default_time_grid(cfg.max_len))
+t_grid = tuple(analysis.default_time_grid(cfg.max_len))
 secs, fit = forward_timing(run.source, t_grid, REPEATS)
 tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
 show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
@@ -66,7 +66,7 @@ st.caption("Measured once per model and cached; the machine is shared, so timing
 
 st.subheader("GPT-2 small at 1,024 tokens")
 g = PRESETS["gpt2-small"]
-gc = A.attention_cost(g, 1024)
+gc = analysis.attention_cost(g, 1024)
 st.dataframe(pd.DataFrame({"value": [
     f"{g.n_layers} layers × {g.n_heads} heads, d_model {g.d_model}, d_k {g.d_k}",
     f"1,024² = {gc['scores_per_head_layer']:,}",

@@ -1,13 +1,14 @@
 """Encoder–decoder: a trained toy translator (English -> Kalo) and its cross-attention.
 
-Numbers: model.translation.translate (greedy decoding, every step traced) via ui.translator;
+Numbers: training.translation.translate (greedy decoding, every step traced) via ui.translator;
 figures: viz.seq2seq and viz.attention. This script only lays them out.
 """
 import pandas as pd
 import streamlit as st
 
+from classroom.text import token_labels
 from ui import state
-from ui import translator as tr
+from ui import translator
 from ui.compute import md_escape
 from ui.show import matrix_table, show_fig
 from viz.attention import mask_heatmap
@@ -29,19 +30,19 @@ st.caption("The idea is older than the Transformer: an RNN translator kept one v
 st.page_link("pages/calculator.py", label="Work c_i = Σ α_ij h_j out by hand in the calculator",
              icon=":material/calculate:", query_params={"preset": "context-vector"})
 
-s2s, tok, info = tr.get_translator()
+s2s, tok, info = translator.get_translator()
 cfg = s2s.cfg
 L, H = cfg.n_layers, cfg.n_heads
 
-state.bound("s2s_text", tr.DEFAULT_SENTENCE, lambda raw: raw[: tr.MAX_CHARS])
+state.bound("s2s_text", translator.DEFAULT_SENTENCE, lambda raw: raw[: translator.MAX_CHARS])
 text = st.text_input("English sentence (this page's own input; the sidebar drives the other pages)",
-                     key="s2s_text", max_chars=tr.MAX_CHARS,
+                     key="s2s_text", max_chars=translator.MAX_CHARS,
                      help="Words of the toy vocabulary (below), e.g. “a happy child finds the red ball near "
                           "a tall tree .” Other words become <unk>.")
 with st.expander("The toy vocabulary and grammar"):
     st.markdown("Sentence: *subject* **verb** *object* [**preposition** *place*] [.], each noun phrase = "
                 "article, up to two adjectives, noun. Kalo order: subject [place postposition] object verb .")
-    vocab = tr.vocabulary_table()
+    vocab = translator.vocabulary_table()
     st.dataframe(vocab, hide_index=True, width="stretch", height=300)
 
 if not str(text).strip():
@@ -49,12 +50,12 @@ if not str(text).strip():
             icon=":material/edit:")
     st.stop()
 try:
-    r = tr.get_translation(str(text))
+    r = translator.get_translation(str(text))
 except ValueError as e:  # translate() explains what is wrong with the input
     st.info(md_escape(str(e)), icon=":material/edit:")
     st.stop()
-tr.input_notices(r)
-ref = tr.reference(r)
+translator.input_notices(r)
+ref = translator.reference(r)
 
 # ----------------------------------------------------------------------------- the translation
 out = " ".join(md_escape(w) for w in r.tgt_tokens) or "(nothing)"
@@ -95,19 +96,19 @@ st_ = r.steps[step - 1]
 so_far = [md_escape(w) for w in r.dec_labels[1:step]]
 new = md_escape(st_.token)
 st.markdown(f"#### {' '.join(so_far)} **:orange[{new}]**")
-w_step = tr.step_weights(st_, layer, head)  # (T_src,)
+w_step = translator.step_weights(st_, layer, head)  # (T_src,)
 gold = ref.gold[step - 1]
 s1, s2 = st.columns([2, 1])
 with s1:
     show_fig(step_bars(w_step, r.src_labels, gold=gold,
                        title=f"Step {step}: “{st_.token}” attended to … (layer {layer}, {which})"),
              "s2s_step_bars", filename=f"cross_attention_step{step}",
-             table=lambda: pd.DataFrame({"source word": [f"{j}:{w}" for j, w in enumerate(r.src_labels)],
+             table=lambda: pd.DataFrame({"source word": token_labels(r.src_labels, plain=True),
                                          "weight": w_step}).set_index("source word"),
              alt="Bars: the cross-attention weights of the new word over the source words (they sum to 1). "
                  "Orange = attended most; a vermillion outline marks the reference source word.")
 with s2:
-    top_j = tr.argmax(w_step)
+    top_j = translator.argmax(w_step)
     st.markdown(f"Attended most: **{md_escape(r.src_labels[top_j])}** ({w_step[top_j]:.2f})  \n"
                 + ("Reference source word: " + (f"**{md_escape(r.src_labels[gold])}**" if gold is not None
                                                   else "not known for this step")))
@@ -117,18 +118,18 @@ with s2:
 
 # ----------------------------------------------------------------------------- alignment
 st.subheader("Which source word did each output word look at?")
-cross = tr.head_weights(cross_attn, head)  # (T_dec, T_src)
+cross = translator.head_weights(cross_attn, head)  # (T_dec, T_src)
 produced = [s.token for s in r.steps]
 show_fig(alignment_links(cross, r.src_labels, produced, gold=ref.gold,
                          title=f"Cross-attention of layer {layer}, {which} (lines with weight ≥ 0.2)"),
          "s2s_links", filename="alignment_links", table=lambda: matrix_table(cross, produced, r.src_labels),
          alt="Source words on top, output words below. Blue lines: cross-attention (thicker = more). "
              "Dashed vermillion: the reference alignment. The lines cross because Kalo reorders the words.")
-hits, n = tr.sentence_accuracy(r, ref, layer, head)
+hits, n = translator.sentence_accuracy(r, ref, layer, head)
 if n:
     st.markdown(f"This sentence: the argmax of {which} in layer {layer} points to the reference source word "
                 f"for **{hits} of {n}** output words.")
-align_rows = tr.alignment_rows(r, ref, layer, head)
+align_rows = translator.alignment_rows(r, ref, layer, head)
 st.dataframe(align_rows, width="stretch", height=min(640, 35 * (len(align_rows) + 1) + 3))  # every row visible
 
 # ----------------------------------------------------------------------------- three attentions
@@ -144,8 +145,8 @@ panels = [  # (title, file name, row labels, column labels)
     ("Decoder self-attn (causal)", f"decoder.layers.{layer}.self_attn", r.dec_labels, r.dec_labels),
 ]
 attns = [r.trace.encoder.layers[layer].attn, cross_attn, r.trace.decoder.layers[layer].self_attn]
-allowed = [tr.allowed_matrix(a) for a in attns]
-weights = [tr.head_weights(a, head) for a in attns]
+allowed = [translator.allowed_matrix(a) for a in attns]
+weights = [translator.head_weights(a, head) for a in attns]
 show_fig(three_attentions([(t, w, y, x, a) for (t, _, y, x), w, a in zip(panels, weights, allowed)], gold=ref.gold),
          "s2s_three", filename=f"three_attentions_layer{layer}",
          table=lambda: pd.concat({t: matrix_table(w, y, x).stack() for (t, _, y, x), w in zip(panels, weights)}
@@ -162,9 +163,9 @@ for i, ((title, name, ylab, xlab), a) in enumerate(zip(panels, allowed)):
 # ----------------------------------------------------------------------------- every head
 st.subheader(f"Cross-attention, every head of layer {layer}")
 wl = cross_attn.weights[0]  # (H, T_dec, T_src)
-show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=tr.allowed_matrix(cross_attn), gold=ref.gold),
+show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=translator.allowed_matrix(cross_attn), gold=ref.gold),
          "s2s_cross_grid", filename=f"cross_attention_layer{layer}",
-         table=lambda: tr.cross_table(wl, rows, r.src_labels, layer),
+         table=lambda: translator.cross_table(wl, rows, r.src_labels, layer),
          alt=f"{H} heatmaps (T_target × T_source = {wl.shape[1]} × {wl.shape[2]}), one per head, one 0..1 scale. "
              "Open squares: the reference alignment (when known).")
 
@@ -173,7 +174,7 @@ st.subheader("Shapes")
 st.caption(f"Cross-attention of layer {layer} for this sentence: T_dec = {wl.shape[1]} decoder positions "
            f"(<bos> + words written), T_enc = {wl.shape[2]} source words, d_model = {cfg.d_model}, "
            f"h = {H} heads, d_k = d_v = {cfg.d_k}.")
-st.dataframe(tr.shapes_table(r, layer), width="stretch")
+st.dataframe(translator.shapes_table(r, layer), width="stretch")
 
 # ----------------------------------------------------------------------------- accuracy
 st.subheader("How good is the shipped model?")
@@ -188,9 +189,9 @@ if al:
     m3.metric(f"Alignment: average of the heads (layer {al['layer']})", f"{al['head_average_acc_heldout']:.1%}")
     st.caption(f"Alignment accuracy: for each of {al['n_target_words']:,} held-out target words, does the "
                "argmax of the cross-attention row that produced it point to its source word? "
-               "(Teacher-forced on the reference; model/translation.py `evaluate`.) Per head:")
+               "(Teacher-forced on the reference; training/translation.py `evaluate`.) Per head:")
     per = pd.DataFrame(al["per_head_acc_heldout"], index=[f"layer {i}" for i in range(L)],
                        columns=[f"head {h}" for h in range(H)])
     st.dataframe(per.style.format("{:.1%}"), width="stretch")
 else:
-    st.info("The translator checkpoint carries no evaluation numbers (run python -m model.translation --train).")
+    st.info("The translator checkpoint carries no evaluation numbers (run python -m training.translation --train).")

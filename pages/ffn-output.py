@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
+from classroom.text import token_labels
 from ui import state
 from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view
 from ui.show import show_fig
@@ -13,7 +14,7 @@ from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
 st.title("FFN & output layer")
 run = current_run()
 cfg = run.cfg
-idx = [f"{i}:{t}" for i, t in enumerate(run.labels)]
+idx = token_labels(run.labels, plain=True)
 
 st.subheader("Position-wise feed-forward network")
 st.caption(f"FFN(x) = W₂ · {cfg.activation.upper()}(W₁ x + b₁) + b₂, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} "
@@ -40,7 +41,7 @@ if st.session_state.get("ffn_k") not in range(1, 11):
     st.session_state["ffn_k"] = 5
 k = st.slider("Top-k", 1, 10, key="ffn_k")
 probs = run.trace.probs[0]  # (T, V)
-top_p, top_t = A.topk_next(probs, run.vocab, k)
+top_p, top_t = analysis.topk_next(probs, run.vocab, k)
 topk_table = pd.DataFrame({f"#{j + 1}": [f"{top_t[i][j]} ({top_p[i, j]:.3f})" for i in range(run.T)] for j in range(top_p.shape[1])},
                           index=idx)
 show_fig(topk_heatmap(top_p, top_t, run.labels, title=f"Top-{k} next tokens at every position"), "ffn_topk", table=topk_table,
@@ -51,13 +52,13 @@ if not run.causal:
 
 st.subheader("Sequence probability: p(x) = Π p(x_t | x_<t)")
 crun = run if run.causal else current_run(causal=True, notices=False)
-sp = A.sequence_logprob(crun.trace.probs[0], crun.ids)
+sp = analysis.sequence_logprob(crun.trace.probs[0], crun.ids)
 if len(sp["p"]) == 0:
     st.info("A single token has nothing to predict: type at least two tokens.")
 else:
     targets = crun.labels[1:]
     seq = pd.DataFrame({"token x_t": targets, "p(x_t | x_<t)": sp["p"], "log p": sp["logp"]},
-                       index=[f"{t}:{w}" for t, w in enumerate(targets, start=1)])
+                       index=token_labels(targets, plain=True, start=1))
     show_fig(bar_compare(list(seq.index), {"p(x_t | x_<t)": sp["p"]}, tokens=False,
                          title=f"Probability of each actual next token (log p(x) = {sp['total_logp']:.3f})",
                          yaxis="probability", text_format=".2f" if len(targets) <= 24 else None),

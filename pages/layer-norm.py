@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
+from classroom.text import token_labels
 from ui import state
 from ui.compute import current_run, get_norm_placement
 from ui.show import show_fig
@@ -28,11 +29,11 @@ choice = st.selectbox("Layer norm", where, key="ln_where",
 norm = sites[choice]  # LayerNormTrace (numpy, B = 1), computed by model.layers.layer_norm
 x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D)
 mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)
-mean_n, var_n = A.token_stats(x_norm)
-mean_o, var_o = A.token_stats(x_out)
+mean_n, var_n = analysis.token_stats(x_norm)
+mean_o, var_o = analysis.token_stats(x_out)
 stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
                       "var after (normalized)": var_n, "mean after γ, β": mean_o, "var after γ, β": var_o},
-                     index=[f"{i}:{t}" for i, t in enumerate(run.labels)])
+                     index=token_labels(run.labels, plain=True))
 c1, c2 = st.columns(2)
 with c1:
     show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": mean_n}, title="Per-token mean: before vs after LN",
@@ -55,7 +56,7 @@ with h2:
              alt="Fresh weights start at γ = 1, β = 0; training moves them.")
 
 st.subheader("The residual stream across layers")
-names, norms = A.residual_norms(run.trace)
+names, norms = analysis.residual_norms(run.trace)
 show_fig(matrix_heatmap(norms.T, run.labels, names, title="‖residual stream‖ per token and stage", colorscale="Viridis",
                         zmid=None, annotate=norms.size <= 150, fmt=".1f", value_name="L2 norm"),
          "ln_resid", table=pd.DataFrame(norms.T, index=stats.index, columns=names),
@@ -79,7 +80,7 @@ small = np.asarray(x_in[:n_tok, :n_feat], dtype=np.float64)
 if n_tok < 2:
     st.info("Type at least two tokens to compare batch norm and layer norm.")
 else:
-    bl = A.batch_vs_layer_norm(small)
+    bl = analysis.batch_vs_layer_norm(small)
     st.caption(f"A small batch from your sentence: {n_tok} tokens (rows, the samples) × {n_feat} features (columns) of this "
                "LN's input. Batch norm averages each feature (column) over the batch; layer norm averages each sample (row) "
                "over its features — so it does not depend on the other samples or the batch size.")
@@ -87,21 +88,21 @@ else:
     b1, b2 = st.columns(2)
     with b1:
         z = np.vstack([bl["bn"], bl["bn_mean"], bl["bn_var"]])
-        rows_bn = [f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])] + ["μ (column)", "σ² (column)"]
+        rows_bn = token_labels(run.labels[:n_tok], plain=True) + ["μ (column)", "σ² (column)"]
         show_fig(matrix_heatmap(z, rows_bn, fcols, highlight_cols=[0], tokens_rows=False,
                                 title="Batch norm: per column (feature)", value_name="value"), "ln_bn",
-                 table=pd.DataFrame(z, index=[f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])] + ["column mean (before)", "column var (before)"],
+                 table=pd.DataFrame(z, index=token_labels(run.labels[:n_tok], plain=True) + ["column mean (before)", "column var (before)"],
                                     columns=fcols))
     with b2:
         z = np.hstack([bl["ln"], bl["ln_mean"][:, None], bl["ln_var"][:, None]])
         show_fig(matrix_heatmap(z, run.labels[:n_tok], fcols + ["μ", "σ²"], highlight_rows=[0],
                                 title="Layer norm: per row (token)", value_name="value"), "ln_ln",
-                 table=pd.DataFrame(z, index=[f"{i}:{t}" for i, t in enumerate(run.labels[:n_tok])], columns=fcols + ["row mean (before)", "row var (before)"]))
+                 table=pd.DataFrame(z, index=token_labels(run.labels[:n_tok], plain=True), columns=fcols + ["row mean (before)", "row var (before)"]))
     st.caption("Normalized values inside the matrix; the extra row (batch norm) or columns (layer norm: μ, σ²) hold "
                "the statistics of the raw values. "
                "The outline marks one group that is normalized together.")
 
 st.subheader("Worked example from the notes")
-ex = A.layer_norm([2.0, 4.0, 6.0, 8.0])
+ex = analysis.layer_norm([2.0, 4.0, 6.0, 8.0])
 st.markdown(f"“CAT” = [2, 4, 6, 8], γ = 1, β = 0: μ = {ex['mean']:g}, σ² = {ex['var']:g} (biased, as in LayerNorm), "
             f"√(σ² + ε) = {np.sqrt(ex['var'] + 1e-5):.4f} → **[{', '.join(f'{v:.4f}' for v in ex['output'])}]**")

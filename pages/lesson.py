@@ -1,9 +1,10 @@
 """Lesson mode: one attention computation on the sidebar's sentence, one step per screen, with
-predict-then-reveal questions (model/lesson.py builds the steps and questions from the live trace)."""
+predict-then-reveal questions (classroom/lesson.py builds the steps and questions from the live trace)."""
 import numpy as np
 import streamlit as st
 
-from model.lesson import build_lesson
+from classroom.lesson import build_lesson
+from classroom.text import token_label
 from ui import lesson as L
 from ui import state
 from ui.compute import current_run
@@ -39,7 +40,7 @@ if L.presenting():
 c1, c2 = st.columns(2)
 c1.selectbox("Head", list(range(H)), key="lesson_head", format_func=lambda h: f"head {h}")
 c2.selectbox("Follow the query token", list(range(T)), key="lesson_query",
-             format_func=lambda i: f"{i}:{run.labels[i]}",
+             format_func=lambda i: token_label(i, run.labels[i]),
              help="The questions and the numbers in the text follow this row.")
 steps = build_lesson(run.trace, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
                      head=st.session_state["lesson_head"], query=st.session_state["lesson_query"])

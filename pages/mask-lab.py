@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.batching import mask_steps
+from classroom.analysis import mask_steps
+from classroom.text import token_label
 from ui import state
 from ui.compute import current_source, get_batch_run, md_escape
 from ui.show import download_npz, heads_table, matrix_table, show_fig
@@ -86,8 +87,7 @@ def pair(title: str, m01: np.ndarray, madd: np.ndarray, key: str, rows=None, exp
 
 
 st.subheader(f"2. Masks for sentence {b + 1}")
-pad_add = np.where(steps.pad_1d > 0, 0.0, -np.inf)[None, :]
-pair("Padding mask, 1-D (one entry per key)", steps.pad_1d[None, :], pad_add, "pad1d", rows=["key allowed"],
+pair("Padding mask, 1-D (one entry per key)", steps.pad_1d[None, :], steps.pad_1d_add[None, :], "pad1d", rows=["key allowed"],
      explain="1 = a real token, 0 = padding.")
 pair("Padding mask as a 2-D key mask (every query row gets the same key mask)"
      + (", with padded query rows masked too" if mask_q else ""), steps.pad_2d, steps.pad_2d_add, "pad2d")
@@ -127,7 +127,7 @@ with c4:
                f"(0 keeps a score, {NEG_INF} removes it; grey cells hold {NEG_INF}). Softmax: each row's "
                f"weights; e^({NEG_INF}) = 0, so masked keys get exactly 0 and every live row sums to 1.")
     if fully.any():
-        rows = ", ".join(f"{i}:{md_escape(lab[i])}" for i in np.nonzero(fully)[0])
+        rows = ", ".join(token_label(i, md_escape(lab[i])) for i in np.nonzero(fully)[0])
         st.warning(f"Fully masked query rows: {rows}. Every key in these rows is {NEG_INF}, and softmax of a row of "
                    f"only {NEG_INF} would be 0/0 = NaN. The model detects such rows (`fully_masked`) and sets their "
                    "weights to all zeros instead, so the padded position's output is just the bias — never NaN.",

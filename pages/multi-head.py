@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
+from classroom.text import token_label, token_labels
 from model.config import PRESETS, param_count
 from ui import state
 from ui.compute import allocated_parameters, current_run, md_escape
@@ -18,7 +19,7 @@ D, H, dk, T = cfg.d_model, cfg.n_heads, cfg.d_k, run.T
 st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so d_k = d_v = {D} / {H} = {dk}. "
            "Each head projects X to its own Q_j, K_j, V_j, attends, and returns Z_j; the Z_j are "
            "concatenated and mixed by W_O.")
-st.dataframe(pd.DataFrame(A.shape_rows(cfg, T)).set_index("step"), width="stretch")
+st.dataframe(pd.DataFrame(analysis.shape_rows(cfg, T)).set_index("step"), width="stretch")
 
 layers, heads = list(range(cfg.n_layers)), list(range(H))
 for key, opts, dflt in (("mh_layer", layers, 0), ("mh_head", heads, 0), ("mh_token", list(range(T)), T - 1)):
@@ -27,7 +28,7 @@ for key, opts, dflt in (("mh_layer", layers, 0), ("mh_head", heads, 0), ("mh_tok
 c1, c2, c3 = st.columns(3)
 layer = c1.selectbox("Layer", layers, key="mh_layer")
 head = c2.selectbox("Head", heads, key="mh_head")
-ti = c3.selectbox("Token", list(range(T)), key="mh_token", format_func=lambda i: f"{i}: {run.labels[i]}")
+ti = c3.selectbox("Token", list(range(T)), key="mh_token", format_func=lambda i: token_label(i, run.labels[i], sep=": "))
 
 attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B = 1)
 qkv = np.stack([attn.q[0, head, ti], attn.k[0, head, ti], attn.v[0, head, ti]])  # (3, d_k)
@@ -44,18 +45,18 @@ concat, out = attn.concat[0], attn.output[0]  # (T, H*d_v), (T, D)
 z1, z2 = st.columns(2)
 with z1:
     show_fig(matrix_heatmap(heads_z[head], run.labels, dcols, annotate=False, title=f"Z_{head} = weights · V_{head}  ({T} × {dk})",
-                            col_title="dimension"), "mh_z", table=pd.DataFrame(heads_z[head], index=[f"{i}:{t}" for i, t in enumerate(run.labels)]))
+                            col_title="dimension"), "mh_z", table=pd.DataFrame(heads_z[head], index=token_labels(run.labels, plain=True)))
 with z2:
     show_fig(matrix_heatmap(concat, run.labels, [str(j) for j in range(D)], annotate=False, vlines=[h * dk - 0.5 for h in range(1, H)],
                             title=f"concat(Z_0 … Z_{H - 1})  ({T} × {D}); lines separate heads", col_title="dimension"),
-             "mh_concat", table=pd.DataFrame(concat, index=[f"{i}:{t}" for i, t in enumerate(run.labels)]))
+             "mh_concat", table=pd.DataFrame(concat, index=token_labels(run.labels, plain=True)))
 show_fig(matrix_heatmap(out, run.labels, [str(j) for j in range(D)], annotate=False,
                         title=f"Output = concat · W_Oᵀ + b  ({T} × {D})", col_title="dimension"), "mh_out",
-         table=pd.DataFrame(out, index=[f"{i}:{t}" for i, t in enumerate(run.labels)]),
+         table=pd.DataFrame(out, index=token_labels(run.labels, plain=True)),
          alt="W_O mixes the heads: every output feature can draw on every head.")
 
 st.subheader("Parameters")
-rows = pd.DataFrame(A.param_rows(cfg)).set_index("part")
+rows = pd.DataFrame(analysis.param_rows(cfg)).set_index("part")
 total = param_count(cfg)
 st.markdown(f"Current model: **{total:,}** parameters (counted from the config; the allocated model has "
             f"{allocated_parameters(run.source):,}).")
@@ -69,11 +70,11 @@ st.subheader("GPT-2 small")
 g = PRESETS["gpt2-small"]
 g1, g2 = st.columns([1, 2.2])
 with g1:
-    st.dataframe(pd.DataFrame(A.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
+    st.dataframe(pd.DataFrame(analysis.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
 with g2:
-    grows = pd.DataFrame(A.param_rows(g)).set_index("part")
+    grows = pd.DataFrame(analysis.param_rows(g)).set_index("part")
     st.dataframe(grows.style.format(PARAM_FMT), width="stretch",
                  column_config={"formula": st.column_config.TextColumn("formula", width="medium")})
     st.markdown(f"Total: **{param_count(g):,}** parameters — the embedding alone is {g.vocab_size:,} × {g.d_model} = "
-                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {A.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
-                f"attention and {A.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")
+                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {analysis.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
+                f"attention and {analysis.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
+from classroom.text import token_label, token_labels
 from ui import state
 from ui.compute import comparison_position_table, current_run, md_escape
 from ui.show import matrix_table, show_fig
@@ -17,7 +18,7 @@ run = current_run()
 cfg = run.cfg
 D = cfg.d_model
 n_pos = min(cfg.max_len, 128)
-pe = A.pe_table(n_pos, D)
+pe = analysis.pe_table(n_pos, D)
 
 st.subheader("The sinusoidal table")
 dim_opts = list(range(D))
@@ -44,7 +45,7 @@ with c1:
              alt="Left columns oscillate fast (short wavelength), right columns slowly.")
 with c2:
     if dims:
-        wl_all = A.pe_wavelengths(D)
+        wl_all = analysis.pe_wavelengths(D)
         pairs = dict.fromkeys(d - d % 2 for d in sorted(dims))
         show_fig(pe_curves(pe, dims, title="Chosen dimensions vs position", height=420), "pe_curves",
                  table=pd.DataFrame(pe[:, dims], columns=[f"dim {d}" for d in dims]),
@@ -53,7 +54,7 @@ with c2:
                  + ". A sin and a cos of one pair share the wavelength, a quarter cycle apart.")
     else:
         st.info("Choose at least one dimension to plot.")
-wl = A.pe_wavelengths(D)
+wl = analysis.pe_wavelengths(D)
 with st.expander("Wavelength of every dimension (positions per full cycle)"):
     st.dataframe(pd.DataFrame({"dimension": np.arange(D), "function": ["sin" if d % 2 == 0 else "cos" for d in range(D)],
                                "wavelength": wl}).set_index("dimension"), width="stretch")
@@ -64,7 +65,7 @@ emb = run.trace.embeddings  # EmbeddingTrace (numpy)
 tok, pos, total = emb.token[0], emb.position, emb.sum[0]  # (T, D) each
 state.bound("pe_token", 1)
 state.fix("pe_token", list(range(run.T)), min(1, run.T - 1))
-ti = st.selectbox("Token", list(range(run.T)), key="pe_token", format_func=lambda i: f"{i}: {labels[i]}")
+ti = st.selectbox("Token", list(range(run.T)), key="pe_token", format_func=lambda i: token_label(i, labels[i], sep=": "))
 ndim = min(D, 8)
 add = pd.DataFrame({"token embedding": tok[ti, :ndim], f"position {ti}": pos[ti, :ndim], "sum (block input)": total[ti, :ndim]},
                    index=pd.Index([f"dim {d}" for d in range(ndim)], name="dimension")).T
@@ -76,11 +77,11 @@ for col, (name, z, key) in zip((h1, h2, h3), (("token embedding", tok, "pe_tok")
                                                ("sum = block input", total, "pe_sum"))):
     with col:
         show_fig(matrix_heatmap(z, labels, cols, title=name, annotate=False, col_title="dimension", height=360),
-                 key, table=pd.DataFrame(z, index=[f"{i}:{l}" for i, l in enumerate(labels)]))
+                 key, table=pd.DataFrame(z, index=token_labels(labels, plain=True)))
 
 st.subheader("Similarity of positions: PE(i)·PE(j)")
-src_pe = pos if cfg.pos_encoding == "sinusoidal" else A.pe_table(run.T, D)
-sim = A.pe_similarity(src_pe)
+src_pe = pos if cfg.pos_encoding == "sinusoidal" else analysis.pe_table(run.T, D)
+sim = analysis.pe_similarity(src_pe)
 show_fig(matrix_heatmap(sim, labels, labels, tokens_cols=True, title="Sinusoidal PE(i)·PE(j) at your sentence's positions",
                         colorscale="Viridis", zmid=None, annotate=run.T <= 12, fmt=".1f", value_name="dot"),
          "pe_similarity", table=matrix_table(sim, labels, labels),
@@ -102,11 +103,11 @@ else:
             "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
             "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
 st.caption(note)
-show_fig(two_heatmaps(A.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
+show_fig(two_heatmaps(analysis.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
                       title=f"Position tables, first {n_cmp} positions (each with its own colour scale)"), "pe_learned",
          table=pd.DataFrame(learned, index=pd.RangeIndex(n_cmp, name="position")))
-lsim = A.cosine_matrix(learned)
-ssim = A.cosine_matrix(A.pe_table(n_cmp, D))
+lsim = analysis.cosine_matrix(learned)
+ssim = analysis.cosine_matrix(analysis.pe_table(n_cmp, D))
 show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned: cosine(P(i), P(j))"),
                       row_title="position i", col_title="position j", shared_scale=True,
                       title="Which positions look alike? Cosine similarity of the position vectors"), "pe_learned_sim",
@@ -115,7 +116,7 @@ show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned:
              "A trained table shows a band only where training has put one; a random one shows none.")
 
 st.subheader("Worked example from the notes: d_model = 4")
-ex = A.worked_pe_example()
+ex = analysis.worked_pe_example()
 pe_df = pd.DataFrame(ex["pe"], index=[f"pos {p}" for p in range(3)], columns=[f"dim {d}" for d in range(4)])
 st.markdown("Dimensions 0, 1 use 10000^(0/4) = 1 (angle = pos); dimensions 2, 3 use 10000^(2/4) = 100 (angle = pos / 100).")
 st.dataframe(pe_df.style.format("{:.4f}"), width="content")

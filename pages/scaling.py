@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import analysis as A
+from classroom import analysis
+from classroom.text import token_label
 from ui import state
 from ui.compute import current_run
 from ui.show import show_fig
@@ -29,7 +30,7 @@ c1, c2, c3, c4 = st.columns(4)
 layer = c1.selectbox("Layer", layers, key="sc_layer")
 head = c2.selectbox("Head", heads, key="sc_head")
 qi = c3.selectbox("Query token", list(range(run.T)), key="sc_query",
-                  format_func=lambda i: f"{i}: {run.labels[i]}")
+                  format_func=lambda i: token_label(i, run.labels[i], sep=": "))
 temp = c4.slider("Temperature", 0.1, 5.0, step=0.1, key="sc_temp",
                  help="softmax(x / temperature): below 1 sharpens, above 1 flattens.")
 
@@ -40,7 +41,7 @@ keys = np.flatnonzero(allowed[qi])
 if keys.size == 0:
     st.info("This query may not attend to any key (fully masked row): nothing to normalise.")
     st.stop()
-row = A.scaling_row(scores[qi, keys], cfg.d_k, float(temp))
+row = analysis.scaling_row(scores[qi, keys], cfg.d_k, float(temp))
 key_labels = [run.labels[j] for j in keys]
 st.markdown(f"d_k = d_model / h = {cfg.d_model} / {cfg.n_heads} = **{cfg.d_k}**, √d_k = **{np.sqrt(cfg.d_k):.4g}**. "
             f"Query {qi} attends to {keys.size} key(s)" + (" (causal mask: itself and earlier tokens)." if run.causal else "."))
@@ -53,7 +54,7 @@ m2.metric("entropy, scaled", f"{row['entropy_scaled']:.3f} bits", help=f"maximum
 m3.metric("max weight, unscaled", f"{row['max_unscaled']:.4f}")
 m4.metric("max weight, scaled", f"{row['max_scaled']:.4f}")
 
-table = pd.DataFrame({"key": [f"{j}:{run.labels[j]}" for j in keys], "score q·k": row["scores"],
+table = pd.DataFrame({"key": [token_label(j, run.labels[j]) for j in keys], "score q·k": row["scores"],
                       "score / √d_k": row["scaled"], "softmax(score / T)": row["weights_unscaled"],
                       "softmax(score / √d_k / T)": row["weights_scaled"],
                       "model's weight": attn.weights[0, head, qi, keys]}).set_index("key")
@@ -71,8 +72,8 @@ st.dataframe(table, width="stretch")
 st.subheader("Experiment: why √d_k?")
 st.caption("Random q and k with independent unit-variance components (fixed seed). q·k is a sum of d_k "
            "such products, so its variance is d_k; dividing by √d_k brings it back to 1.")
-var = A.variance_experiment()
-ent = A.entropy_experiment()
+var = analysis.variance_experiment()
+ent = analysis.entropy_experiment()
 e1, e2 = st.columns(2)
 vt = pd.DataFrame({"d_k": var["d_k"], "sampled Var(q·k)": var["var_sampled"], "theory d_k": var["var_theory"],
                    "sampled Var(q·k/√d_k)": var["var_scaled_sampled"]}).set_index("d_k")
@@ -95,7 +96,7 @@ with st.expander("Experiment numbers"):
     st.dataframe(vt.join(et), width="stretch")
 
 st.subheader("Worked example from the notes")
-ex = A.worked_scaling_example()
+ex = analysis.worked_scaling_example()
 st.markdown(
     f"q = [2, 3, 4, 1], k₁ = [1, 0, 1, 0], k₂ = [0, 1, 0, 1] → scores **[{ex['scores'][0]:g}, {ex['scores'][1]:g}]**.\n\n"
     f"- Without scaling: softmax([6, 4]) = **[{ex['weights_unscaled'][0]:.4f}, {ex['weights_unscaled'][1]:.4f}]**\n"

@@ -2,8 +2,9 @@
 (ui/training.py), watch the loss and the heads, then use or download the model. Or load one."""
 import streamlit as st
 
-from model import corpus
-from ui import training as tr
+from model.config import valid_heads
+from training import corpus
+from ui import training as train_ui
 from ui.compute import md_escape
 from ui.show import show_fig
 from viz.attention import head_grid
@@ -12,32 +13,33 @@ from viz.training import loss_curve, score_curves
 POLL_S = 1.0
 
 st.title("Train a model")
-st.caption("Train a small transformer on the app's generated English corpus (model/corpus.py) right here: "
+st.caption("Train a small transformer on the app's generated English corpus (training/corpus.py) right here: "
            "it runs in the background on the server, so the other pages stay usable. Training reuses "
-           "`model.train.train` — the same forward code path the other pages trace.")
+           "`training.train.train` — the same forward code path the other pages trace.")
 
 s = st.session_state
-job = tr.my_job()
+job = train_ui.my_job()
 view = job.view() if job is not None else None
 running = view is not None and view.running
 
 # --- the architecture ----------------------------------------------------------------------------
-for key, default in (("train_d", 32), ("train_L", 2), ("train_steps", tr.DEFAULT_STEPS), ("train_pe", "sinusoidal"),
+for key, default in (("train_d", 32), ("train_L", 2), ("train_steps", train_ui.DEFAULT_STEPS), ("train_pe", "sinusoidal"),
                      ("train_norm", "pre"), ("train_obj", "causal"), ("train_seed", 0),
                      ("train_probe", corpus.DEFAULT_SENTENCE)):
     s.setdefault(key, default)
-heads = tr.valid_heads(s["train_d"])
+heads = valid_heads(s["train_d"])
 if s.get("train_h") not in heads:
     s["train_h"] = 2 if 2 in heads else heads[0]
 
 with st.container(border=True):
     c = st.columns(4)
-    c[0].selectbox("d_model", tr.D_MODELS, key="train_d", disabled=running, help="Width of every token vector.")
+    c[0].selectbox("d_model", train_ui.D_MODELS, key="train_d", disabled=running, help="Width of every token vector.")
     c[1].selectbox("Heads", heads, key="train_h", disabled=running,
-                   help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
-    c[2].slider("Layers", 1, tr.MAX_LAYERS, key="train_L", disabled=running)
-    c[3].slider("Steps", tr.MIN_STEPS, tr.MAX_STEPS, step=10, key="train_steps", disabled=running,
-                help=f"Optimizer steps of {tr.BATCH_SIZE} sentences each. 100 steps of a small model take "
+                   help="Only head counts that divide d_model and leave each head at least 4 dimensions "
+                        "are offered (d_k = d_model / heads ≥ 4).")
+    c[2].slider("Layers", 1, train_ui.MAX_LAYERS, key="train_L", disabled=running)
+    c[3].slider("Steps", train_ui.MIN_STEPS, train_ui.MAX_STEPS, step=10, key="train_steps", disabled=running,
+                help=f"Optimizer steps of {train_ui.BATCH_SIZE} sentences each. 100 steps of a small model take "
                      "a few seconds to half a minute, depending on the size and how busy the server is.")
     c = st.columns(4)
     c[0].radio("Positional encoding", ["sinusoidal", "learned"], key="train_pe", disabled=running)
@@ -47,12 +49,12 @@ with st.container(border=True):
                format_func=lambda o: {"causal": "next token (causal)", "mlm": "masked token (bidirectional)"}[o])
     c[3].number_input("Seed", 0, 9999, key="train_seed", disabled=running)
     st.text_input("Probe sentence", key="train_probe", disabled=running, max_chars=300,
-                  help=f"Its attention is recorded during training (first {tr.PROBE_MAX_TOKENS} tokens); "
+                  help=f"Its attention is recorded during training (first {train_ui.PROBE_MAX_TOKENS} tokens); "
                        "words outside the corpus vocabulary become <unk>.")
 
 
-def _spec() -> tr.TrainSpec:
-    return tr.TrainSpec(d_model=s["train_d"], n_heads=s["train_h"], n_layers=s["train_L"],
+def _spec() -> train_ui.TrainSpec:
+    return train_ui.TrainSpec(d_model=s["train_d"], n_heads=s["train_h"], n_layers=s["train_L"],
                         pos_encoding=s["train_pe"], norm=s["train_norm"], objective=s["train_obj"],
                         steps=int(s["train_steps"]), seed=int(s["train_seed"]),
                         probe=s["train_probe"].strip() or corpus.DEFAULT_SENTENCE)
@@ -60,9 +62,9 @@ def _spec() -> tr.TrainSpec:
 
 def _start() -> None:
     try:
-        tr.start(_spec())
+        train_ui.start(_spec())
         s["_train_msg"] = None
-    except (tr.Busy, ValueError) as e:
+    except (train_ui.Busy, ValueError) as e:
         s["_train_msg"] = str(e)
 
 
@@ -80,7 +82,7 @@ def snapshot_grid(v, snap, layer: int, key: str) -> None:
     w = snap.weights[layer]  # (H, T, T)
     loss_txt = "before training" if snap.step == 0 else f"loss {snap.loss:.3f}"
     mode = "causal" if v.causal else "bidirectional"
-    show_fig(head_grid(w, list(v.probe_labels), allowed=tr.probe_allowed(v), subtitles=tr.head_subtitles(w),
+    show_fig(head_grid(w, list(v.probe_labels), allowed=train_ui.probe_allowed(v), subtitles=train_ui.head_subtitles(w),
                        title=f"Step {snap.step} ({loss_txt}): layer {layer}, {mode} attention"),
              key, filename=f"train_step{snap.step}_layer{layer}",
              alt="Attention weights of the probe sentence at this step; rows are queries, columns keys, "
@@ -89,7 +91,7 @@ def snapshot_grid(v, snap, layer: int, key: str) -> None:
 
 @st.fragment(run_every=POLL_S if running else None)
 def live() -> None:
-    j = tr.my_job()
+    j = train_ui.my_job()
     v = j.view() if j is not None else None
     if v is None:
         st.info("Pick an architecture and press **Start training**. You will see the loss fall live; "
@@ -97,11 +99,11 @@ def live() -> None:
         return
     if running and not v.running:
         st.rerun()  # finished: a full run lists the model in the sidebar and shows the results
-    vocab, uniform = tr.vocab_size(v.spec.objective), tr.uniform_loss(v.spec.objective)
+    vocab, uniform = train_ui.vocab_size(v.spec.objective), train_ui.uniform_loss(v.spec.objective)
     if v.running:
         what = f"step {v.step} of {v.total}" if v.step else "preparing the corpus and the model …"
         st.progress(v.fraction, text=f"Training {md_escape(v.spec.short())} — {what} · {v.seconds:.0f} s")
-        st.button("Cancel training", key="train_cancel", on_click=tr.cancel, icon=":material/stop:")
+        st.button("Cancel training", key="train_cancel", on_click=train_ui.cancel, icon=":material/stop:")
     show_fig(loss_curve(v.losses, total_steps=v.total, baseline=uniform,
                         title="Training loss" + (" (live)" if v.running else "")),
              "train_loss", filename="training_loss",
@@ -132,7 +134,7 @@ if view is not None and not running:
         c = st.columns([1, 1, 2])
         c[0].button("Use it on every page", key="train_use", icon=":material/swap_horiz:",
                     on_click=lambda: s.update(src=name), disabled=s.get("src") == name or not name)
-        data = tr.checkpoint_bytes(name) if name else None
+        data = train_ui.checkpoint_bytes(name) if name else None
         if data is not None:
             c[1].download_button("Download checkpoint", data, file_name="attention_lab_trained.safetensors",
                                  mime="application/octet-stream", key="train_download", on_click="ignore",
@@ -158,7 +160,7 @@ if view is not None and not running:
                                   help="Drag to watch the heads change from random (step 0) to trained.")
         layer = c[1].selectbox("Layer", list(range(n_layers)), key="train_snap_layer")
         snapshot_grid(view, view.snapshots[steps.index(step)], layer, "train_snapshot")
-        ts, scores, names = tr.score_trajectories(view, "previous-token")
+        ts, scores, names = train_ui.score_trajectories(view, "previous-token")
         show_fig(score_curves(ts, scores, names, score_name="previous-token score", highlight=step,
                               title="How much each head looks at the previous token"),
                  "train_scores", filename="train_previous_token_scores",
@@ -169,12 +171,12 @@ if view is not None and not running:
 st.divider()
 st.subheader("Load a checkpoint")
 st.caption(f"A single .safetensors file saved by Attention Lab (config and vocabulary in its metadata), up "
-           f"to {tr.UPLOAD_MAX_MB} MB. Pickles (torch.save files) are never opened. A valid file joins the "
+           f"to {train_ui.UPLOAD_MAX_MB} MB. Pickles (torch.save files) are never opened. A valid file joins the "
            "sidebar's Model list for this session; the current model stays selected.")
-up = st.file_uploader("Load a checkpoint", key="train_upload", max_upload_size=tr.UPLOAD_MAX_MB,
+up = st.file_uploader("Load a checkpoint", key="train_upload", max_upload_size=train_ui.UPLOAD_MAX_MB,
                       help="Only .safetensors checkpoints; anything else is refused with a message.")
 if up is not None:
-    ok, text, summary, new = tr.handle_upload(up)
+    ok, text, summary, new = train_ui.handle_upload(up)
     if ok:
         if new:
             st.rerun()  # the sidebar was drawn before this upload: draw it again with the new model

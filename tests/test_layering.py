@@ -1,9 +1,15 @@
 """The layering rules of design.md, checked by scanning imports with `ast`:
-model/ never imports streamlit or plotly; viz/ never imports streamlit or torch;
-pages/ never import torch directly (they go through ui/ and model/)."""
+model/ (the engine) never imports streamlit or plotly, nor the packages built on it (classroom/,
+training/, ui/, viz/); viz/ never imports streamlit or torch; classroom/ and training/ import model/
+(and numpy/torch) but never streamlit, plotly, ui/ or viz/ (viz/ is plotly); pages/ never import
+torch directly (they go through ui/ and classroom/). A second test imports each package in a fresh
+interpreter and checks what it loaded, so an indirect import (viz/ -> classroom.text -> torch) fails too."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,9 +17,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 RULES = {
-    "model": {"streamlit", "plotly"},
-    "viz": {"streamlit", "torch"},
+    "model": {"streamlit", "plotly", "classroom", "training", "ui", "viz", "pages"},
+    "viz": {"streamlit", "torch", "ui", "pages"},
+    "classroom": {"streamlit", "plotly", "ui", "viz", "pages"},
+    "training": {"streamlit", "plotly", "ui", "viz", "pages"},
     "pages": {"torch"},
+}
+# What importing every module of a package may not load, even indirectly.
+LOADED_RULES = {
+    "model": {"streamlit", "plotly", "classroom", "training", "ui", "viz"},
+    "viz": {"streamlit", "torch", "ui"},
+    "classroom": {"streamlit", "plotly", "ui", "viz"},
+    "training": {"streamlit", "plotly", "ui", "viz"},
 }
 
 
@@ -42,13 +57,41 @@ def test_scanner_sees_every_import_form(tmp_path):
     assert imported_top_modules(f) == {"os", "torch", "plotly", "streamlit", "pandas", "importlib", "numpy"}
 
 
-@pytest.mark.parametrize("package", ["model", "viz"])
-def test_layer_imports(package):
-    files = sorted((ROOT / package).glob("**/*.py"))
+def layer_violations(root: Path, package: str) -> dict[str, list[str]]:
+    files = sorted((root / package).glob("**/*.py"))
     assert files, f"{package}/ has no Python files"
-    bad = {str(f.relative_to(ROOT)): sorted(imported_top_modules(f) & RULES[package]) for f in files}
-    bad = {k: v for k, v in bad.items() if v}
+    bad = {str(f.relative_to(root)): sorted(imported_top_modules(f) & RULES[package]) for f in files}
+    return {k: v for k, v in bad.items() if v}
+
+
+@pytest.mark.parametrize("package", ["model", "viz", "classroom", "training"])
+def test_layer_imports(package):
+    bad = layer_violations(ROOT, package)
     assert not bad, f"{package}/ must not import {sorted(RULES[package])}: {bad}"
+
+
+def test_layer_check_catches_a_violation(tmp_path):
+    """The rule check itself works: a classroom module importing ui/ is reported (and one that
+    imports only model/ and numpy is not)."""
+    (tmp_path / "classroom").mkdir()
+    (tmp_path / "classroom" / "ok.py").write_text("import numpy as np\nfrom model.attention import attend\nfrom . import text\n")
+    (tmp_path / "classroom" / "bad.py").write_text("def f():\n    from ui.compute import current_run\n    import plotly.express\n")
+    assert layer_violations(tmp_path, "classroom") == {"classroom/bad.py": ["plotly", "ui"]}
+
+
+@pytest.mark.parametrize("package", sorted(LOADED_RULES))
+def test_importing_a_layer_loads_nothing_it_must_not(package):
+    """Import every module of the package in a fresh interpreter: nothing forbidden may end up in
+    sys.modules, however indirectly it was imported."""
+    mods = sorted(".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                  for f in (ROOT / package).glob("**/*.py"))
+    code = ("import importlib, json, sys\n"
+            f"for m in {mods!r}:\n    importlib.import_module(m)\n"
+            "print(json.dumps(sorted({k.split('.')[0] for k in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert not loaded & LOADED_RULES[package], f"importing {package}/ loads {sorted(loaded & LOADED_RULES[package])}"
 
 
 def test_pages_do_not_import_torch():
@@ -57,4 +100,4 @@ def test_pages_do_not_import_torch():
         pytest.skip("pages/ does not exist yet")
     bad = {str(f.relative_to(ROOT)): sorted(imported_top_modules(f) & RULES["pages"]) for f in files}
     bad = {k: v for k, v in bad.items() if v}
-    assert not bad, f"pages/ must not import torch directly (use ui/ and model/): {bad}"
+    assert not bad, f"pages/ must not import torch directly (use ui/ and classroom/): {bad}"

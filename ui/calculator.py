@@ -1,6 +1,6 @@
 """The calculator page's widgets and state: editable matrices (st.data_editor, text cells so that
-whatever is typed stays on screen), presets from model/worked_examples.py, small calculators.
-All numbers come from model.worked_examples (which calls model.attention.attend / model.layers)."""
+whatever is typed stays on screen), presets from classroom/worked_examples.py, small calculators.
+All numbers come from classroom.worked_examples (which calls model.attention.attend / model.layers)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import worked_examples as wx
-from model.lesson import md_escape
+from classroom import worked_examples as wx
+from classroom.text import md_escape
 from ui import lesson as L
 from ui import state
 
@@ -34,11 +34,6 @@ def _names(n: int, p: str) -> list[str]:
     return [f"{p}{j}" for j in range(n)]
 
 
-def _token_names(labels, n: int, p: str) -> list[str]:
-    labels = list(labels)[:n] + [f"{p}{i}" for i in range(len(labels), n)]
-    return [f"{i}:{lab}" for i, lab in enumerate(labels)]
-
-
 def _set_bases(setup: wx.AttentionSetup) -> None:
     T, d = setup.X.shape
     s["calc_T"], s["calc_d"] = T, d
@@ -52,7 +47,7 @@ def _set_bases(setup: wx.AttentionSetup) -> None:
     s["calc_wo"] = setup.W_O is not None
     s["_calc_labels"] = list(setup.labels) or _names(T, "t")
     s["_calc_kv_labels"] = list(setup.kv_labels) or _names(Tk, "s")
-    rows, krows = _token_names(s["_calc_labels"], T, "t"), _token_names(s["_calc_kv_labels"], Tk, "s")
+    rows, krows = wx.token_names(s["_calc_labels"], T, "t"), wx.token_names(s["_calc_kv_labels"], Tk, "s")
     base = {"X": _str_df(setup.X, rows, _names(d, "x")),
             "E": _str_df(setup.X_kv if setup.X_kv is not None else np.zeros((Tk, d)), krows, _names(d, "x")),
             "W_Q": _str_df(setup.W_Q, _names(d, "x"), _names(d, "q")),
@@ -85,7 +80,7 @@ def _resize() -> None:
     cur = s["_calc_cur"]
     s["_calc_labels"] = (s["_calc_labels"] + _names(T, "t")[len(s["_calc_labels"]):])[:T]
     s["_calc_kv_labels"] = (s["_calc_kv_labels"] + _names(Tk, "s")[len(s["_calc_kv_labels"]):])[:Tk]
-    rows, krows = _token_names(s["_calc_labels"], T, "t"), _token_names(s["_calc_kv_labels"], Tk, "s")
+    rows, krows = wx.token_names(s["_calc_labels"], T, "t"), wx.token_names(s["_calc_kv_labels"], Tk, "s")
     if not s.get("calc_cross"):
         krows = rows
 
@@ -97,7 +92,7 @@ def _resize() -> None:
         return new
 
     base = {"X": fit(cur["X"], rows, _names(d, "x"), False),
-            "E": fit(cur["E"], _token_names(s["_calc_kv_labels"], Tk, "s"), _names(d, "x"), False)}
+            "E": fit(cur["E"], wx.token_names(s["_calc_kv_labels"], Tk, "s"), _names(d, "x"), False)}
     for name, p in (("W_Q", "q"), ("W_K", "k"), ("W_V", "v")):
         base[name] = fit(cur[name], _names(d, "x"), _names(d, p), True)
     base["W_O"] = fit(cur["W_O"], _names(d, "c"), _names(d, "o"), True)

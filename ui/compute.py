@@ -13,24 +13,24 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import streamlit as st
 import torch
 
-from model import analysis
-from model.batching import pad_batch
+from classroom import analysis
+from classroom.text import md_escape  # noqa: F401  (pages import it from here with the other helpers)
+from model import checkpoint
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace
 from model.transformer import Transformer
+from training.batching import pad_batch
 
 from . import state
 
-ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINTS = ROOT / "checkpoints"
+CHECKPOINTS = checkpoint.CHECKPOINT_DIR
 DEFAULT_SOURCE = "causal-lm"
 
 
@@ -44,16 +44,9 @@ class ModelSource:
 
 @st.cache_resource
 def shipped_checkpoints() -> dict[str, dict]:
-    """{name: config.json contents} for every decoder checkpoint in checkpoints/."""
-    out = {}
-    if CHECKPOINTS.is_dir():
-        for d in sorted(CHECKPOINTS.iterdir()):
-            meta_path = d / "config.json"
-            if meta_path.is_file() and (d / "model.safetensors").is_file():
-                meta = json.loads(meta_path.read_text())
-                if meta.get("kind", "transformer") == "transformer":
-                    out[d.name] = meta
-    return out
+    """{name: config.json contents} for every decoder checkpoint in checkpoints/
+    (model.checkpoint.shipped_checkpoints, read once per process)."""
+    return checkpoint.shipped_checkpoints(CHECKPOINTS)
 
 
 # Trained/uploaded models kept in server memory (a few MB each). Beyond this many the least
@@ -177,14 +170,6 @@ def current_source() -> ModelSource:
         return ModelSource("session", sid)
     return ModelSource("checkpoint", DEFAULT_SOURCE) if DEFAULT_SOURCE in shipped_checkpoints() else \
         ModelSource("fresh", "fresh", json.dumps(state.fresh_config(len(fresh_tokenizer())).to_dict(), sort_keys=True), 0)
-
-
-def md_escape(text: str) -> str:
-    """Escape markdown so user text is shown literally in st.markdown / captions."""
-    out = str(text).replace("\\", "\\\\")
-    for ch in "`*_{}[]()#+-.!|<>~$:":
-        out = out.replace(ch, "\\" + ch)
-    return out
 
 
 def input_notices(run: Run) -> None:

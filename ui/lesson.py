@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.lesson import Question
+from classroom.lesson import Question
 
 # Presentation mode: the shared CSS (ui/sidebar.py) enlarges text; these rules make the lesson's
 # own elements (buttons, radio labels, LaTeX, tables) follow. Static CSS, no user text.

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from classroom.text import md_escape, token_labels
 from model.trace import flat_arrays
 
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -29,7 +30,7 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
                     config={**PLOT_CONFIG, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}})
     # Accessibility (issue 8): every chart gets alt text and a numeric table. A page that passes
     # neither gets ones made from the figure itself (its title, chart kind and axes; its data).
-    st.caption(alt or _md_escape(describe_fig(fig)))
+    st.caption(alt or md_escape(describe_fig(fig)))
     if table is None:
         table = lambda: fig_table(fig)  # noqa: E731  made only when the button is clicked
     if table is not None:
@@ -47,11 +48,6 @@ def _plain(text) -> str:
     """Figure text (may hold <br>, <sub>, escaped HTML) as plain text."""
     import html
     return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", str(text or ""))).split())
-
-
-def _md_escape(text: str) -> str:
-    """st.caption renders Markdown: text made from figure titles (which may hold user tokens) is escaped."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:])", r"\\\1", text)
 
 
 def describe_fig(fig: go.Figure) -> str:
@@ -99,16 +95,14 @@ def fig_table(fig: go.Figure) -> pd.DataFrame:
 
 def matrix_table(z, row_labels, col_labels) -> pd.DataFrame:
     """A labelled table of a matrix (unique row/column names like '3:the')."""
-    rows = [f"{i}:{r}" for i, r in enumerate(row_labels)]
-    cols = [f"{j}:{c}" for j, c in enumerate(col_labels)]
-    return pd.DataFrame(z, index=rows, columns=cols)
+    return pd.DataFrame(z, index=token_labels(row_labels, plain=True), columns=token_labels(col_labels, plain=True))
 
 
 def heads_table(weights: np.ndarray, labels: Sequence[str], layer: int) -> pd.DataFrame:
     """weights (H, Tq, Tk) as a long table: layer, head, query, key, weight (one row per cell)."""
     H, Tq, Tk = weights.shape
     h, q, k = np.meshgrid(np.arange(H), np.arange(Tq), np.arange(Tk), indexing="ij")
-    lab = [f"{i}:{t}" for i, t in enumerate(labels)]
+    lab = token_labels(labels, plain=True)
     return pd.DataFrame({"layer": layer, "head": h.ravel(), "query": np.asarray(lab, dtype=object)[q.ravel()],
                          "key": np.asarray(lab, dtype=object)[k.ravel()], "weight": weights.ravel()})
 

@@ -56,7 +56,8 @@ def render() -> None:
             with st.expander("Architecture (fresh weights)", expanded=True):
                 st.selectbox("d_model", state.D_MODELS, key="d")
                 st.selectbox("Heads", heads, key="h",
-                             help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
+                             help="Only head counts that divide d_model and leave each head at least 4 dimensions "
+                                  "are offered (d_k = d_model / heads ≥ 4).")
                 st.slider("Layers", 1, 6, key="L")
                 st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True)
                 st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True,

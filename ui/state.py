@@ -12,20 +12,15 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from model.config import ModelConfig
+from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig
+from model.config import valid_heads  # noqa: F401  (the sidebar's head rule: the app's one rule)
 
 DEFAULT_TEXT = "the keys to the cabinet are on the table ."
 FRESH = "fresh weights (your architecture)"
-D_MODELS = [8, 16, 32, 48, 64, 96, 128, 192, 256]  # 48, 96, 192: multiples of 12 (BERT-style 12 heads)
-HEAD_CHOICES = [1, 2, 3, 4, 6, 8, 12, 16]
+D_MODELS = list(D_MODEL_CHOICES)  # the app's one list of d_model choices (model.config)
 MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
 URL_TEXT_CHARS = 1_500  # the sentence travels in the URL only up to this length
 T_MIN, T_MAX = 2, 256
-
-
-def valid_heads(d_model: int) -> list[int]:
-    """Head counts offered for a d_model: only those that divide it."""
-    return [h for h in HEAD_CHOICES if d_model % h == 0]
 
 
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -60,7 +55,7 @@ SPECS: dict[str, Spec] = {
     "text": Spec(DEFAULT_TEXT, _text),
     "src": Spec("causal-lm", str),  # validated against the available sources at render time
     "d": Spec(64, _one_of(D_MODELS)),
-    "h": Spec(4, _one_of(HEAD_CHOICES)),
+    "h": Spec(4, _one_of(list(HEAD_CHOICES))),
     "L": Spec(2, _int_in(1, 6)),
     "T": Spec(64, _int_in(T_MIN, T_MAX)),
     "mask": Spec("causal", _one_of(["causal", "bidirectional"])),

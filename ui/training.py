@@ -1,11 +1,11 @@
 """Live training for the Train page: a background-thread registry owned by st.cache_resource.
 
-Design (see /work/shared/design.md, "Long work"):
+Design (see ../shared/design.md, section 3, "Long work"):
 - `registry()` is one process-wide `TrainingRegistry` (st.cache_resource). It holds at most one
   job per browser session (keyed by a random id kept in st.session_state) and runs at most
   `MAX_CONCURRENT` trainings at a time on the whole server (env ATTN_LAB_MAX_TRAININGS); a start
   beyond either limit raises `Busy` with a message the page shows as is.
-- A job trains in a daemon thread with model.train.train() (public API only): a FRESH model built
+- A job trains in a daemon thread with training.train.train() (public API only): a FRESH model built
   from the chosen config (never a model cached by ui.compute.get_model). The thread only writes
   plain Python/numpy data into its Job under a lock; it never calls Streamlit.
 - The page polls with @st.fragment(run_every=...) and reads `job.view()`, an immutable copy.
@@ -33,16 +33,17 @@ import numpy as np
 import streamlit as st
 import torch
 
-from model import corpus
-from model import train as T
 from model.checkpoint import from_bytes, to_bytes
-from model.config import ModelConfig
+from model.config import MIN_D_K, ModelConfig, valid_heads
 from model.patterns import label_heads, pattern_scores_all
 from model.transformer import Transformer
+from training import corpus
+from training import train as training
 
 MAX_CONCURRENT = int(os.environ.get("ATTN_LAB_MAX_TRAININGS", "2"))
+# d_model: a subset of the app's list (model.config.D_MODEL_CHOICES), what trains in about a minute
+# on a shared CPU; heads: the app's one rule, model.config.valid_heads.
 D_MODELS = [16, 32, 64, 128]
-HEAD_CHOICES = [1, 2, 4, 8]
 MAX_LAYERS = 4
 MIN_STEPS, MAX_STEPS, DEFAULT_STEPS = 20, 300, 100
 MAX_LEN = 128  # positions of a trained model (the corpus' sentences are far shorter)
@@ -62,11 +63,6 @@ FINISHED_TTL_S = 3600  # finished jobs whose session never came back are dropped
 # shared, 2026-11-23): median rerun of another page 1.30x slower during a training with the pause,
 # 1.52x without; within the noise of this machine, so a cheap precaution rather than a proven win.
 YIELD_S = float(os.environ.get("ATTN_LAB_TRAIN_YIELD_S", "0.002"))
-
-
-def valid_heads(d_model: int) -> list[int]:
-    """Head counts offered for a d_model on this page: only divisors (d_k = d_model / heads >= 4)."""
-    return [h for h in HEAD_CHOICES if d_model % h == 0 and d_model // h >= 4]
 
 
 class Busy(RuntimeError):
@@ -97,12 +93,12 @@ class TrainSpec:
         if self.d_model not in D_MODELS:
             raise ValueError(f"d_model must be one of {D_MODELS}, got {self.d_model}")
         if self.n_heads not in valid_heads(self.d_model):
-            raise ValueError(f"{self.n_heads} heads do not divide d_model {self.d_model}; "
-                             f"choose from {valid_heads(self.d_model)}")
+            raise ValueError(f"{self.n_heads} heads are not offered for d_model {self.d_model} (heads must divide "
+                             f"d_model and leave d_k >= {MIN_D_K}); choose from {valid_heads(self.d_model)}")
         if not 1 <= self.n_layers <= MAX_LAYERS:
             raise ValueError(f"layers must be in 1..{MAX_LAYERS}, got {self.n_layers}")
-        if self.objective not in T.OBJECTIVES:
-            raise ValueError(f"objective must be one of {T.OBJECTIVES}")
+        if self.objective not in training.OBJECTIVES:
+            raise ValueError(f"objective must be one of {training.OBJECTIVES}")
         self.config(8)  # pos_encoding / norm validated by ModelConfig
 
     def short(self) -> str:
@@ -152,7 +148,7 @@ class JobView:
 
 def vocab_size(objective: str) -> int:
     """Words the trained model chooses from (the corpus vocabulary, + <mask> for the masked LM)."""
-    return len(T.tokenizer_for(objective))
+    return len(training.tokenizer_for(objective))
 
 
 def uniform_loss(objective: str) -> float:
@@ -207,7 +203,7 @@ class Job:
         if YIELD_S > 0:
             time.sleep(YIELD_S)
 
-    def _on_snapshot(self, snap: T.Snapshot) -> None:
+    def _on_snapshot(self, snap: training.Snapshot) -> None:
         view = SnapshotView(snap.step, float(snap.loss), np.asarray(snap.weights, dtype=np.float32))
         view.weights.flags.writeable = False
         with self.lock:  # live: the page shows snapshots while the training runs
@@ -215,7 +211,7 @@ class Job:
 
     def _train(self) -> None:
         spec = self.spec
-        tok = T.tokenizer_for(spec.objective)
+        tok = training.tokenizer_for(spec.objective)
         cfg = spec.config(len(tok))
         enc = tok.encode(spec.probe or corpus.DEFAULT_SENTENCE)
         probe_ids = enc.ids[:PROBE_MAX_TOKENS]
@@ -224,7 +220,7 @@ class Job:
             self.status = "running"
         data = training_pool(spec.objective)  # (N, T) ids, encoded once per process
         every = max(1, spec.steps // N_SNAPSHOTS)
-        res = T.train(cfg, tok, data, spec.steps, LR, spec.seed, spec.objective, batch_size=BATCH_SIZE,
+        res = training.train(cfg, tok, data, spec.steps, LR, spec.seed, spec.objective, batch_size=BATCH_SIZE,
                       callback=self._on_step, snapshot_every=every, snapshot_ids=probe_ids,
                       should_stop=self.cancel.is_set, on_snapshot=self._on_snapshot)
         snaps = [SnapshotView(s.step, float(s.loss), np.asarray(s.weights, dtype=np.float32))
@@ -252,12 +248,12 @@ class Job:
             self.status = "cancelled" if res.stopped else "done"
 
 
-@functools.lru_cache(maxsize=len(T.OBJECTIVES))
+@functools.lru_cache(maxsize=len(training.OBJECTIVES))
 def training_pool(objective: str) -> torch.Tensor:
     """The first TRAIN_POOL training sentences as (N, T) ids for this objective's tokenizer, encoded
     once per process (~0.2 s of pure Python holding the GIL, which every start paid while other
     sessions waited). Shared by all jobs: train() only indexes it, never writes to it."""
-    return T.encode_texts(T.tokenizer_for(objective), corpus.generate().train[:TRAIN_POOL], MAX_LEN)[0]
+    return training.encode_texts(training.tokenizer_for(objective), corpus.generate().train[:TRAIN_POOL], MAX_LEN)[0]
 
 
 class TrainingRegistry:

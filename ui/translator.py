@@ -1,7 +1,7 @@
 """The encoder–decoder page's helpers: the shipped toy translator (shared, read-only), cached
 translations keyed by the text, the reference alignment, the shapes table and the input notices.
 
-The numbers come from model.translation.translate (greedy decoding that keeps every step's
+The numbers come from training.translation.translate (greedy decoding that keeps every step's
 trace); this module only selects and labels them.
 """
 from __future__ import annotations
@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model import translation as T
+from classroom.text import md_escape, token_label, token_labels
 from model.trace import AttentionTrace
-from model.translation import DEFAULT_MAX_SRC_LEN, TranslationResult, load_translator, translate, translate_words
+from training import translation
+from training.translation import DEFAULT_MAX_SRC_LEN, TranslationResult, load_translator, translate, translate_words
 
-from .compute import md_escape
 
 DEFAULT_SENTENCE = "the big dog sees a small cat in the old house ."
 MAX_CHARS = 1_000  # the text box accepts at most this many characters (longer sources are cut to words below)
@@ -34,7 +34,7 @@ def get_translator():
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def get_translation(text: str, max_src_len: int = MAX_SRC_WORDS) -> TranslationResult:
-    """Greedy translation of `text` with every step's attention (model.translation.translate).
+    """Greedy translation of `text` with every step's attention (training.translation.translate).
     Raises ValueError (with a friendly message) for an empty source."""
     s2s, tok, _ = get_translator()
     return translate(s2s, tok, str(text)[:MAX_CHARS], max_src_len=max_src_len)
@@ -90,9 +90,9 @@ def alignment_rows(r: TranslationResult, ref: Reference, layer: int, head: int |
     for i, st_ in enumerate(r.steps):
         j = int(np.argmax(w[i]))
         g = ref.gold[i]
-        rows.append({"step": i + 1, "output word": st_.token, "attended most": f"{j}:{r.src_labels[j]}",
+        rows.append({"step": i + 1, "output word": st_.token, "attended most": token_label(j, r.src_labels[j]),
                      "weight": round(float(w[i, j]), 3),
-                     "reference source word": "—" if g is None else f"{g}:{r.src_labels[g]}",
+                     "reference source word": "—" if g is None else token_label(g, r.src_labels[g]),
                      "match": "—" if g is None else ("yes" if j == g else "no")})
     return pd.DataFrame(rows).set_index("step")
 
@@ -165,13 +165,13 @@ def cross_table(weights: np.ndarray, rows: list[str], src_labels: list[str], lay
     """weights (H, T_dec, T_src) as a long table: layer, head, decoder step, source word, weight."""
     Hh, Tq, Tk = weights.shape
     h, q, k = np.meshgrid(np.arange(Hh), np.arange(Tq), np.arange(Tk), indexing="ij")
-    ql = np.asarray([f"{i}:{t}" for i, t in enumerate(rows)], dtype=object)
-    kl = np.asarray([f"{j}:{t}" for j, t in enumerate(src_labels)], dtype=object)
+    ql = np.asarray(token_labels(rows, plain=True), dtype=object)
+    kl = np.asarray(token_labels(src_labels, plain=True), dtype=object)
     return pd.DataFrame({"layer": layer, "head": h.ravel(), "decoder step": ql[q.ravel()],
                          "source word": kl[k.ravel()], "weight": weights.ravel()})
 
 
 def vocabulary_table() -> pd.DataFrame:
-    kinds = [("article", T.DETERMINERS), ("noun", T.NOUNS), ("adjective", T.ADJECTIVES), ("verb", T.VERBS),
-             ("preposition", T.PREPOSITIONS), ("punctuation", T.PUNCT)]
+    kinds = [("article", translation.DETERMINERS), ("noun", translation.NOUNS), ("adjective", translation.ADJECTIVES), ("verb", translation.VERBS),
+             ("preposition", translation.PREPOSITIONS), ("punctuation", translation.PUNCT)]
     return pd.DataFrame([{"English": e, "Kalo": k, "kind": kind} for kind, d in kinds for e, k in d.items()])

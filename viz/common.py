@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import functools
-import html
-import unicodedata
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+
+# The one label formatter and HTML escape (pure, shared with classroom/ and ui/), used by every figure.
+from classroom.text import token_labels, visible  # noqa: F401  (re-exported: viz modules import them from here)
 
 # Colour-blind-safe sequential scale for weights (0..1) and a diverging one for differences.
 WEIGHT_SCALE = "Cividis"
@@ -20,30 +21,6 @@ TITLE_BG = "rgba(255, 255, 255, 0.9)"  # behind panel titles: invisible on the l
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 MASK_COLORS = ["#d9d9d9", "#2c7fb8"]  # 0 = masked (grey, as masked cells everywhere), 1 = allowed
 NEG_INF = "−∞"
-
-
-def visible(text: str) -> str:
-    """Make control and invisible characters visible (\\x07, \\u200f ...) and escape HTML.
-    Plotly renders a subset of HTML in labels, so user text is always escaped."""
-    out = []
-    for ch in str(text):
-        cat = unicodedata.category(ch)
-        if cat in ("Cc", "Cf", "Zl", "Zp") or (cat == "Zs" and ch != " "):
-            out.append(f"\\u{ord(ch):04x}" if ord(ch) > 0xFF else f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    s = "".join(out)
-    return html.escape(s if s else "∅", quote=True)
-
-
-def token_labels(labels: Sequence[str], max_chars: int = 14) -> list[str]:
-    """Unique, HTML-escaped axis labels "i:token" (Plotly merges equal category labels)."""
-    result = []
-    for i, lab in enumerate(labels):
-        lab = str(lab)
-        short = lab if len(lab) <= max_chars else lab[: max_chars - 1] + "…"
-        result.append(f"{i}:{visible(short)}")
-    return result
 
 
 def as_array(x, ndim: int, name: str, what: str) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from model import analysis as A
+from classroom import analysis
 from model.checkpoint import load_checkpoint
 from model.config import ModelConfig, param_count
 from model.layers import sinusoidal_table
@@ -82,7 +82,7 @@ def test_scaling_matches_engine_and_temperature_changes_softmax():
     at.slider(key="sc_temp").set_value(2.0).run()
     assert not errors(at)
     w2 = fig(at, "Softmax weights (temperature 2)")
-    np.testing.assert_allclose(series(w2, "softmax(scaled)"), A.softmax(scores / 4.0, 2.0), atol=1e-6)
+    np.testing.assert_allclose(series(w2, "softmax(scaled)"), analysis.softmax(scores / 4.0, 2.0), atol=1e-6)
     assert at.query_params["sc_temp"] == ["2.0"] or at.query_params["sc_temp"] == "2.0"
 
 
@@ -197,7 +197,7 @@ def test_contextual_cosine_by_layer_and_bad_inputs():
     assert at.selectbox(key="ctx_word").value == "apple"
     model, ta, la, _ = engine(a, causal=False)
     _, tb, lb, _ = engine(b, causal=False)
-    ia, ib = A.find_word(la, "apple"), A.find_word(lb, "apple")
+    ia, ib = analysis.find_word(la, "apple"), analysis.find_word(lb, "apple")
     cos = series(fig(at, "Same word, two contexts"))
     assert cos[0] == pytest.approx(1.0, abs=1e-6)  # the same embedding row
     va, vb = ta.layers[1].resid_out[0, ia].double(), tb.layers[1].resid_out[0, ib].double()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.translation import load_translator, translate_words
+from training.translation import load_translator, translate_words
 from tests.helpers import app_test, decode, errors, figures
 
 torch.set_num_threads(1)
@@ -200,7 +200,7 @@ def test_links_the_rnn_context_vector_to_its_calculator_preset():
     calc = [p for p in links if p.page.endswith("calculator")]
     assert calc, [(p.page, p.label) for p in links]
     assert calc[0].query_string == "preset=context-vector", calc[0].query_string
-    from model.worked_examples import PRESETS
+    from classroom.worked_examples import PRESETS
     assert "context-vector" in PRESETS
     at2 = app_test()
     at2.query_params["preset"] = "context-vector"

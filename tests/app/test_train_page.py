@@ -16,10 +16,10 @@ import torch
 from safetensors.torch import save as st_save
 
 from model.checkpoint import to_bytes
-from model.config import ModelConfig
+from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig, valid_heads
 from model.transformer import Transformer
 from tests.helpers import app_test, decode, errors, figures
-from ui import training as tr
+from ui import training as train_ui
 
 torch.set_num_threads(1)
 
@@ -38,12 +38,12 @@ def open_train(**widgets):
     return at
 
 
-def job_of(at) -> tr.Job | None:
+def job_of(at) -> train_ui.Job | None:
     key = at.session_state["_train_session"] if "_train_session" in at.session_state else None
-    return None if key is None else tr.registry().get(key)
+    return None if key is None else train_ui.registry().get(key)
 
 
-def wait_until_finished(at, timeout: float = 240.0) -> tr.JobView:
+def wait_until_finished(at, timeout: float = 240.0) -> train_ui.JobView:
     """Rerun the app (as the page's fragment would) until the registry says the job ended."""
     deadline = time.time() + timeout
     seen_running = False
@@ -64,10 +64,11 @@ def test_page_renders_with_divisor_heads_only():
     at = open_train()
     assert any("Start training" in i.value for i in at.info)
     assert at.button(key="train_start").label == "Start training"
-    for d in tr.D_MODELS:
+    assert set(train_ui.D_MODELS) <= set(D_MODEL_CHOICES)  # a subset of the app's one list
+    for d in train_ui.D_MODELS:
         at.selectbox(key="train_d").set_value(d).run()
         offered = [int(h) for h in at.selectbox(key="train_h").options]
-        assert offered == [h for h in (1, 2, 4, 8) if d % h == 0 and d // h >= 4], (d, offered)
+        assert offered == valid_heads(d) == [h for h in HEAD_CHOICES if d % h == 0 and d // h >= 4], (d, offered)
         assert d % int(at.selectbox(key="train_h").value) == 0
     assert not errors(at)
 
@@ -88,7 +89,7 @@ def test_tiny_training_runs_to_the_end_and_joins_the_sidebar():
     assert np.isfinite(v.losses).all()
     # a few steps reduce the loss (from about ln V for a near-uniform start)
     assert v.losses[-5:].mean() < v.losses[:3].mean() - 0.1, v.losses
-    assert abs(v.losses[0] - tr.uniform_loss("causal")) < 1.0
+    assert abs(v.losses[0] - train_ui.uniform_loss("causal")) < 1.0
 
     # the new model is in the sidebar's options for this session; the current one stays selected
     opts = list(at.selectbox(key="src").options)
@@ -123,7 +124,7 @@ def test_tiny_training_runs_to_the_end_and_joins_the_sidebar():
     # download: the checkpoint bytes load back into the same architecture
     from ui.compute import session_models
     data = session_models()[at.session_state["_session_model_ids"][new[0]]]
-    model, _ = tr.validate_upload("x.safetensors", data)
+    model, _ = train_ui.validate_upload("x.safetensors", data)
     assert (model.cfg.d_model, model.cfg.n_heads, model.cfg.n_layers) == (16, 2, 1)
     assert at.get("download_button"), "no download button"
 
@@ -141,7 +142,7 @@ def test_tiny_training_runs_to_the_end_and_joins_the_sidebar():
 
 
 def test_cancel_discards_the_model():
-    at = open_train(train_d=128, train_h=8, train_L=4, train_steps=tr.MAX_STEPS)
+    at = open_train(train_d=128, train_h=8, train_L=4, train_steps=train_ui.MAX_STEPS)
     options_before = list(at.selectbox(key="src").options)
     at.button(key="train_start").click().run()
     assert job_of(at).view().running
@@ -162,7 +163,7 @@ def test_cancel_discards_the_model():
     assert "Step " in live[0]["layout"]["title"]["text"]
     at.button(key="train_cancel").click().run()
     v = wait_until_finished(at, timeout=120)
-    assert v.status == "cancelled" and v.step < tr.MAX_STEPS
+    assert v.status == "cancelled" and v.step < train_ui.MAX_STEPS
     assert any("Cancelled at step" in i.value for i in at.info)
     assert list(at.selectbox(key="src").options) == options_before
     assert not errors(at)
@@ -170,7 +171,7 @@ def test_cancel_discards_the_model():
 
 def test_a_diverged_training_is_an_error_not_a_sidebar_model(monkeypatch):
     """NaN losses/weights must never reach the sidebar (every page would fail to load it)."""
-    from model import train as T
+    from training import train as training
 
     def diverge(cfg, tok, data, steps, *a, callback=None, **kw):
         model = Transformer(cfg, seed=0)
@@ -178,10 +179,10 @@ def test_a_diverged_training_is_an_error_not_a_sidebar_model(monkeypatch):
             next(model.parameters()).fill_(float("nan"))
         for i in range(steps):
             callback(i + 1, float("nan"))
-        return T.TrainResult(model=model, losses=[float("nan")] * steps, steps_done=steps)
+        return training.TrainResult(model=model, losses=[float("nan")] * steps, steps_done=steps)
 
-    monkeypatch.setattr(tr.T, "train", diverge)
-    job = tr.Job(spec=tr.TrainSpec(d_model=16, n_heads=2, n_layers=1, steps=20), session="nan-test")
+    monkeypatch.setattr(train_ui.training, "train", diverge)
+    job = train_ui.Job(spec=train_ui.TrainSpec(d_model=16, n_heads=2, n_layers=1, steps=20), session="nan-test")
     job.run()
     v = job.view()
     assert v.status == "error" and "diverged" in v.error
@@ -194,7 +195,7 @@ class _Blocking:
     def __init__(self):
         self.release = threading.Event()
 
-    def __call__(self, job: tr.Job) -> None:
+    def __call__(self, job: train_ui.Job) -> None:
         with job.lock:
             job.status = "running"
         self.release.wait(30)
@@ -203,26 +204,26 @@ class _Blocking:
 
 
 def test_training_pool_is_encoded_once_per_objective_with_its_tokenizer():
-    from model import corpus
-    from model import train as T
-    causal, mlm = tr.training_pool("causal"), tr.training_pool("mlm")
-    assert tr.training_pool("causal") is causal  # encoded once per process, shared by every job
-    texts = corpus.generate().train[:tr.TRAIN_POOL]
-    assert torch.equal(causal, T.encode_texts(T.tokenizer_for("causal"), texts, tr.MAX_LEN)[0])
-    assert torch.equal(mlm, T.encode_texts(T.tokenizer_for("mlm"), texts, tr.MAX_LEN)[0])
-    assert causal.shape[0] == tr.TRAIN_POOL and not torch.equal(causal, mlm)  # "<mask>" shifts the ids
+    from training import corpus
+    from training import train as training
+    causal, mlm = train_ui.training_pool("causal"), train_ui.training_pool("mlm")
+    assert train_ui.training_pool("causal") is causal  # encoded once per process, shared by every job
+    texts = corpus.generate().train[:train_ui.TRAIN_POOL]
+    assert torch.equal(causal, training.encode_texts(training.tokenizer_for("causal"), texts, train_ui.MAX_LEN)[0])
+    assert torch.equal(mlm, training.encode_texts(training.tokenizer_for("mlm"), texts, train_ui.MAX_LEN)[0])
+    assert causal.shape[0] == train_ui.TRAIN_POOL and not torch.equal(causal, mlm)  # "<mask>" shifts the ids
 
 
 def test_registry_limits_one_per_session_and_server_wide():
-    reg = tr.TrainingRegistry(limit=2)
+    reg = train_ui.TrainingRegistry(limit=2)
     worker = _Blocking()
-    spec = tr.TrainSpec(d_model=16, n_heads=2, n_layers=1, steps=20)
+    spec = train_ui.TrainSpec(d_model=16, n_heads=2, n_layers=1, steps=20)
     try:
         reg.start("a", spec, target=worker)
-        with pytest.raises(tr.Busy, match="one training per session"):
+        with pytest.raises(train_ui.Busy, match="one training per session"):
             reg.start("a", spec, target=worker)
         reg.start("b", spec, target=worker)
-        with pytest.raises(tr.Busy, match="server is busy.*limit is 2"):
+        with pytest.raises(train_ui.Busy, match="server is busy.*limit is 2"):
             reg.start("c", spec, target=worker)
         assert reg.running() == 2
     finally:
@@ -231,19 +232,21 @@ def test_registry_limits_one_per_session_and_server_wide():
         reg.get(k).thread.join(10)
     reg.start("c", spec, target=worker)  # free again
     reg.get("c").thread.join(10)
-    with pytest.raises(ValueError, match="do not divide"):
-        reg.start("d", tr.TrainSpec(d_model=16, n_heads=8, n_layers=1, steps=20), target=worker)
+    with pytest.raises(ValueError, match="must divide"):
+        reg.start("d", train_ui.TrainSpec(d_model=16, n_heads=3, n_layers=1, steps=20), target=worker)
+    with pytest.raises(ValueError, match="d_k >= 4"):
+        reg.start("d", train_ui.TrainSpec(d_model=16, n_heads=8, n_layers=1, steps=20), target=worker)
     with pytest.raises(ValueError, match="steps"):
-        reg.start("d", tr.TrainSpec(steps=10_000), target=worker)
+        reg.start("d", train_ui.TrainSpec(steps=10_000), target=worker)
 
 
 def test_page_says_busy_when_the_server_limit_is_reached():
     at = open_train(**TINY)
-    reg = tr.registry()
+    reg = train_ui.registry()
     fakes = [f"fake-{i}" for i in range(reg.limit)]
     with reg.lock:
         for k in fakes:
-            reg.jobs[k] = tr.Job(spec=tr.TrainSpec(), session=k, status="running")
+            reg.jobs[k] = train_ui.Job(spec=train_ui.TrainSpec(), session=k, status="running")
     try:
         at.button(key="train_start").click().run()
         assert not errors(at)
@@ -288,7 +291,7 @@ def upload_cases() -> list[tuple[str, str, bytes, str]]:
         ("pickle", "model.safetensors", pickle.dumps({"w": [1.0, 2.0]}, protocol=4), "pickle"),
         ("torch.save", "model.safetensors", _torch_save(), "pickle"),
         ("gzip", "model.safetensors", gzip.compress(valid), "pickle"),
-        ("oversized", "big.safetensors", b"\0" * (tr.UPLOAD_MAX_BYTES + 1), "limit"),
+        ("oversized", "big.safetensors", b"\0" * (train_ui.UPLOAD_MAX_BYTES + 1), "limit"),
         ("not safetensors (.pt)", "model.pt", valid, "only .safetensors"),
         ("not safetensors (text)", "notes.safetensors", b"hello, this is text" * 10, "not a safetensors"),
         ("empty", "empty.safetensors", b"", "empty"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.translation import translate_words
+from training.translation import translate_words
 from tests.e2e.browser import X_TICKS, exceptions, open_page, screenshot, wait_idle
 
 pytestmark = pytest.mark.e2e

@@ -97,3 +97,15 @@ def test_config_is_frozen():
     with pytest.raises(Exception):
         cfg.d_model = 3  # type: ignore[misc]
     assert cfg.replace(n_layers=5).n_layers == 5 and cfg.n_layers == 2
+
+
+def test_one_rule_for_the_offered_head_counts():
+    """model.config.valid_heads is the app's one rule (sidebar and Train page): every offered count
+    divides d_model, leaves d_k >= MIN_D_K, and builds a valid config."""
+    from model.config import D_MODEL_CHOICES, HEAD_CHOICES, MIN_D_K, valid_heads
+    for d in D_MODEL_CHOICES:
+        heads = valid_heads(d)
+        assert heads and heads == [h for h in HEAD_CHOICES if d % h == 0 and d // h >= MIN_D_K], d
+        for h in heads:
+            assert ModelConfig(d_model=d, n_heads=h).d_k >= MIN_D_K
+    assert valid_heads(8) == [1, 2] and valid_heads(64) == [1, 2, 4, 8, 16]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from model import corpus
+from training import corpus
 from model.tokenizer import SPECIALS
 
 PLURALS = {pl for _, pl in corpus.AGR_NOUNS}

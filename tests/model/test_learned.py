@@ -3,16 +3,14 @@
 Numbers are printed (pytest -s) so the report can quote both the model and its baseline."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from model import corpus
-from model import train as T
-from model.checkpoint import load_checkpoint
+from model.checkpoint import CHECKPOINT_DIR, load_checkpoint, shipped_checkpoints
 from model.patterns import label_head, pattern_scores
 from model.transformer import Transformer
+from training import corpus
+from training import train as training
 
 CAUSAL = ["causal-lm", "causal-lm-learned"]
 HELD = corpus.generate().heldout[:1500]
@@ -20,30 +18,30 @@ HELD = corpus.generate().heldout[:1500]
 
 @pytest.fixture(scope="module")
 def shipped():
-    found = T.shipped_checkpoints()
-    assert set(found) == set(T.TRAIN_PRESETS), f"missing shipped checkpoints: {set(T.TRAIN_PRESETS) - set(found)}"
-    return {name: load_checkpoint(path) for name, path in found.items()}
+    found = shipped_checkpoints()  # the decoder checkpoints: exactly the training presets
+    assert set(found) == set(training.TRAIN_PRESETS), f"missing shipped checkpoints: {set(training.TRAIN_PRESETS) - set(found)}"
+    return {name: load_checkpoint(CHECKPOINT_DIR / name) for name in found}
 
 
 def test_shipped_checkpoints_are_small_and_documented():
-    for name, path in T.shipped_checkpoints().items():
-        size = (path / "model.safetensors").stat().st_size
+    for name, meta in shipped_checkpoints().items():
+        size = (CHECKPOINT_DIR / name / "model.safetensors").stat().st_size
         assert size < 2_000_000, (name, size)
-        meta = json.loads((path / "config.json").read_text())
         extra = meta["extra"]
-        assert extra["preset"] == name and extra["steps"] == T.TRAIN_PRESETS[name].steps
+        assert extra["preset"] == name and extra["steps"] == training.TRAIN_PRESETS[name].steps
         assert np.isfinite(extra["final_loss"]) and extra["final_loss"] < 2.5
         assert extra["heldout"]["agreement_acc"] >= 0.9
         cfg = meta["config"]
         assert 64 <= cfg["d_model"] <= 128 and 2 <= cfg["n_layers"] <= 4 and cfg["n_heads"] == 4
-    assert (T.shipped_checkpoints()["causal-lm"] / "config.json").is_file()  # the app's default
+    assert "causal-lm" in shipped_checkpoints()  # the app's default
+    assert list(shipped_checkpoints(kind="seq2seq")) == ["translator"]
 
 
 @pytest.mark.parametrize("name", CAUSAL)
 def test_causal_next_token_accuracy_beats_unigram(shipped, name):
     model, tok = shipped[name]
     assert model.cfg.pos_encoding == ("learned" if name.endswith("learned") else "sinusoidal")
-    m = T.next_token_accuracy(model, tok, HELD, corpus.generate().train)
+    m = training.next_token_accuracy(model, tok, HELD, corpus.generate().train)
     print(f"\n{name}: held-out next-token acc {m['next_token_acc']:.3f} vs unigram "
           f"{m['unigram_acc']:.3f} ('{m['unigram_token']}')")
     assert m["unigram_acc"] < 0.3
@@ -54,18 +52,18 @@ def test_causal_next_token_accuracy_beats_unigram(shipped, name):
 def test_causal_agreement_across_prepositional_phrase(shipped, name):
     model, tok = shipped[name]
     items = corpus.agreement_items()
-    acc = T.agreement_accuracy(model, tok, items, "causal")
+    acc = training.agreement_accuracy(model, tok, items, "causal")
     print(f"\n{name}: held-out agreement {acc:.3f} on {len(items)} items")
     assert acc >= 0.9
     # also when the nearest noun has the other number (the hard half)
     plural = {pl for _, pl in corpus.AGR_NOUNS}
     hard = [it for it in items if (it.prefix.split()[-1] in plural) != (it.correct in ("are", "were"))]
     assert len(hard) > 100
-    assert T.agreement_accuracy(model, tok, hard, "causal") >= 0.85
+    assert training.agreement_accuracy(model, tok, hard, "causal") >= 0.85
 
 
 def best_prev(model, ids):
-    w = T.probe_weights(model, ids, causal=True)  # (L, H, T, T)
+    w = training.probe_weights(model, ids, causal=True)  # (L, H, T, T)
     scores = np.array([[pattern_scores(w[l, h])["previous-token"] for h in range(w.shape[1])]
                        for l in range(w.shape[0])])
     l, h = np.unravel_index(scores.argmax(), scores.shape)
@@ -79,7 +77,7 @@ def test_previous_token_attention_is_learned(shipped, name):
     ids = tok.encode(corpus.DEFAULT_SENTENCE).ids
     assert ids[0] == tok.bos_id  # <bos> prefix, as the app traces it
     fresh = Transformer(model.cfg, seed=0)
-    T.scale_init(fresh, T.TRAIN_PRESETS[name].emb_scale)
+    training.scale_init(fresh, training.TRAIN_PRESETS[name].emb_scale)
     trained, l, h, _ = best_prev(model, ids)
     untrained = best_prev(fresh, ids)[0]
     print(f"\n{name}: best previous-token head L{l}H{h} score {trained:.3f} (fresh weights {untrained:.3f})")
@@ -98,10 +96,10 @@ def test_a_previous_token_head_on_the_default_sentence(shipped, name):
 def test_masked_lm_beats_baseline_and_agrees(shipped):
     model, tok = shipped["masked-lm"]
     assert corpus.MASK in tok.index
-    m = T.masked_token_accuracy(model, tok, HELD, corpus.generate().train, seed=0)
+    m = training.masked_token_accuracy(model, tok, HELD, corpus.generate().train, seed=0)
     print(f"\nmasked-lm: held-out masked-token acc {m['masked_acc']:.3f} vs unigram {m['unigram_acc']:.3f}")
     assert m["masked_acc"] > m["unigram_acc"] + 0.25
-    acc = T.agreement_accuracy(model, tok, corpus.agreement_items(), "mlm")
+    acc = training.agreement_accuracy(model, tok, corpus.agreement_items(), "mlm")
     print(f"masked-lm: held-out agreement (masked verb) {acc:.3f}")
     assert acc >= 0.9
 
@@ -109,7 +107,7 @@ def test_masked_lm_beats_baseline_and_agrees(shipped):
 def test_recorded_metrics_match_the_weights(shipped):
     """The metadata is not stale: recomputing agreement gives the recorded number."""
     for name, (model, tok) in shipped.items():
-        meta = json.loads((T.shipped_checkpoints()[name] / "config.json").read_text())
+        meta = shipped_checkpoints()[name]
         obj = meta["extra"]["objective"]
-        acc = T.agreement_accuracy(model, tok, corpus.agreement_items(), obj)
+        acc = training.agreement_accuracy(model, tok, corpus.agreement_items(), obj)
         assert acc == pytest.approx(meta["extra"]["heldout"]["agreement_acc"], abs=1e-4), name

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from model import corpus
-from model import train as T
 from model.checkpoint import load_checkpoint, save_checkpoint, to_bytes
 from model.config import ModelConfig
 from model.transformer import Transformer
+from training import corpus
+from training import train as training
 
 TEXTS = corpus.generate().train[:400]
 
@@ -23,16 +23,16 @@ def tiny_cfg(tok, **kw) -> ModelConfig:
 
 @pytest.fixture(scope="module")
 def tok():
-    return T.tokenizer_for("causal")
+    return training.tokenizer_for("causal")
 
 
 @pytest.fixture(scope="module")
 def mtok():
-    return T.tokenizer_for("mlm")
+    return training.tokenizer_for("mlm")
 
 
 def test_a_few_steps_reduce_the_loss(tok):
-    res = T.train(tiny_cfg(tok), tok, TEXTS, steps=40, lr=1e-2, seed=0, batch_size=16)
+    res = training.train(tiny_cfg(tok), tok, TEXTS, steps=40, lr=1e-2, seed=0, batch_size=16)
     assert len(res.losses) == 40 and res.steps_done == 40 and not res.stopped
     first, last = np.mean(res.losses[:3]), np.mean(res.losses[-5:])
     assert last < first - 1.0, (first, last)
@@ -40,14 +40,14 @@ def test_a_few_steps_reduce_the_loss(tok):
 
 
 def test_masked_lm_steps_reduce_the_loss(mtok):
-    res = T.train(tiny_cfg(mtok), mtok, TEXTS, steps=40, lr=1e-2, seed=0, objective="mlm", batch_size=16)
+    res = training.train(tiny_cfg(mtok), mtok, TEXTS, steps=40, lr=1e-2, seed=0, objective="mlm", batch_size=16)
     assert np.mean(res.losses[-5:]) < np.mean(res.losses[:3]) - 1.0
 
 
 def test_same_seed_same_loss_curve_other_seed_differs(tok):
-    a = T.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=3, batch_size=8)
-    b = T.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=3, batch_size=8)
-    c = T.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=4, batch_size=8)
+    a = training.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=3, batch_size=8)
+    b = training.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=3, batch_size=8)
+    c = training.train(tiny_cfg(tok), tok, TEXTS, steps=6, lr=3e-3, seed=4, batch_size=8)
     assert a.losses == b.losses
     assert a.losses != c.losses
     for (k, v), (_, w) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
@@ -55,15 +55,15 @@ def test_same_seed_same_loss_curve_other_seed_differs(tok):
 
 
 def test_masked_lm_is_deterministic(mtok):
-    a = T.train(tiny_cfg(mtok), mtok, TEXTS, steps=4, seed=1, objective="mlm", batch_size=8)
-    b = T.train(tiny_cfg(mtok), mtok, TEXTS, steps=4, seed=1, objective="mlm", batch_size=8)
+    a = training.train(tiny_cfg(mtok), mtok, TEXTS, steps=4, seed=1, objective="mlm", batch_size=8)
+    b = training.train(tiny_cfg(mtok), mtok, TEXTS, steps=4, seed=1, objective="mlm", batch_size=8)
     assert a.losses == b.losses
 
 
 def test_trains_a_copy_never_the_model_passed_in(tok):
     base = Transformer(tiny_cfg(tok), seed=0)
     before = {k: v.clone() for k, v in base.state_dict().items()}
-    res = T.train(None, tok, TEXTS, steps=3, lr=1e-2, seed=0, init_model=base, batch_size=8)
+    res = training.train(None, tok, TEXTS, steps=3, lr=1e-2, seed=0, init_model=base, batch_size=8)
     assert res.model is not base
     for k, v in base.state_dict().items():
         assert torch.equal(v, before[k]), k
@@ -74,7 +74,7 @@ def test_trains_a_copy_never_the_model_passed_in(tok):
 def test_callback_snapshots_and_stop(tok):
     seen, live = [], []
     probe = tok.encode(corpus.DEFAULT_SENTENCE).ids
-    res = T.train(tiny_cfg(tok, n_layers=2), tok, TEXTS, steps=10, seed=0, batch_size=8,
+    res = training.train(tiny_cfg(tok, n_layers=2), tok, TEXTS, steps=10, seed=0, batch_size=8,
                   callback=lambda s, l: seen.append((s, l)), snapshot_every=4, snapshot_ids=probe,
                   on_snapshot=lambda sn: live.append((sn.step, len(seen))))
     # each snapshot is handed over as it is taken (after that step's callback), not at the end
@@ -88,7 +88,7 @@ def test_callback_snapshots_and_stop(tok):
     assert np.all(np.triu(w, k=1) == 0)  # causal probe
     assert not np.allclose(res.snapshots[0].weights, w)  # heads moved during training
     # the last snapshot is the returned model's attention
-    np.testing.assert_allclose(T.probe_weights(res.model, probe, True), w, atol=1e-6)
+    np.testing.assert_allclose(training.probe_weights(res.model, probe, True), w, atol=1e-6)
 
     calls = {"n": 0}
 
@@ -96,7 +96,7 @@ def test_callback_snapshots_and_stop(tok):
         calls["n"] += 1
         return calls["n"] > 3
 
-    res2 = T.train(tiny_cfg(tok), tok, TEXTS, steps=50, seed=0, batch_size=8, should_stop=stop,
+    res2 = training.train(tiny_cfg(tok), tok, TEXTS, steps=50, seed=0, batch_size=8, should_stop=stop,
                    snapshot_every=100, snapshot_ids=probe)
     assert res2.stopped and res2.steps_done == 3 and len(res2.losses) == 3
     assert [s.step for s in res2.snapshots] == [0, 3]
@@ -104,37 +104,37 @@ def test_callback_snapshots_and_stop(tok):
 
 def test_pre_encoded_ids_train_exactly_like_the_sentences(tok, mtok):
     cfg = tiny_cfg(tok, max_len=12)
-    ids, _ = T.encode_texts(tok, TEXTS, 64)  # longer than cfg.max_len: train() cuts them as it cuts sentences
+    ids, _ = training.encode_texts(tok, TEXTS, 64)  # longer than cfg.max_len: train() cuts them as it cuts sentences
     assert ids.shape[1] > cfg.max_len
-    a = T.train(cfg, tok, TEXTS, steps=5, seed=2, batch_size=8)
-    b = T.train(cfg, tok, ids, steps=5, seed=2, batch_size=8)
+    a = training.train(cfg, tok, TEXTS, steps=5, seed=2, batch_size=8)
+    b = training.train(cfg, tok, ids, steps=5, seed=2, batch_size=8)
     assert a.losses == b.losses and len(a.losses) == 5
-    m = T.train(tiny_cfg(mtok), mtok, T.encode_texts(mtok, TEXTS, 32)[0], steps=3, seed=2, objective="mlm",
+    m = training.train(tiny_cfg(mtok), mtok, training.encode_texts(mtok, TEXTS, 32)[0], steps=3, seed=2, objective="mlm",
                 batch_size=8)
-    assert m.losses == T.train(tiny_cfg(mtok), mtok, TEXTS, steps=3, seed=2, objective="mlm", batch_size=8).losses
+    assert m.losses == training.train(tiny_cfg(mtok), mtok, TEXTS, steps=3, seed=2, objective="mlm", batch_size=8).losses
     with pytest.raises(ValueError, match="vocabulary"):
-        T.train(cfg, tok, ids + len(tok), steps=1)
+        training.train(cfg, tok, ids + len(tok), steps=1)
     with pytest.raises(ValueError, match=r"\(N, T\) long"):
-        T.train(cfg, tok, ids.float(), steps=1)
+        training.train(cfg, tok, ids.float(), steps=1)
     with pytest.raises(ValueError, match=r"\(N, T\) long"):
-        T.train(cfg, tok, ids[0], steps=1)
+        training.train(cfg, tok, ids[0], steps=1)
 
 
 def test_bad_arguments_raise_clear_errors(tok):
     with pytest.raises(ValueError, match="vocab_size"):
-        T.train(tiny_cfg(tok, vocab_size=len(tok) + 1), tok, TEXTS, steps=1)
+        training.train(tiny_cfg(tok, vocab_size=len(tok) + 1), tok, TEXTS, steps=1)
     with pytest.raises(ValueError, match="<mask>"):
-        T.train(tiny_cfg(tok), tok, TEXTS, steps=1, objective="mlm")
+        training.train(tiny_cfg(tok), tok, TEXTS, steps=1, objective="mlm")
     with pytest.raises(ValueError, match="objective"):
-        T.train(tiny_cfg(tok), tok, TEXTS, steps=1, objective="seq2seq")
+        training.train(tiny_cfg(tok), tok, TEXTS, steps=1, objective="seq2seq")
     with pytest.raises(ValueError, match="steps"):
-        T.train(tiny_cfg(tok), tok, TEXTS, steps=-1)
+        training.train(tiny_cfg(tok), tok, TEXTS, steps=-1)
 
 
 def test_mask_tokens_only_corrupts_real_words(mtok):
-    ids, _ = T.encode_texts(mtok, TEXTS[:64], 32)
+    ids, _ = training.encode_texts(mtok, TEXTS[:64], 32)
     gen = torch.Generator().manual_seed(0)
-    inputs, targets = T.mask_tokens(ids, mtok, gen)
+    inputs, targets = training.mask_tokens(ids, mtok, gen)
     pick = targets != -100
     assert pick.any(dim=1).all()  # at least one prediction per sentence
     assert torch.equal(targets[pick], ids[pick])
@@ -149,7 +149,7 @@ def test_mask_tokens_only_corrupts_real_words(mtok):
 
 
 def test_checkpoint_round_trip_is_bit_identical(tok, tmp_path):
-    res = T.train(tiny_cfg(tok, pos_encoding="learned"), tok, TEXTS, steps=3, seed=0, batch_size=8)
+    res = training.train(tiny_cfg(tok, pos_encoding="learned"), tok, TEXTS, steps=3, seed=0, batch_size=8)
     save_checkpoint(res.model, tok, tmp_path / "ck", extra={"preset": "test"})
     model, tok2 = load_checkpoint(tmp_path / "ck")
     assert tok2.vocab == tok.vocab and tok2.add_bos
@@ -166,7 +166,7 @@ def test_cli_trains_saves_and_logs(tmp_path, capsys):
     out = tmp_path / "cli"
     n_threads = torch.get_num_threads()
     try:
-        T.main(["--preset", "causal-lm", "--steps", "2", "--out", str(out), "--threads", "1"])
+        training.main(["--preset", "causal-lm", "--steps", "2", "--out", str(out), "--threads", "1"])
     finally:
         torch.set_num_threads(n_threads)
     text = capsys.readouterr().out
@@ -181,12 +181,12 @@ def test_cli_trains_saves_and_logs(tmp_path, capsys):
 
 def test_mask_tokens_focus_masks_agreement_verbs_more_often(mtok):
     """Training's targeted masking: agreement verbs are picked at focus_rate, other words at rate."""
-    ids, _ = T.encode_texts(mtok, corpus.generate().train[:2000], 32)
-    focus = T.focus_ids(mtok)
-    assert sorted(mtok.vocab[i] for i in focus) == sorted(T.AGREEMENT_VERBS)
+    ids, _ = training.encode_texts(mtok, corpus.generate().train[:2000], 32)
+    focus = training.focus_ids(mtok)
+    assert sorted(mtok.vocab[i] for i in focus) == sorted(training.AGREEMENT_VERBS)
     is_verb = torch.isin(ids, torch.tensor(focus))
     other = (ids > 4) & ~is_verb
-    _, targets = T.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15, focus=focus, focus_rate=0.6)
+    _, targets = training.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15, focus=focus, focus_rate=0.6)
     pick = targets != -100
     verb_rate = pick[is_verb].float().mean().item()
     other_rate = pick[other].float().mean().item()
@@ -194,7 +194,7 @@ def test_mask_tokens_focus_masks_agreement_verbs_more_often(mtok):
     assert 0.55 < verb_rate < 0.7, verb_rate  # ~0.6 (+ the at-least-one-per-row picks)
     assert 0.12 < other_rate < 0.25, other_rate
     # without focus every word is picked at the plain rate
-    _, t2 = T.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15)
+    _, t2 = training.mask_tokens(ids, mtok, torch.Generator().manual_seed(0), 0.15)
     assert (t2 != -100)[is_verb].float().mean().item() < 0.25
 
 
@@ -202,28 +202,28 @@ def test_prelude_curriculum_draws_the_first_batches_from_the_prelude(tok):
     """prelude_steps batches come from `prelude`, the rest from `data` (same generator stream)."""
     chains = corpus.chain_sequences(200)
     seen = []
-    orig = T.batch_loss
+    orig = training.batch_loss
 
     def spy(model, ids, objective, tk, gen=None):
         seen.append({tk.vocab[int(i)] for i in ids.flatten()})
         return orig(model, ids, objective, tk, gen)
 
-    T.batch_loss = spy
+    training.batch_loss = spy
     try:
-        res = T.train(tiny_cfg(tok), tok, TEXTS, steps=5, seed=0, batch_size=8, prelude=chains, prelude_steps=3)
+        res = training.train(tiny_cfg(tok), tok, TEXTS, steps=5, seed=0, batch_size=8, prelude=chains, prelude_steps=3)
     finally:
-        T.batch_loss = orig
+        training.batch_loss = orig
     alphabet = set(corpus.chain_successor()) | {".", "<bos>", "<pad>"}
     assert res.steps_done == 5
     assert all(s <= alphabet for s in seen[:3])
     assert not seen[3] <= alphabet and not seen[4] <= alphabet
     with pytest.raises(ValueError, match="prelude"):
-        T.train(tiny_cfg(tok), tok, TEXTS, steps=2, prelude_steps=1)
+        training.train(tiny_cfg(tok), tok, TEXTS, steps=2, prelude_steps=1)
 
 
 def test_causal_presets_mix_chain_sequences_masked_lm_does_not():
-    for name, p in T.TRAIN_PRESETS.items():
-        data, prelude = T.training_texts(p)
+    for name, p in training.TRAIN_PRESETS.items():
+        data, prelude = training.training_texts(p)
         natural = corpus.generate().train
         assert data[:len(natural)] == natural
         assert len(data) - len(natural) == p.chain_mix

@@ -10,7 +10,7 @@ import torch
 from model.seq2seq import Seq2SeqTransformer
 from model.trace import flat_arrays
 from model.tokenizer import UNK
-from model.translation import (CHECKPOINT_DIR, LEXICON, SOURCE_WORDS, TARGET_WORDS, TrainPreset,
+from training.translation import (CHECKPOINT_DIR, LEXICON, SOURCE_WORDS, TARGET_WORDS, TrainPreset,
                                alignment, alignment_hits, build_tokenizer, exact_match,
                                load_translator, make_splits, train, translate, translate_words)
 
@@ -64,7 +64,7 @@ def test_splits_are_deterministic_disjoint_and_not_diagonal() -> None:
 
 def test_training_is_deterministic_and_reduces_the_loss() -> None:
     tok = build_tokenizer()
-    from model.translation import translator_config
+    from training.translation import translator_config
     cfg = translator_config(len(tok)).replace(d_model=16, n_heads=2, n_layers=1, d_ff=32)
     preset = TrainPreset(cfg=cfg, steps=30, batch=16, lr=1e-2, warmup=2, n_train=300, n_heldout=10)
     m1, _, h1 = train(preset, log=None)

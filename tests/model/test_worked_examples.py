@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from model import worked_examples as wx
+from classroom import worked_examples as wx
 from model.config import ModelConfig
 from model.layers import sinusoidal_table
-from model.lesson import STEP_KEYS, build_lesson
+from classroom.lesson import STEP_KEYS, build_lesson
 from model.transformer import Transformer
 
 TOL = 1e-4

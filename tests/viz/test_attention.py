@@ -3,7 +3,8 @@ import re
 import numpy as np
 import pytest
 
-from model.batching import mask_steps, pad_batch, topk_change
+from classroom.analysis import mask_steps, topk_change
+from training.batching import pad_batch
 from tests.helpers import decode
 from viz.attention import compare_grid, grid_shape, head_grid, head_heatmap, mask_heatmap, overview_grid, topk_bars
 from viz.lines import token_lines_html

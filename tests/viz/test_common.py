@@ -30,3 +30,19 @@ def test_masked_z_nan_where_not_allowed():
 def test_check_labels_says_what_to_fix():
     with pytest.raises(ValueError, match="2 labels but the matrix has 3"):
         check_labels(["a", "b"], 3, "labels")
+
+
+def test_one_label_formatter_plain_and_escaped():
+    from classroom.text import token_label
+    toks = ["the", "<b>", "a_very_long_token_indeed"]
+    assert token_labels(toks, plain=True) == ["0:the", "1:<b>", "2:a_very_long_token_indeed"]
+    assert token_labels(toks) == ["0:the", "1:&lt;b&gt;", "2:a_very_long_t…"]
+    assert token_labels(["x", "y"], plain=True, start=1) == ["1:x", "2:y"]
+    assert token_label(3, "cat") == "3:cat" and token_label(3, "cat", sep=": ") == "3: cat"
+    assert token_label(0, "<i>", plain=False) == "0:&lt;i&gt;"
+
+
+def test_one_markdown_escape():
+    from classroom.text import md_escape
+    assert md_escape("a*b_c [x](y) :smile: $x$ \\") == r"a\*b\_c \[x\]\(y\) \:smile\: \$x\$ \\"
+    assert md_escape(3) == "3"

@@ -10,7 +10,7 @@ So every target word has exactly one source word (the correct alignment is known
 alignment is far from the diagonal.
 
 Entry points
-  python -m model.translation --train      trains the preset (CPU, ~1 min) and writes
+  python -m training.translation --train      trains the preset (CPU, ~1 min) and writes
                                            checkpoints/translator/ plus its evaluation
   load_translator()                        (model, tokenizer, info) from the shipped checkpoint
   translate(s2s, tok, text, max_src_len)   pure helper for the page -> TranslationResult
@@ -31,13 +31,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .checkpoint import load_checkpoint, save_checkpoint
-from .config import ModelConfig
-from .seq2seq import Seq2SeqTrace, Seq2SeqTransformer, greedy_decode, greedy_ids
-from .tokenizer import BOS, EOS, SPECIALS, UNK, Tokenizer
+from model.checkpoint import CHECKPOINT_DIR as SHIPPED_DIR
+from model.checkpoint import load_checkpoint, save_checkpoint
+from model.config import ModelConfig
+from model.seq2seq import Seq2SeqTrace, Seq2SeqTransformer, greedy_decode, greedy_ids
+from model.tokenizer import BOS, EOS, SPECIALS, UNK, Tokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINT_DIR = ROOT / "checkpoints" / "translator"
+CHECKPOINT_DIR = SHIPPED_DIR / "translator"
 
 # ----------------------------------------------------------------------------- the language
 DETERMINERS = {"the": "ta", "a": "ke", "every": "su"}
@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> None:
         preset = default_preset()
         model, tok, hist = train(preset)
         metrics = evaluate(model, tok, preset.seed, preset.n_train, preset.n_heldout)
-        info = {"task": "toy English -> Kalo translation (model/translation.py)",
+        info = {"task": "toy English -> Kalo translation (training/translation.py)",
                 "train_seconds": round(hist["seconds"], 1),
                 "train_cpu_seconds": round(hist["cpu_seconds"], 1),
                 "machine_load_1min": round(os.getloadavg()[0], 1), "steps": preset.steps,

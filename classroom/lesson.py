@@ -12,7 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .trace import ForwardTrace
+from model.trace import ForwardTrace
+
+from .text import md_escape, token_label
 from .worked_examples import softmax_from_scores
 
 STEP_KEYS = ("embeddings", "qkv", "scores", "scale", "mask", "softmax", "weighted", "concat", "output")
@@ -85,15 +87,7 @@ def _vec(v: Sequence[float], nd: int = 3, limit: int = 6) -> str:
 
 
 def tok(i: int, labels: Sequence[str]) -> str:
-    return f"{i}:{labels[i]}"
-
-
-def md_escape(text: str) -> str:
-    """User text shown literally inside markdown (no emphasis, links or LaTeX from a token)."""
-    out = str(text).replace("\\", "\\\\")
-    for ch in "`*_{}[]()#+-.!|<>~$:":
-        out = out.replace(ch, "\\" + ch)
-    return out
+    return token_label(i, labels[i])
 
 
 def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, causal: bool,

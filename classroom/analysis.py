@@ -1,40 +1,51 @@
 """Math behind the concept pages (scaling, positional encoding, layer norm, multi-head, FFN and
-output, contextual embeddings, cost). Pure torch/numpy: never imports streamlit or plotly.
+output, contextual embeddings, cost, masks, causal vs bidirectional). Pure torch/numpy over the
+engine: never imports streamlit, plotly or ui/.
 
 Every function takes arrays (or a model/config) and returns numbers or small dicts/DataFrames-ready
-records, so each number on a concept page is computed here, in one hop from the page.
+records, so each number on a concept page is computed here, in one hop from the page. The math the
+engine already has is not written again: the masked softmax is model.attention.masked_softmax, the
+additive mask model.attention.additive, layer norm model.layers.layer_norm and the positional table
+model.layers.sinusoidal_table; the functions here convert numpy <-> torch (float64) around them.
 Entropies are in bits (log base 2): a uniform softmax over n keys has entropy log2(n).
 """
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from .config import ModelConfig, param_breakdown, param_count
-from .layers import sinusoidal_table
-from .trace import ForwardTrace
+from model.attention import additive, causal_allowed, combine, masked_softmax, padding_allowed
+from model.config import ModelConfig, param_breakdown, param_count
+from model.layers import layer_norm as engine_layer_norm
+from model.layers import sinusoidal_table
+from model.trace import ForwardTrace
+
+from .text import token_labels
 
 # --------------------------------------------------------------------------------------------
 # 1. Scaling & softmax
 # --------------------------------------------------------------------------------------------
 
 
-def softmax(x: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax (float64) with a temperature > 0. -inf entries get weight 0;
-    a row with every entry -inf gets all-zero weights (never NaN)."""
+def softmax(x: np.ndarray, temperature: float = 1.0, axis: int = -1, allowed: np.ndarray | None = None
+            ) -> np.ndarray:
+    """Softmax of x / temperature (float64) through the engine's masked_softmax. Entries that are
+    not allowed (allowed False, or x / temperature not finite, e.g. -inf) get weight 0; a row with
+    nothing allowed gets all-zero weights (never NaN)."""
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
-    x = np.asarray(x, dtype=np.float64) / temperature
-    finite = np.isfinite(x)
-    m = np.max(np.where(finite, x, -np.inf), axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.where(finite, np.exp(np.where(finite, x, 0.0) - m), 0.0)
-    s = e.sum(axis=axis, keepdims=True)
-    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+    x = np.moveaxis(np.asarray(x, dtype=np.float64), axis, -1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok = np.isfinite(x / temperature)
+    if allowed is not None:
+        ok &= np.moveaxis(np.broadcast_to(np.asarray(allowed, dtype=bool), np.moveaxis(x, -1, axis).shape), axis, -1)
+    _, weights, _ = masked_softmax(torch.from_numpy(np.where(ok, x, 0.0)), torch.from_numpy(ok), temperature)
+    return np.moveaxis(weights.numpy(), -1, axis)
 
 
 def entropy_bits(p: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -162,8 +173,7 @@ NOTES_PE_HAND = {  # what the notes wrote by hand, to compare with the truth
 
 def worked_pe_example() -> dict:
     """The notes' d_model = 4 example at positions 0, 1, 2 and 'the' (pos 0) / 'cat' (pos 1) + PE."""
-    from .worked_examples import pe_table as pe_table64  # float64 (cos 0.01 = 0.99995, not float32's 0.99994999)
-    pe = pe_table64(3, 4)
+    pe = sinusoidal_table(3, 4, dtype=torch.float64).numpy()  # float64: cos 0.01 = 0.99995, not float32's 0.99994999
     the, cat = np.array(NOTES_PE_EMBEDDINGS["the"]), np.array(NOTES_PE_EMBEDDINGS["cat"])
     angles = np.array([[p / 10000 ** ((2 * (j // 2)) / 4) for j in range(4)] for p in range(3)])
     return {"pe": pe, "angles": angles, "the": the, "cat": cat,
@@ -177,14 +187,14 @@ def worked_pe_example() -> dict:
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
                eps: float = 1e-5) -> dict:
-    """Layer norm over the last axis as F.layer_norm: biased variance, eps inside the sqrt."""
-    x = np.asarray(x, dtype=np.float64)
-    mean = x.mean(-1, keepdims=True)
-    var = x.var(-1, keepdims=True)  # biased (ddof=0)
-    normalized = (x - mean) / np.sqrt(var + eps)
-    g = np.ones(x.shape[-1]) if gamma is None else np.asarray(gamma, dtype=np.float64)
-    b = np.zeros(x.shape[-1]) if beta is None else np.asarray(beta, dtype=np.float64)
-    return {"mean": mean[..., 0], "var": var[..., 0], "normalized": normalized, "output": normalized * g + b}
+    """Layer norm over the last axis through the engine's model.layers.layer_norm (float64):
+    F.layer_norm's output, biased variance, eps inside the sqrt."""
+    x = torch.as_tensor(np.asarray(x, dtype=np.float64))
+    g = None if gamma is None else torch.as_tensor(np.asarray(gamma, dtype=np.float64))
+    b = None if beta is None else torch.as_tensor(np.asarray(beta, dtype=np.float64))
+    tr = engine_layer_norm(x, g, b, eps)
+    return {"mean": tr.mean.numpy()[..., 0], "var": tr.var.numpy()[..., 0], "normalized": tr.normalized.numpy(),
+            "output": tr.output.numpy()}
 
 
 def batch_vs_layer_norm(x: np.ndarray, eps: float = 1e-5) -> dict:
@@ -220,7 +230,7 @@ def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 
     """Fresh weights (same seed) with pre-LN and post-LN on the same ids: the residual stream's
     mean norm per stage. Pre-LN lets the stream grow (LN only feeds the sublayers); post-LN
     renormalises it after every sublayer."""
-    from .transformer import Transformer
+    from model.transformer import Transformer
     out = {}
     ids_t = torch.tensor([list(ids)[: cfg.max_len]], dtype=torch.long)
     for norm in ("pre", "post"):
@@ -304,11 +314,18 @@ def ffn_position_check(model, layer: int, ffn_input: np.ndarray, ffn_output: np.
     return float(np.abs(alone - np.asarray(ffn_output)).max())
 
 
+def topk(p: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest entries along the last axis, largest first (ties: lower index
+    first); k is clipped to 1 .. size. The one top-k: topk_next and topk_change use it."""
+    p = np.asarray(p, dtype=np.float64)
+    k = max(1, min(int(k), p.shape[-1]))
+    return np.argsort(-p, axis=-1, kind="stable")[..., :k]
+
+
 def topk_next(probs: np.ndarray, vocab: Sequence[str], k: int = 5) -> tuple[np.ndarray, list[list[str]]]:
     """probs (T, V) -> top-k probabilities (T, k) (descending) and their tokens."""
     p = np.asarray(probs, dtype=np.float64)
-    k = max(1, min(int(k), p.shape[-1]))
-    idx = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    idx = topk(p, k)
     return np.take_along_axis(p, idx, -1), [[vocab[i] for i in row] for row in idx]
 
 
@@ -382,7 +399,7 @@ def contextual_similarity(states_a: list[np.ndarray], states_b: list[np.ndarray]
     """Cosine similarity of token ia (sentence A) and ib (sentence B) at each stage, and at each
     stage each occurrence's k nearest other tokens (by cosine) among both sentences' tokens."""
     sims, near_a, near_b = [], [], []
-    pool_labels = [f"A{i}:{x}" for i, x in enumerate(labels_a)] + [f"B{i}:{x}" for i, x in enumerate(labels_b)]
+    pool_labels = ["A" + t for t in token_labels(labels_a, plain=True)] + ["B" + t for t in token_labels(labels_b, plain=True)]
     for sa, sb in zip(states_a, states_b):
         sims.append(_cos(sa[ia], sb[ib]))
         pool = np.concatenate([sa, sb])
@@ -458,3 +475,74 @@ def fit_theory(Ts: Sequence[int], seconds: np.ndarray, cfg: ModelConfig) -> dict
     coef = np.clip(coef, 0, None) / scale
     return {"fit": A @ coef, "constant": np.full(len(Ts), coef[0]), "linear": A[:, 1] * coef[1],
             "quadratic": A[:, 2] * coef[2], "coef": coef}
+
+
+# --------------------------------------------------------------------------------------------
+# 8. Masks (mask lab)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaskSteps:
+    """Masks for one sentence; every (T, T) matrix is float 1/0 (1 = may attend). The additive
+    forms (0 / -inf) are model.attention.additive of the same masks."""
+    pad_1d: np.ndarray  # (T,)   1 = real token, 0 = padding
+    pad_2d: np.ndarray  # (T, T) padding as a key mask (with queries masked too if chosen)
+    look_ahead: np.ndarray  # (T, T) lower triangle (all ones when bidirectional)
+    combined: np.ndarray  # (T, T) pad_2d * look_ahead (elementwise product)
+    pad_1d_add: np.ndarray  # (T,) 0 / -inf
+    pad_2d_add: np.ndarray  # (T, T) 0 / -inf
+    look_ahead_add: np.ndarray  # (T, T) 0 / -inf
+    combined_add: np.ndarray  # (T, T) 0 / -inf
+    fully_masked: np.ndarray  # (T,) bool: query rows where nothing is allowed
+
+
+def mask_steps(key_padding_mask, b: int, *, causal: bool, mask_queries: bool) -> MaskSteps:
+    """The masks the model combines, for sentence b of the batch, made by the engine's own mask
+    functions (model/attention.py). key_padding_mask (B, T) bool (tensor or numpy), True = real token."""
+    key_padding_mask = torch.as_tensor(np.asarray(key_padding_mask, dtype=bool))
+    T = key_padding_mask.shape[1]
+    pad = padding_allowed(key_padding_mask, mask_queries=mask_queries)[b, 0]  # (T, T)
+    la = causal_allowed(T) if causal else torch.ones(T, T, dtype=torch.bool)
+    comb = combine(pad, la)
+    f = lambda m: m.to(torch.float32).numpy()  # noqa: E731
+    return MaskSteps(pad_1d=f(key_padding_mask[b]), pad_2d=f(pad), look_ahead=f(la), combined=f(comb),
+                     pad_1d_add=additive(key_padding_mask[b]).numpy(), pad_2d_add=additive(pad).numpy(),
+                     look_ahead_add=additive(la).numpy(), combined_add=additive(comb).numpy(),
+                     fully_masked=(~comb.any(dim=-1)).numpy())
+
+
+# --------------------------------------------------------------------------------------------
+# 9. Causal vs bidirectional: how the next-token distribution changes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopKRow:
+    token_id: int
+    p_a: float
+    p_b: float
+
+    @property
+    def delta(self) -> float:
+        return self.p_b - self.p_a
+
+
+def topk_change(p_a: np.ndarray, p_b: np.ndarray, k: int = 5) -> list[TopKRow]:
+    """Union of the top-k tokens of two distributions over the vocabulary (V,), ordered by the
+    larger of the two probabilities (descending)."""
+    p_a, p_b = np.asarray(p_a, dtype=np.float64), np.asarray(p_b, dtype=np.float64)
+    if p_a.shape != p_b.shape or p_a.ndim != 1:
+        raise ValueError(f"p_a and p_b must both be (V,); got {p_a.shape} and {p_b.shape}")
+    ids = list(dict.fromkeys([*topk(p_a, k), *topk(p_b, k)]))
+    rows = [TopKRow(int(i), float(p_a[i]), float(p_b[i])) for i in ids]
+    return sorted(rows, key=lambda r: -max(r.p_a, r.p_b))
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> float:
+    """Total variation distance between two distributions over the same outcomes (float64):
+    0.5 * sum |p - q|, from 0 (identical) to 1 (disjoint)."""
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape; got {p.shape} and {q.shape}")
+    return 0.5 * float(np.abs(p - q).sum())

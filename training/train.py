@@ -1,4 +1,4 @@
-"""Training on the built-in corpus (model/corpus.py), evaluation, and the shipped checkpoints.
+"""Training on the built-in corpus (training/corpus.py), evaluation, and the shipped checkpoints.
 
 Library (used by the CLI, the tests and the Train page's background thread):
 
@@ -11,7 +11,7 @@ Library (used by the CLI, the tests and the Train page's background thread):
 through st.cache_resource must never be mutated). It runs the engine's Transformer.forward(),
 the same code path as trace(). It never touches torch's global thread setting: the CLI does.
 
-CLI:  python -m model.train --preset causal-lm     (or causal-lm-learned, masked-lm, --all)
+CLI:  python -m training.train --preset causal-lm     (or causal-lm-learned, masked-lm, --all)
 prints a plain-text progress bar, writes the checkpoint to checkpoints/<preset>/ with a loss log
 (loss_log.csv) and the held-out metrics in config.json's "extra".
 """
@@ -33,14 +33,12 @@ import torch
 import torch.nn.functional as F
 
 from . import corpus
-from .checkpoint import save_checkpoint
-from .config import ModelConfig
-from .patterns import label_heads, pattern_scores_all
-from .tokenizer import Tokenizer
-from .transformer import Transformer
+from model.checkpoint import CHECKPOINT_DIR, save_checkpoint
+from model.config import ModelConfig
+from model.patterns import label_heads, pattern_scores_all
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer
 
-ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINT_DIR = ROOT / "checkpoints"
 OBJECTIVES = ("causal", "mlm")
 
 
@@ -94,16 +92,6 @@ def training_texts(p: TrainPreset) -> tuple[list[str], list[str]]:
         return data, []
     chains = corpus.chain_sequences(max(CHAIN_SEQUENCES, p.chain_mix))
     return data + chains[:p.chain_mix], chains
-
-
-def shipped_checkpoints() -> dict[str, Path]:
-    """{preset name: checkpoint directory} for every shipped checkpoint present on disk."""
-    out = {}
-    for name in TRAIN_PRESETS:
-        d = CHECKPOINT_DIR / name
-        if (d / "model.safetensors").is_file() and (d / "config.json").is_file():
-            out[name] = d
-    return out
 
 
 def tokenizer_for(objective: str) -> Tokenizer:
@@ -174,7 +162,7 @@ def mask_tokens(ids: torch.Tensor, tok: Tokenizer, gen: torch.Generator, rate: f
     prediction is asked."""
     if corpus.MASK not in tok.index:
         raise ValueError("the masked-LM objective needs a '<mask>' entry in the vocabulary; "
-                         "use model.train.tokenizer_for('mlm')")
+                         "use training.train.tokenizer_for('mlm')")
     mask_id = tok.index[corpus.MASK]
     n_special = 5 if tok.vocab[4] == corpus.MASK else 4  # specials (+ <mask>) come first
     real = ids >= n_special  # (B, T) words only (not pad/bos/unk/mask)
@@ -521,7 +509,7 @@ def run_preset(name: str, steps: int | None = None, out: Path | None = None, qui
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m model.train", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(TRAIN_PRESETS), default="causal-lm")
     ap.add_argument("--all", action="store_true", help="train every shipped preset")
     ap.add_argument("--steps", type=int, default=None, help="override the preset's step count")

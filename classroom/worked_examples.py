@@ -1,6 +1,7 @@
 """The hand-worked examples of the lecture notes (seeds/), as pure data, and the functions that
-compute every step of them with the engine's own code (`model.attention.attend`,
-`model.layers.LayerNorm`, `model.layers.sinusoidal_table`).
+compute every step of them with the engine's own code (`model.attention.attend`; the masked
+softmax and layer norm through classroom.analysis, which calls `model.attention.masked_softmax`
+and `model.layers.layer_norm`; `model.layers.sinusoidal_table`).
 
 Convention: the notes write row vectors, Q = X W_Q (X is T x d, W_Q is d x d_k). The engine's
 nn.Linear stores W^T; here the matrices are used as the notes write them.
@@ -18,8 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .attention import attend, causal_allowed, combine, padding_allowed
-from .layers import LayerNorm, sinusoidal_table
+from model.attention import additive, attend, causal_allowed, combine, padding_allowed
+from model.layers import sinusoidal_table
+
+from .analysis import layer_norm, softmax
+from .text import token_labels
 
 MASKS = ("none", "causal", "padding", "combined")
 MAX_ABS = 1e6  # largest |value| in the attention calculator: keeps every product finite in float64
@@ -148,23 +152,21 @@ def compute_attention(setup: AttentionSetup) -> AttentionSteps:
     return AttentionSteps(
         Q=Q.numpy(), K=K.numpy(), V=V.numpy(), q=q.numpy(), k=k.numpy(), v=v.numpy(),
         scores=tr.scores.numpy(), scale=float(tr.scale), scaled=tr.scaled.numpy(), allowed=a,
-        mask01=a.astype(float), additive=np.where(a, 0.0, -np.inf), masked=tr.masked.numpy(),
+        mask01=a.astype(float), additive=additive(allowed).double().numpy(), masked=tr.masked.numpy(),
         weights=tr.weights.numpy(), fully_masked=tr.fully_masked.numpy().reshape(-1, a.shape[0]).any(axis=0),
         heads=tr.heads.numpy(), concat=concat.numpy(), output=out.numpy(), d_k=d_k)
 
 
 def softmax_from_scores(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
-    """Row softmax of given scores through `attend` (q = scores, k = identity, scale 1): used for
-    the notes' made-up score matrices so every softmax on screen comes from the one function."""
-    s = torch.as_tensor(np.array(scores, dtype=float), dtype=torch.float64)
-    eye = torch.eye(s.shape[-1], dtype=torch.float64)
-    al = None if allowed is None else torch.as_tensor(np.array(allowed, dtype=bool))
-    return attend(s, eye, eye, allowed=al, scale=1.0).weights.numpy()
+    """Row softmax of given scores (float64) where allowed: used for the notes' made-up score
+    matrices, through the one masked softmax (classroom.analysis.softmax -> the engine's)."""
+    return softmax(scores, allowed=allowed)
 
 
 # --------------------------------------------------------------------------- small calculators
 def softmax_temperature(x, temperature: float = 1.0) -> np.ndarray:
-    """softmax(x / T) through `attend` (one query whose scores are x, scale = 1/T)."""
+    """softmax(x / T) of the calculator's numbers (checked first, with messages for the page),
+    through the one masked softmax (classroom.analysis.softmax -> the engine's)."""
     if not temperature > 0:
         raise ValueError("the temperature must be > 0")
     x = np.asarray(x, dtype=float).reshape(1, -1)
@@ -173,8 +175,7 @@ def softmax_temperature(x, temperature: float = 1.0) -> np.ndarray:
     with np.errstate(over="ignore"):
         if not np.all(np.isfinite(x / temperature)):
             raise ValueError("the scores divided by the temperature are too large to represent: use smaller numbers")
-    eye = torch.eye(x.shape[1], dtype=torch.float64)
-    return attend(torch.as_tensor(x), eye, eye, scale=1.0 / temperature).weights.numpy()[0]
+    return softmax(x, temperature)[0]
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ class LayerNormSteps:
 
 
 def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSteps:
-    """Layer norm of one vector through the model's LayerNorm module."""
+    """Layer norm of one vector through the engine's layer norm (classroom.analysis.layer_norm ->
+    model.layers.layer_norm), float64."""
     x = np.asarray(x, dtype=float).ravel()
     if x.size == 0 or not np.all(np.isfinite(x)):
         raise ValueError("give at least one finite number")
@@ -201,37 +203,21 @@ def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSt
     beta = np.zeros_like(x) if beta is None else np.asarray(beta, dtype=float).ravel()
     if gamma.shape != x.shape or beta.shape != x.shape:
         raise ValueError(f"γ and β need {x.size} numbers each (one per entry of x)")
-    ln = LayerNorm(x.size, eps=float(eps)).double()
-    with torch.no_grad():
-        ln.weight.copy_(torch.as_tensor(gamma))
-        ln.bias.copy_(torch.as_tensor(beta))
-        out, tr = ln(torch.as_tensor(x)[None, None])
-    var = float(tr.var.item())
-    if not (math.isfinite(var) and np.all(np.isfinite(out.numpy()))):
+    ln = layer_norm(x, gamma, beta, float(eps))
+    var = float(ln["var"])
+    if not (math.isfinite(var) and np.all(np.isfinite(ln["output"]))):
         raise ValueError("the numbers are too large: their variance overflows (use values below about 1e150)")
-    return LayerNormSteps(x=x, mean=float(tr.mean.item()), var=var, eps=float(eps), std=math.sqrt(var + eps),
-                          normalized=tr.normalized.numpy()[0, 0], gamma=gamma, beta=beta, output=out.numpy()[0, 0])
+    return LayerNormSteps(x=x, mean=float(ln["mean"]), var=var, eps=float(eps), std=math.sqrt(var + eps),
+                          normalized=ln["normalized"], gamma=gamma, beta=beta, output=ln["output"])
 
 
 def pe_table(n_positions: int, d_model: int, start: int = 0) -> np.ndarray:
-    """(n_positions, d_model) sinusoidal PE rows for positions start..start+n-1.
-
-    The engine's `model.layers.sinusoidal_table` returns float32, which shows cos(0.01) = 0.99995
-    as 0.9999 at 4 decimals; the same formula is evaluated here in float64 and checked against the
-    engine's table (they must agree to float32 precision), so the two cannot drift apart."""
+    """(n_positions, d_model) sinusoidal PE rows for positions start..start+n-1: the engine's
+    `model.layers.sinusoidal_table` in float64 (its float32 model table would show cos(0.01) =
+    0.99995 as 0.9999 at 4 decimals)."""
     if d_model < 1 or n_positions < 1 or start < 0:
         raise ValueError("d_model and the number of positions must be >= 1, positions >= 0")
-    pos = np.arange(start, start + n_positions, dtype=float)[:, None]
-    i2 = np.arange(0, d_model, 2, dtype=float)  # 2i
-    angle = pos / np.power(10000.0, i2 / d_model)
-    pe = np.zeros((n_positions, d_model))
-    pe[:, 0::2] = np.sin(angle)
-    pe[:, 1::2] = np.cos(angle[:, : d_model // 2])
-    if start + n_positions <= 4096:
-        engine = sinusoidal_table(start + n_positions, d_model).double().numpy()[start:]
-        if not np.allclose(engine, pe, atol=1e-5):
-            raise AssertionError("PE formula drifted from model.layers.sinusoidal_table")
-    return pe
+    return sinusoidal_table(n_positions, d_model, start=start, dtype=torch.float64).numpy()
 
 
 def pe_value(pos: int, i: int, d_model: int) -> tuple[float, str]:
@@ -468,18 +454,19 @@ class Step:
     decimals: int = 4  # on screen (masks are whole numbers: 0)
 
 
-def _labels(labels, n: int, p: str) -> tuple[str, ...]:
-    """Unique row/column names "i:label" (a label may repeat, e.g. two "the")."""
+def token_names(labels, n: int, p: str) -> tuple[str, ...]:
+    """Unique row/column names "i:label" (a label may repeat, e.g. two "the"); missing labels
+    are p0, p1, ..."""
     labels = list(labels)[:n] + [f"{p}{i}" for i in range(len(labels), n)]
-    return tuple(f"{i}:{lab}" for i, lab in enumerate(labels))
+    return tuple(token_labels(labels, plain=True))
 
 
 def attention_step_list(setup: AttentionSetup, head: int = 0) -> list[Step]:
     """The calculator's tables for one head, in order, each with its formula."""
     s = compute_attention(setup)
     H = setup.n_heads
-    qlab = _labels(setup.labels, setup.X.shape[0], "t")
-    klab = _labels(setup.kv_labels, setup.X_kv.shape[0], "s") if setup.X_kv is not None else qlab
+    qlab = token_names(setup.labels, setup.X.shape[0], "t")
+    klab = token_names(setup.kv_labels, setup.X_kv.shape[0], "s") if setup.X_kv is not None else qlab
     dims = lambda n, p: tuple(f"{p}{j}" for j in range(n))  # noqa: E731
     hs = f" (head {head})" if H > 1 else ""
     sub = "_h" if H > 1 else ""
@@ -527,7 +514,7 @@ def solve(key: str) -> list[Step]:
                               tuple(f"z{j}" for j in range(4))))
         if key == "context-vector":
             A = compute_attention(p.setup).weights[0]  # (T_dec, T_enc)
-            rows = _labels(p.setup.labels, A.shape[0], "t")
+            rows = token_names(p.setup.labels, A.shape[0], "t")
             cols = tuple(f"c{j}" for j in range(ANNOTATIONS.shape[1]))
             terms = [" + ".join(f"{A[i, j]:.4f}·{p.setup.kv_labels[j]}" for j in range(A.shape[1]))
                      for i in range(A.shape[0])]
@@ -632,10 +619,10 @@ def handout_markdown(title: str, description: str, steps: list[Step], hints=(), 
 
 def setup_inputs_steps(setup: AttentionSetup) -> list[Step]:
     """The inputs of an attention setup as steps (for the handout and CSV)."""
-    qlab = _labels(setup.labels, setup.X.shape[0], "t")
+    qlab = token_names(setup.labels, setup.X.shape[0], "t")
     out = [Step("Input X", r"X", np.asarray(setup.X), qlab, tuple(f"x{j}" for j in range(setup.X.shape[1])))]
     if setup.X_kv is not None:
-        klab = _labels(setup.kv_labels, setup.X_kv.shape[0], "s")
+        klab = token_names(setup.kv_labels, setup.X_kv.shape[0], "s")
         out.append(Step("Keys/values input E", r"E", np.asarray(setup.X_kv), klab,
                         tuple(f"e{j}" for j in range(setup.X_kv.shape[1]))))
     for name, W in (("W_Q", setup.W_Q), ("W_K", setup.W_K), ("W_V", setup.W_V), ("W_O", setup.W_O)):

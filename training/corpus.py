@@ -23,7 +23,7 @@ import functools
 import random
 from dataclasses import dataclass
 
-from .tokenizer import SPECIALS, Tokenizer
+from model.tokenizer import SPECIALS, Tokenizer
 
 MASK = "<mask>"
 SEED = 1234
@@ -286,7 +286,7 @@ def chain_sequences(n: int, seed: int = CHAIN_SEED, alphabet_size: int = 40,
     word depends on the word BEFORE the current one and not at all on the current one (the other
     chain). Attending to the previous position and reading its word is the only way to predict it.
     Only the causal presets' training mix uses these (a curriculum prelude plus a share of the
-    batches, model.train); the held-out split and every evaluation set stay natural sentences."""
+    batches, training.train); the held-out split and every evaluation set stay natural sentences."""
     succ = chain_successor(alphabet_size, seed)
     words = sorted(succ)
     r = random.Random(seed + n)

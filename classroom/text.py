@@ -1,0 +1,55 @@
+"""Text helpers shared by classroom/, viz/ and ui/: the "i:token" label and the two escapes (HTML
+for Plotly labels, Markdown for Streamlit text). Pure standard library: viz/ imports this module,
+so it must never pull in torch (tests/test_layering.py checks that importing viz/ does not)."""
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from typing import Sequence
+
+
+def visible(text: str) -> str:
+    """Make control and invisible characters visible (\\x07, \\u200f ...) and escape HTML.
+    Plotly renders a subset of HTML in labels, so user text is always escaped."""
+    out = []
+    for ch in str(text):
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cf", "Zl", "Zp") or (cat == "Zs" and ch != " "):
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) > 0xFF else f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    s = "".join(out)
+    return html.escape(s if s else "∅", quote=True)
+
+
+def token_labels(labels: Sequence[str], max_chars: int = 14, *, plain: bool = False, start: int = 0,
+                 sep: str = ":") -> list[str]:
+    """Unique labels "i:token" (a sentence may repeat a word; Plotly merges equal category labels).
+
+    Default (figure axes): each token shortened to max_chars (with "…") and made safe by `visible`
+    (HTML-escaped, invisible characters shown). plain=True (tables, CSV, widget options, text that
+    is escaped later): the token exactly as given, never shortened. `start` numbers from another
+    index (e.g. 1 for targets); `sep` is ": " where a label reads as prose (selectbox options)."""
+    result = []
+    for i, lab in enumerate(labels, start=start):
+        lab = str(lab)
+        if not plain:
+            lab = visible(lab if len(lab) <= max_chars else lab[: max_chars - 1] + "…")
+        result.append(f"{i}{sep}{lab}")
+    return result
+
+
+def token_label(i: int, token: str, *, plain: bool = True, sep: str = ":") -> str:
+    """One "i:token" label (plain by default: for tables and text; see token_labels)."""
+    return token_labels([token], plain=plain, start=i, sep=sep)[0]
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md_escape(text: str) -> str:
+    """User text shown literally inside Markdown (st.markdown, captions, radio options): no
+    emphasis, links, LaTeX or :emoji: shortcodes from a token. Every special character gets a
+    backslash (a backslash itself is doubled)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
