@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast fuzz bench chromium train clean-venv
+.PHONY: run test test-fast fuzz bench chromium nginx system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,20 @@ chromium:
 		echo "The browser tests need Debian's Chromium. Run: sudo apt-get install -y --no-install-recommends chromium"; exit 1; \
 	fi
 
-test: $(STAMP) chromium
+# Debian's nginx for the proxy tests (tests/deploy/test_proxy.py), installed like Chromium.
+nginx:
+	@if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "Installing Debian's nginx for the proxy tests ..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null; \
+	else \
+		echo "The proxy tests need Debian's nginx. Run: sudo apt-get install -y --no-install-recommends nginx"; exit 1; \
+	fi
+
+# Every system package the test tiers need (browser tier: Chromium; proxy tier: nginx).
+system-deps: chromium nginx
+
+test: $(STAMP) system-deps
 	$(PY) -m pytest
 
 # Everything but the real-browser tier (for quick iterations).

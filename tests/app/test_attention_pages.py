@@ -331,3 +331,44 @@ def test_invalid_tab_in_link_falls_back_with_notice():
     assert at.session_state["head_tab"] == "Heatmap"
     assert any("head_tab=" in w.value for w in at.warning)
     assert len(figures(at)) == 2  # grid + the detail heatmap
+
+
+def test_overview_shows_a_pattern_planted_at_one_layer_and_head(monkeypatch):
+    """Plant a previous-token head at layer 1, head 2 (2 layers x 4 heads: not square) by patching
+    the cached trace the page reads; the overview must show it in exactly that cell."""
+    import dataclasses
+
+    real_get_run = compute.get_run
+    L_, H_, PL, PH = 2, 4, 1, 2
+
+    def planted(source, text, causal, max_len):
+        run = real_get_run(source, text, causal, max_len)
+        attn = run.trace.layers[PL].attn
+        w = attn.weights.copy()  # (1, H, T, T)
+        T = w.shape[-1]
+        prev = np.zeros((T, T))
+        prev[0, 0] = 1.0
+        prev[np.arange(1, T), np.arange(T - 1)] = 1.0
+        w[0, PH] = prev
+        layers = list(run.trace.layers)
+        layers[PL] = dataclasses.replace(layers[PL], attn=dataclasses.replace(attn, weights=w))
+        return dataclasses.replace(run, trace=dataclasses.replace(run.trace, layers=tuple(layers)))
+
+    monkeypatch.setattr(compute, "get_run", planted)
+    at = start("pages/overview.py", L=L_, h=H_, d=32)
+    fig = figures(at)[0]
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+    assert len(heat) == L_ * H_
+    titles = [a["text"] for a in fig["layout"]["annotations"]][:L_ * H_]
+    cell = PL * H_ + PH  # row-major: rows = layers, columns = heads
+    assert heat[cell]["name"] == f"L{PL} H{PH}"
+    z = decode(heat[cell]["z"])
+    T = z.shape[-1]
+    assert T > 4
+    np.testing.assert_array_equal(np.nan_to_num(z)[np.arange(1, T), np.arange(T - 1)], 1.0)
+    assert titles[cell] == f"L{PL} H{PH}: previous-token 1.00"
+    # exactly that cell: no other thumbnail and no other table row says previous-token
+    assert [i for i, t in enumerate(titles) if "previous-token" in t] == [cell]
+    table = at.dataframe[0].value
+    hits = table[table["pattern"] == "previous-token"]
+    assert list(zip(hits["layer"], hits["head"])) == [(PL, PH)]

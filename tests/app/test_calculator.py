@@ -126,7 +126,11 @@ def test_pe_preset_and_heads_options():
     assert at.selectbox(key="calc_heads").options == ["1", "2", "3", "6"]
     at.selectbox(key="calc_heads").set_value(3).run()
     assert not errors(at)
-    assert any("head 2" in m.value or "(head 0)" in m.value for m in at.markdown)
+    assert at.radio(key="calc_show_head").options == ["0", "1", "2"]  # exactly 3 heads, not "more than 1"
+    at.radio(key="calc_show_head").set_value(2).run()
+    assert not errors(at)
+    steps = [m.value for m in at.markdown if m.value.startswith("**1. Q")]
+    assert steps == ["**1. Q (head 2)**"], steps
 
 
 def test_small_calculators_bad_input():

@@ -1,12 +1,37 @@
 """AppTest: lesson mode steps forward and back (step in the URL), reveals answers with the live
 numbers, and renders in presentation mode."""
 import re
+from functools import lru_cache
 
 import numpy as np
+import torch
 
-from tests.helpers import app_test, errors
+from model.checkpoint import load_checkpoint
+from tests.helpers import ROOT, app_test, errors
 
 PAGE = "pages/lesson.py"
+
+
+@lru_cache(maxsize=4)
+def _model(name: str):
+    return load_checkpoint(ROOT / "checkpoints" / name)
+
+
+def engine_layer0(at):
+    """What the lesson should show, recomputed here from the engine's trace: the model the page
+    uses (the sidebar's Model, a shipped checkpoint loaded directly, not through ui.compute),
+    the sidebar's sentence and mask. Returns (model cfg, layer-0 AttentionTrace without batch)."""
+    s = at.session_state
+    name = s["src"]
+    assert (ROOT / "checkpoints" / name / "config.json").is_file(), f"the page uses {name!r}"
+    model, tok = _model(name)
+    ids = tok.encode(s["text"]).ids[: int(s["T"])]
+    tr = model.trace(torch.tensor([ids]), causal=s["mask"] == "causal")
+    return model.cfg, tr.layers[0].attn, len(ids)
+
+
+def numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
 
 
 def open_lesson(**query):
@@ -48,6 +73,8 @@ def test_number_question_reveals_live_answer():
     at = open_lesson(lesson_step="2")
     prompt = next(m.value for m in at.markdown if "How many dimensions" in m.value)
     D, H = (int(x) for x in re.findall(r"\*\*(\d+)\*\*", prompt)[:2])
+    cfg, _, _ = engine_layer0(at)
+    assert (D, H) == (cfg.d_model, cfg.n_heads)  # the model the page traces, not made-up numbers
     assert at.button(key="lq_d_k__check").disabled  # nothing committed yet
     at.number_input(key="lq_d_k__answer").set_value(D // H).run()
     at.button(key="lq_d_k__check").click().run()
@@ -66,8 +93,18 @@ def test_choice_question_wrong_answer_is_explained():
     err = " ".join(e.value for e in at.error)
     assert "You said more peaked" in err and "flatter" in err
     # the explanation quotes the live numbers: two weights, unscaled vs scaled
-    nums = [float(x) for x in re.findall(r"would be (\d\.\d{3}); with scaling it is (\d\.\d{3})", err)[0]]
-    assert nums[0] >= nums[1] - 1e-9
+    unscaled, scaled = (float(x) for x in
+                        re.findall(r"would be (\d\.\d{3}); with scaling it is (\d\.\d{3})", err)[0])
+    # recomputed from the engine's trace: layer 0, the lesson's head and query row
+    _, a, T = engine_layer0(at)
+    h, i = at.session_state["lesson_head"], at.session_state["lesson_query"]
+    assert i == T - 1  # the default row: the last token
+    row = a.scores[0, h, i].double().numpy()
+    ok = a.allowed.expand(a.scores.shape)[0, h, i].numpy()
+    e = np.where(ok, np.exp(row - row[ok].max()), 0.0)
+    assert abs(unscaled - (e / e.sum()).max()) < 6e-4
+    assert abs(scaled - float(a.weights[0, h, i].max())) < 6e-4
+    assert a.scale < 1 and unscaled > scaled  # this model scales, so the row is strictly flatter
 
 
 def test_self_weight_question_uses_trace():
@@ -76,19 +113,28 @@ def test_self_weight_question_uses_trace():
     at.button(key="lq_self_weight__check").click().run()
     text = " ".join(x.value for x in list(at.success) + list(at.error))
     w = float(re.search(r"The weight is \*\*(\d\.\d{4})\*\*", text).group(1))
-    assert 0.0 <= w <= 1.0
     row = [float(x) for x in re.search(r"The whole row is \[([^\]]+)\]", text).group(1).replace("…", "").split(",") if x.strip()]
-    assert abs(sum(row) - 1.0) < 0.01 or len(row) >= 12
+    _, a, T = engine_layer0(at)
+    h, i = at.session_state["lesson_head"], at.session_state["lesson_query"]
+    ref = a.weights[0, h, i].numpy()  # (T,) the engine's row
+    assert abs(w - ref[i]) < 6e-5  # 4 decimals shown
+    assert len(row) == min(T, 12)  # the first 12 weights ("…" after them)
+    np.testing.assert_allclose(row, ref[:len(row)], atol=6e-4)
+    total = float(re.search(r"sums to (\d\.\d{4})", text).group(1))
+    assert abs(total - ref.sum()) < 6e-5 and abs(total - 1) < 1e-3
 
 
 def test_presentation_mode():
     at = open_lesson(present="true", lesson_step="6")
     assert not errors(at)
-    assert at.button(key="lesson_leave_present") is not None
     css = " ".join(str(h.proto) for h in at.get("html"))
-    assert "stSidebar" in css and "font-size" in css
+    assert "stSidebar" in css and "font-size" in css and "katex" in css  # the lesson's own CSS too
     at.button(key="lesson_leave_present").click().run()
     assert not errors(at) and not at.session_state["present"]
+    # the click took effect: the button is gone, and so is the presentation CSS
+    assert "lesson_leave_present" not in [b.key for b in at.button]
+    assert "katex" not in " ".join(str(h.proto) for h in at.get("html"))
+    assert header(at).startswith("6 ·")  # same step
 
 
 def test_head_and_query_change_numbers():
@@ -97,6 +143,10 @@ def test_head_and_query_change_numbers():
     at.selectbox(key="lesson_query").set_value(0).run()
     t2 = next(m.value for m in at.markdown if m.value.startswith("Each row becomes"))
     assert t1 != t2
-    # causal run: the first token attends only to itself
-    if at.session_state["mask"] == "causal":
-        assert "[1.000, 0.000" in t2
+    # each text quotes the engine's row for its query (layer 0, head 0)
+    _, a, T = engine_layer0(at)
+    assert at.session_state["mask"] == "causal"  # the default: the first token sees only itself
+    assert "[1.000, 0.000" in t2
+    for text, i in ((t1, T - 1), (t2, 0)):
+        shown = numbers(text.split("Row", 1)[1])[: min(T, 8)]
+        np.testing.assert_allclose(shown, a.weights[0, 0, i, :len(shown)].numpy(), atol=6e-4)

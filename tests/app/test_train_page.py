@@ -141,29 +141,40 @@ def test_tiny_training_runs_to_the_end_and_joins_the_sidebar():
     assert any("d_model 16 · 2 heads · 1 layers" in c.value for c in at.sidebar.caption)
 
 
-def test_cancel_discards_the_model():
-    at = open_train(train_d=128, train_h=8, train_L=4, train_steps=train_ui.MAX_STEPS)
+def test_cancel_discards_the_model(monkeypatch):
+    """Event-based, no wall clock: the training thread is held right after its first (step 0)
+    snapshot until the test has looked at the live page and clicked Cancel; then it must stop."""
+    first_snapshot, resume = threading.Event(), threading.Event()
+    record = train_ui.Job._on_snapshot
+
+    def held(self, snap):
+        record(self, snap)
+        first_snapshot.set()
+        resume.wait(120)  # the test releases it after Cancel (a bound only so a bug cannot hang)
+
+    monkeypatch.setattr(train_ui.Job, "_on_snapshot", held)
+    at = open_train(**{**TINY, "train_steps": train_ui.MAX_STEPS})  # tiny model; a step count it never reaches
     options_before = list(at.selectbox(key="src").options)
     at.button(key="train_start").click().run()
     assert job_of(at).view().running
     assert at.button(key="train_start").disabled  # one training per session
+    assert first_snapshot.wait(120), "the training never recorded its step-0 snapshot"
     # live: while it runs, the latest attention snapshot is drawn (step 0 arrives first)
-    deadline = time.time() + 60
-    while not job_of(at).view().snapshots and time.time() < deadline:
-        time.sleep(0.2)
     at.run()
     v = job_of(at).view()
-    assert v.running and v.snapshots, "no snapshot while running"
+    assert v.running and [s.step for s in v.snapshots] == [0], v.snapshots
     live = [f for f in figures(at) if f["data"][0].get("name") == "head 0"]
     assert live, "the running page draws no attention snapshot"
     shown = decode(live[0]["data"][0]["z"])
     T_ = len(v.probe_labels)
     lower = np.tril(np.ones((T_, T_), dtype=bool))
-    assert any(np.allclose(shown[lower], sn.weights[0, 0][lower], rtol=1e-5) for sn in v.snapshots)
-    assert "Step " in live[0]["layout"]["title"]["text"]
+    np.testing.assert_allclose(shown[lower], v.snapshots[0].weights[0, 0][lower], rtol=1e-5)
+    assert "Step 0" in live[0]["layout"]["title"]["text"]
     at.button(key="train_cancel").click().run()
+    assert job_of(at).cancel.is_set()
+    resume.set()
     v = wait_until_finished(at, timeout=120)
-    assert v.status == "cancelled" and v.step < train_ui.MAX_STEPS
+    assert v.status == "cancelled" and v.step <= 2, (v.status, v.step)  # stopped at the next check
     assert any("Cancelled at step" in i.value for i in at.info)
     assert list(at.selectbox(key="src").options) == options_before
     assert not errors(at)

@@ -9,9 +9,9 @@ For every case it asserts:
      by None) and are not NaN values; they are allowed. Typed arrays (base64) are decoded;
   3. a visible message wherever the input was changed: text over MAX_TEXT_CHARS -> a warning that
      mentions characters; more tokens than the max sequence length -> a warning that mentions
-     tokens; empty/whitespace-only text -> an info or warning message. These apply to pages that
-     show the sidebar sentence, found by a probe at the start (see `uses_sentence`): a page whose
-     figures change with the sentence must warn when it cuts it.
+     tokens; empty/whitespace-only text -> an info or warning message. These apply to the pages
+     that show the sidebar sentence, listed in SENTENCE_PAGES; a probe at the start of each page
+     (`uses_sentence`: do its charts/tables change with the sentence?) must agree with that list.
 
 CI (`make test`) runs a fixed-seed subset (FUZZ_CASES_PER_PAGE, default 4 per page, two model
 architectures, < 2 min);
@@ -240,11 +240,13 @@ def apply(at, c: Case) -> None:
 
 
 def figure_fingerprint(at) -> str:
-    return json.dumps([f.get("data") for f in figures(at)], sort_keys=True)
+    """The page's charts and tables (a lesson step may show a table of the trace's numbers)."""
+    tables = [d.value.to_json() for d in at.dataframe] + [t.value.to_json() for t in at.table]
+    return json.dumps([[f.get("data") for f in figures(at)], tables], sort_keys=True)
 
 
 def uses_sentence(at) -> bool:
-    """Does this page show the sidebar sentence? Its figures change when the sentence does."""
+    """Does this page show the sidebar sentence? Its charts/tables change when the sentence does."""
     at.session_state["text"] = "the keys to the cabinet are on the table ."
     at.run()
     a = figure_fingerprint(at)
@@ -253,14 +255,30 @@ def uses_sentence(at) -> bool:
     return figure_fingerprint(at) != a
 
 
+# The pages that show the sidebar sentence, so must warn when they cut it (check 3). Written out:
+# the probe above must agree, so a page can no longer switch its warning checks off silently.
+# The others draw their own inputs (mask lab, contextual, encoder-decoder: their own sentences;
+# cost, calculator: numbers; train: its corpus).
+SENTENCE_PAGES = {"pages/heads.py", "pages/overview.py", "pages/causal-vs-bidirectional.py",
+                  "pages/scaling.py", "pages/positional.py", "pages/layer-norm.py",
+                  "pages/multi-head.py", "pages/ffn-output.py", "pages/lesson.py"}
+
+
+def ci_cases(page: str) -> list[Case]:
+    """The cases test_fuzz_page runs for this page (the CI subset unless FUZZ_FULL=1)."""
+    idx = PAGES.index(page)
+    return [case(SEED, idx + k * len(PAGES), PAGES, model_sources(), full=FULL) for k in range(PER_PAGE)]
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_fuzz_page(page: str) -> None:
-    sources = model_sources()
-    idx = PAGES.index(page)
-    cases = [case(SEED, idx + k * len(PAGES), PAGES, sources, full=FULL) for k in range(PER_PAGE)]
+    cases = ci_cases(page)
     at = fresh_app(page)
     assert not errors(at), f"{page} fails at the defaults: {errors(at)}"
-    sentence = uses_sentence(at)
+    sentence = page in SENTENCE_PAGES
+    assert uses_sentence(at) == sentence, (
+        f"{page}: the probe says it {'does' if not sentence else 'does not'} show the sidebar sentence; "
+        "update SENTENCE_PAGES (its warning checks depend on it)")
     failures = []
     for c in cases:
         t0 = time.perf_counter()
@@ -281,6 +299,25 @@ def test_fuzz_page(page: str) -> None:
             failures.append(f"{c.describe()}\n    " + "\n    ".join(problems))
             at = fresh_app(page)  # do not let one failure cascade
     assert not failures, f"{len(failures)}/{len(cases)} cases failed on {page}:\n" + "\n".join(failures)
+
+
+def test_sentence_pages_are_known_pages():
+    assert SENTENCE_PAGES <= set(PAGES) and len(SENTENCE_PAGES) >= 9
+
+
+def test_ci_subset_exercises_every_notice_on_sentence_pages():
+    """Cheap (no app run): the cases the default run draws for the sentence pages include text that
+    must raise each notice (empty, cut at MAX_TEXT_CHARS, truncated to the max length), both model
+    sources and both masks; so check 3 runs in CI, not only under FUZZ_FULL."""
+    cases = [c for p in sorted(SENTENCE_PAGES) for c in ci_cases(p)]
+    assert len(cases) == PER_PAGE * len(SENTENCE_PAGES)
+    notices = [expected_notices(c) for c in cases]
+    for kind in ("empty", "text_cut", "truncated"):
+        assert sum(n[kind] for n in notices) >= 1, f"no case on a sentence page must show the {kind!r} notice"
+    assert {c.settings["src"] for c in cases} == set(model_sources())
+    assert {c.settings["mask"] for c in cases} == {"causal", "bidirectional"}
+    kinds = {c.text_kind for p in PAGES for c in ci_cases(p)}
+    assert len(kinds) >= (len(ADVERSARIAL) if FULL else 10), sorted(set(ADVERSARIAL) - kinds)
 
 
 def test_case_generation_is_deterministic_and_covers_every_kind():

@@ -9,6 +9,7 @@ browser sessions make no request off localhost (browser_load route-guards every 
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,12 @@ def test_ws_load_small(server):
     assert len(res.times) == SESSIONS * N, f"{len(res.times)} reruns finished, expected {SESSIONS * N}"
     # every rerun really drew the page: each of these pages shows at least one chart
     assert min(res.charts) >= 1, f"a rerun sent no chart: {res.charts}"
+    # one record per finished rerun, each with the page's own charts (heads 1, overview 1,
+    # causal-vs-bidirectional 2) and a non-empty delta: counts, not wall-clock bounds
+    assert len(res.charts) == len(res.bytes) == SESSIONS * N, (len(res.charts), len(res.bytes))
+    assert set(res.charts) <= {1, 2}, res.charts
+    assert min(res.bytes) > 0, res.bytes
     assert res.rss_peak_mb > 100  # the sampler read the server's RSS (torch alone is > 100 MB)
-    assert res.wall > 0 and res.throughput > 0
 
 
 def test_browser_load_small(server):
@@ -56,4 +61,6 @@ def test_browser_load_small(server):
     res = run_async(browser_load.load(server.url, SESSIONS, N, pages, timeout_ms=60_000))
     assert res["errors"] == [], res["errors"]
     assert res["n"] == SESSIONS * N, f"{res['n']} repaints measured, expected {SESSIONS * N}"
-    assert 0 < res["p50"] < 60
+    # every interaction was measured to a finished repaint (a timeout is an error above); how fast
+    # is the benchmark's business (python -m benchmarks.browser_load), not a CI bound
+    assert math.isfinite(res["p50"]) and res["p50"] <= res["p90"] <= res["p95"], res

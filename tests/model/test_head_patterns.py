@@ -148,10 +148,40 @@ def test_vectorised_scores_and_labels_equal_the_row_loop_per_head(shape):
             assert labels[0].kind == "self/diagonal"
 
 
+def shifted(t: int, by: int) -> np.ndarray:
+    """Each query attends to the token `by` places back (or to token 0 when there is none)."""
+    w = np.zeros((t, t))
+    for i in range(t):
+        w[i, max(i - by, 0)] = 1
+    return w
+
+
+def sink(t: int) -> np.ndarray:
+    w = np.zeros((t, t))
+    w[:, 0] = 1
+    return w
+
+
 def test_label_heads_keeps_layer_and_head_order():
-    w = np.stack([np.stack([np.eye(T), causal_uniform(T)]), np.stack([causal_uniform(T), np.eye(T)])])  # (2, 2, T, T)
-    kinds = [[p.kind for p in layer] for layer in label_heads(w)]
-    assert kinds == [["self/diagonal", "broad/uniform"], ["broad/uniform", "self/diagonal"]]
-    assert [p.kind for p in label_heads(w[1])] == ["broad/uniform", "self/diagonal"]
+    # 3 layers x 2 heads (not square, every cell different): a swap of the layer and head axes,
+    # or a reshape in the wrong order, changes the answer.
+    planted = [[np.eye(T), shifted(T, 1)],
+               [sink(T), causal_uniform(T)],
+               [shifted(T, 3), np.eye(T)[::-1]]]
+    expected = [["self/diagonal", "previous-token"],
+                ["first-token sink", "broad/uniform"],
+                ["other", "other"]]
+    w = np.array(planted)  # (L=3, H=2, T, T)
+    assert w.shape == (3, 2, T, T)
+    labels = label_heads(w)
+    assert [len(layer) for layer in labels] == [2, 2, 2]
+    assert [[p.kind for p in layer] for layer in labels] == expected
+    # the two "other" cells are told apart by their nearest kind
+    assert labels[2][0].nearest != labels[2][1].nearest or labels[2][0].score != labels[2][1].score
+    for l in range(3):
+        for h in range(2):
+            assert labels[l][h].scores == label_head(planted[l][h]).scores, (l, h)
+    assert [p.kind for p in label_heads(w[1])] == expected[1]
+    assert [p.kind for p in label_heads(w[:, 1])] == [row[1] for row in expected]  # one head, every layer
     with pytest.raises(ValueError, match="H, Tq, Tk"):
         label_heads(np.eye(T))

@@ -170,6 +170,52 @@ def test_padding_and_future_tokens_do_not_leak() -> None:
     assert not torch.allclose(m.trace(src3, tgt, src_padding_mask=src_real).logits[1], base[1])
 
 
+# Padding at the START and in the MIDDLE (True = real token): these pads are not hidden by the
+# decoder's causal mask, so only the padding masks keep them out.
+S2S_PADS = {
+    "start": ([False, False, True, True, True, True, True], [False, False, True, True, True]),
+    "middle": ([True, True, False, False, True, True, True], [True, False, False, True, True]),
+}
+
+
+def _with_pads(real: torch.Tensor, base: list[int], fill: int) -> torch.Tensor:
+    ids = torch.tensor([base])
+    ids[0, ~real] = fill
+    return ids
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+@pytest.mark.parametrize("where", list(S2S_PADS))
+def test_padding_contents_do_not_change_real_tokens(where: str, norm: str) -> None:
+    """Change the ids under the source padding (bidirectional encoder, cross-attention) and under
+    the target padding (causal decoder): the real tokens' outputs stay identical."""
+    m = Seq2SeqTransformer(cfg_for(norm, pos_encoding="learned"), seed=3)
+    s_real, t_real = (torch.tensor(x) for x in S2S_PADS[where])
+    src_a, tgt_a = _with_pads(s_real, [4, 5, 6, 7, 8, 9, 10], 0), _with_pads(t_real, [1, 11, 12, 13, 14], 0)
+    src_b, tgt_b = _with_pads(s_real, [4, 5, 6, 7, 8, 9, 10], 33), _with_pads(t_real, [1, 11, 12, 13, 14], 27)
+    masks = dict(src_padding_mask=s_real[None], tgt_padding_mask=t_real[None])
+
+    def real_parts(tr):
+        enc = [lt.resid_out[0, s_real] for lt in tr.encoder.layers] + [tr.encoder.output[0, s_real]]
+        dec = [lt.resid_out[0, t_real] for lt in tr.decoder.layers] + [tr.logits[0, t_real]]
+        return enc + dec
+
+    a = m.trace(src_a, tgt_a, **masks)
+    for other in (m.trace(src_b, tgt_a, **masks), m.trace(src_a, tgt_b, **masks),
+                  m.trace(src_b, tgt_b, **masks)):
+        for x, y in zip(real_parts(a), real_parts(other)):
+            torch.testing.assert_close(x, y, atol=1e-6, rtol=0)
+    for lt in a.encoder.layers:  # padded source keys: zero weight from every real query
+        assert torch.all(lt.attn.weights[0][:, s_real][..., ~s_real] == 0)
+    for lt in a.decoder.layers:
+        assert torch.all(lt.cross_attn.weights[0][:, t_real][..., ~s_real] == 0)
+        assert torch.all(lt.self_attn.weights[0][:, t_real][..., ~t_real] == 0)
+    # sensitive: without the masks, the pads' contents reach the real tokens (src and tgt alike)
+    base = m.trace(src_a, tgt_a).logits[0, t_real]
+    assert not torch.allclose(m.trace(src_b, tgt_a).logits[0, t_real], base, atol=1e-4)
+    assert not torch.allclose(m.trace(src_a, tgt_b).logits[0, t_real], base, atol=1e-4)
+
+
 def test_seed_determinism_and_validation() -> None:
     a, b, c = (Seq2SeqTransformer(cfg_for("pre"), seed=s) for s in (0, 0, 1))
     sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()

@@ -5,6 +5,7 @@ that both sides expose: attention weights, attention output, LayerNorm statistic
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,19 @@ PAD = torch.tensor([[True, True, True, True, True, True],
                     [True, True, True, True, False, False]])  # (B, T) True = real token
 
 
+def future_keys(T: int) -> torch.Tensor:
+    """(T, T) bool, True = key j lies after query i (must be hidden). Built here, independently of
+    model.attention.causal_allowed, so a wrong causal mask in the engine cannot also be the
+    reference: torch's convention for a boolean attn_mask/src_mask is True = not allowed."""
+    return torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+
+
+def test_reference_causal_mask_is_torchs_own():
+    # the mask the references below receive is the one torch itself builds for causal attention
+    assert torch.equal(future_keys(6),
+                       nn.Transformer.generate_square_subsequent_mask(6) == float("-inf"))
+
+
 # ---------------------------------------------------------------- attend vs SDPA
 
 def test_attend_matches_sdpa_no_mask(qkv):
@@ -56,8 +70,9 @@ def test_attend_matches_sdpa_padding_bool_mask(qkv):
     close(attend(q, k, v, allowed=allowed).heads,
           F.scaled_dot_product_attention(q, k, v, attn_mask=allowed))
     both = combine(causal_allowed(q.shape[-2]), allowed)
+    ref_both = ~future_keys(q.shape[-2]) & PAD[:, None, None, :]  # built without the engine
     close(attend(q, k, v, allowed=both).heads,
-          F.scaled_dot_product_attention(q, k, v, attn_mask=both))
+          F.scaled_dot_product_attention(q, k, v, attn_mask=ref_both))
 
 
 def test_attend_custom_scale_matches_sdpa(qkv):
@@ -70,6 +85,36 @@ def test_attend_weights_match_manual_softmax(qkv):
     tr = attend(q, k, v)
     ref = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
     close(tr.weights, ref)
+
+
+def test_fully_masked_row_is_zero_and_flagged_others_match_numpy():
+    """A query row with nothing allowed: all-zero weights and output, flagged; never NaN. The other
+    rows match a softmax written here in numpy (float64), masked keys getting exactly zero."""
+    g = torch.Generator().manual_seed(11)
+    B, H, T, d = 2, 3, 4, 5
+    q, k, v = (torch.randn(B, H, T, d, generator=g) for _ in range(3))
+    allowed = torch.tensor([[True, False, True, False],
+                            [False, False, False, False],  # query 1 may attend to nothing
+                            [True, True, True, True],
+                            [False, True, False, False]])
+    tr = attend(q, k, v, allowed=allowed)
+
+    qn, kn, vn, ok = (t.numpy().astype(np.float64) for t in (q, k, v, allowed))
+    scores = qn @ np.swapaxes(kn, -1, -2) / np.sqrt(d)  # (B, H, T, T)
+    expected = np.zeros_like(scores)
+    for i in range(T):
+        keys = np.flatnonzero(ok[i])
+        if keys.size:
+            e = np.exp(scores[..., i, keys] - scores[..., i, keys].max(-1, keepdims=True))
+            expected[..., i, keys] = e / e.sum(-1, keepdims=True)
+    w = tr.weights.numpy()
+    assert not np.isnan(w).any() and not np.isnan(tr.heads.numpy()).any()
+    np.testing.assert_allclose(w, expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(tr.heads.numpy(), expected @ vn, atol=1e-5, rtol=0)
+    assert np.all(w[:, :, 1] == 0) and np.all(tr.heads.numpy()[:, :, 1] == 0)
+    assert tr.fully_masked.shape == (B, H, T)
+    assert np.array_equal(tr.fully_masked.numpy(),
+                          np.broadcast_to(np.array([False, True, False, False]), (B, H, T)))
 
 
 # ---------------------------------------------------------------- MultiHeadAttention vs nn.MultiheadAttention
@@ -118,7 +163,7 @@ def test_mha_matches_torch_causal():
     x = torch.randn(2, 6, 16)
     with torch.no_grad():
         out, tr = ours(x, allowed=causal_allowed(6))
-        r_out, r_w = ref(x, x, x, attn_mask=~causal_allowed(6), need_weights=True,
+        r_out, r_w = ref(x, x, x, attn_mask=future_keys(6), need_weights=True,
                          average_attn_weights=False)
     close(out, r_out)
     close(tr.weights, r_w)
@@ -191,12 +236,12 @@ def test_block_matches_transformer_encoder_layer(norm, activation):
     y_plain, _ = ours(x, None)
     close(y_plain, ref(x))
     y_causal, tr = ours(x, causal_allowed(6))
-    close(y_causal, ref(x, src_mask=~causal_allowed(6)))
+    close(y_causal, ref(x, src_mask=future_keys(6)))
     y_pad, tr_pad = ours(x, padding_allowed(PAD))
     close(y_pad, ref(x, src_key_padding_mask=~PAD))
     both = combine(causal_allowed(6), padding_allowed(PAD))
     y_both, _ = ours(x, both)
-    close(y_both, ref(x, src_mask=~causal_allowed(6), src_key_padding_mask=~PAD))
+    close(y_both, ref(x, src_mask=future_keys(6), src_key_padding_mask=~PAD))
     # the trace's pieces line up with the block output
     close(tr.resid_out, y_causal)
     assert not torch.allclose(y_plain, y_causal, atol=1e-3)  # the mask mattered

@@ -172,12 +172,60 @@ def test_scale_scores_false_gives_scale_one():
     assert torch.equal(a.scaled, a.scores)
 
 
+# Where the padding sits (True = real token). At the END a causal model already hides the pads
+# from every real query, so only START and MIDDLE exercise the padding mask when causal=True.
+PAD_LAYOUTS = {
+    "start": [False, False, True, True, True, True, True],
+    "middle": [True, True, False, False, True, True, True],
+    "end": [True, True, True, True, True, False, False],
+}
+REAL_IDS = [5, 6, 7, 8, 9, 10, 11]
+
+
+def real_outputs(tr, real):
+    """Every per-token output of the real positions: each block's residual stream, the logits."""
+    return [lt.resid_out[0, real] for lt in tr.layers] + [tr.logits[0, real]]
+
+
+def ids_with_pads(real, fill):
+    ids = torch.tensor([REAL_IDS])
+    ids[0, ~real] = fill  # what sits under the padding
+    return ids
+
+
+@pytest.mark.parametrize("where", list(PAD_LAYOUTS))
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_padding_contents_do_not_change_real_tokens(where, causal):
+    """Change the token ids under the padding: the real tokens' outputs stay identical."""
+    model = make(seed=2, pos="learned", d_model=24, n_heads=4)
+    real = torch.tensor(PAD_LAYOUTS[where])
+    kpm = real[None]
+    a = model.trace(ids_with_pads(real, 0), causal=causal, key_padding_mask=kpm)
+    b = model.trace(ids_with_pads(real, 17), causal=causal, key_padding_mask=kpm)
+    for out_a, out_b in zip(real_outputs(a, real), real_outputs(b, real)):
+        torch.testing.assert_close(out_a, out_b, atol=1e-6, rtol=0)
+    # padded keys get exactly zero weight from every real query, in every layer and head
+    for lt in a.layers:
+        assert torch.all(lt.attn.weights[0][:, real][..., ~real] == 0)
+    # the test is sensitive: without the mask the pads' contents do reach the real tokens
+    # (except causal + padding at the end, where the causal mask already hides them)
+    a0 = model.trace(ids_with_pads(real, 0), causal=causal)
+    b0 = model.trace(ids_with_pads(real, 17), causal=causal)
+    leaks = not torch.allclose(a0.logits[0, real], b0.logits[0, real], atol=1e-4)
+    assert leaks == (not (causal and where == "end"))
+
+
 def test_padding_does_not_change_real_tokens_causal():
-    """With causal + key padding, real tokens' logits do not depend on what follows them."""
+    """Causal + padding at the START: the causal mask does not hide these pads, only the padding
+    mask does. Pads left of a token must not change it (compare two different pad contents)."""
     model = make(seed=2)
+    kpm = torch.tensor([[False, False, False, True, True, True, True]])
+    one = model.trace(torch.tensor([[0, 0, 0, 5, 6, 7, 8]]), key_padding_mask=kpm).logits[0, 3:]
+    two = model.trace(torch.tensor([[9, 3, 21, 5, 6, 7, 8]]), key_padding_mask=kpm).logits[0, 3:]
+    torch.testing.assert_close(one, two, atol=1e-6, rtol=0)
+    # causal + padding at the END equals truncation (positions of real tokens unchanged)
     ids = torch.tensor([[5, 6, 7, 8, 0, 0, 0]])
-    kpm = ids != 0
-    full = model.trace(ids, key_padding_mask=kpm).logits[0, :4]
+    full = model.trace(ids, key_padding_mask=ids != 0).logits[0, :4]
     short = model.trace(ids[:, :4]).logits[0]
     torch.testing.assert_close(full, short, atol=1e-5, rtol=0)
 

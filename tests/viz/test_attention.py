@@ -112,8 +112,10 @@ def test_lines_opacity_is_weight_and_escaped():
     # st.html sanitises with DOMPurify's HTML profile: SVG would be stripped, so plain HTML only
     assert "<svg" not in html and "<line" not in html
     # geometry: each line starts at the query's row and ends at the key's row
-    for m in re.finditer(r'data-q="(\d+)" data-k="(\d+)"[^>]*top: ([0-9.]+)px; width: ([0-9.]+)px; '
-                         r'transform: rotate\((-?[0-9.]+)deg\)', html):
+    geometry = list(re.finditer(r'data-q="(\d+)" data-k="(\d+)"[^>]*top: ([0-9.]+)px; width: ([0-9.]+)px; '
+                                r'transform: rotate\((-?[0-9.]+)deg\)', html))
+    assert len(geometry) == len(found) == 10  # every drawn line (4 tokens, causal: 4+3+2+1) is checked
+    for m in geometry:
         q, k, top, length, ang = int(m[1]), int(m[2]), *map(float, m.group(3, 4, 5))
         dy = length * np.sin(np.radians(ang))
         assert abs(dy - 26 * (k - q)) < 0.2
