@@ -182,9 +182,11 @@ class Transformer(TokenModel):
         """Every intermediate of one forward pass (eval mode, no grad). token_type_ids (B, T)
         long: the segment of each token, for models with token types (BERT); None = zeros."""
         was_training = self.training
-        self.eval()
+        if was_training:  # eval()/train() walk every module: only when there is something to switch
+            self.eval()
         try:
             return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries,
                             token_type_ids=token_type_ids)
         finally:
-            self.train(was_training)
+            if was_training:
+                self.train(True)
