@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load as st_load_bytes
 
+from .checkpoint import tensor_problems
 from .config import ModelConfig, param_count
 from .transformer import Transformer
 from .wordpiece import WordPieceTokenizer
@@ -178,23 +179,10 @@ def assign_weights(cfg: ModelConfig, tensors: dict[str, torch.Tensor]) -> Transf
     """Transformer(cfg) carrying exactly `tensors` (our names), built without initialisation:
     the modules are made on the meta device (no memory, no random numbers) and the tensors are
     assigned in place of the meta parameters. ValueError naming any missing, unexpected or
-    misshapen tensor (with both shapes) or a wrong dtype."""
+    misshapen tensor (with both shapes), a wrong dtype or a non-finite value."""
     with torch.device("meta"):
         model = Transformer(cfg, init=False)
-    expected = {k: v for k, v in model.state_dict().items()}
-    problems = []
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing:
-        problems.append(f"missing tensors {missing[:8]}")
-    if unexpected:
-        problems.append(f"unexpected tensors {unexpected[:8]}")
-    for name in sorted(set(expected) & set(tensors)):
-        e, t = expected[name], tensors[name]
-        if tuple(t.shape) != tuple(e.shape):
-            problems.append(f"{name}: the file has shape {tuple(t.shape)}, the model needs {tuple(e.shape)}")
-        elif t.dtype != torch.float32:
-            problems.append(f"{name}: dtype {t.dtype}, expected torch.float32")
+    problems = tensor_problems(model.state_dict(), tensors)
     if problems:
         raise ValueError("the weights do not fit the model: " + "; ".join(problems[:6]))
     model.load_state_dict(tensors, strict=True, assign=True)
