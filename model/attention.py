@@ -57,13 +57,19 @@ def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float 
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
     x = x / temperature if temperature != 1.0 else x
-    if allowed is None:
+    everything = allowed is None
+    if everything:
         allowed = torch.ones(x.shape[-2:] if x.dim() >= 2 else x.shape, dtype=torch.bool, device=x.device)
     elif allowed.dtype != torch.bool:
         raise ValueError("allowed must be a bool tensor (True = may attend)")
+    # Nothing masked: `masked` is x itself (torch.where would copy every value unchanged).
     neg_inf = torch.tensor(float("-inf"), dtype=x.dtype)
-    masked = torch.where(allowed, x, neg_inf)  # (..., Tq, Tk)
+    masked = x if everything else torch.where(allowed, x, neg_inf)  # (..., Tq, Tk)
     row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
+    if bool(row_ok.all()):
+        # No fully masked row: the guard below would be the identity (where keeps every value,
+        # * True multiplies by one), so it is left out. Same values, bit for bit.
+        return masked, torch.softmax(masked, dim=-1), row_ok
     safe = torch.where(row_ok, masked, torch.zeros((), dtype=x.dtype))  # no all -inf rows
     weights = torch.softmax(safe, dim=-1) * row_ok  # (..., Tq, Tk), zero rows when fully masked
     return masked, weights, row_ok
@@ -86,9 +92,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
     scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
     scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
     scaled = scores * scale  # (..., Tq, Tk)
+    masked, weights, row_ok = masked_softmax(scaled, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
     if allowed is None:
         allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)  # (Tq, Tk)
-    masked, weights, row_ok = masked_softmax(scaled, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
     heads = weights @ v  # (..., Tq, d_v)
     # (..., Tq) with the batch/head axes of the scores, e.g. (B, H, Tq), even when `allowed` is a
     # shared (Tq, Tk) mask such as the causal one (a view: no copy).

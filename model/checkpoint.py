@@ -151,7 +151,18 @@ def build_validated(meta: dict, tensors: dict[str, torch.Tensor]):
         raise ValueError(f"the config describes {n_cfg:,} parameters but the file holds only "
                          f"{n_file:,} values; the config and the weights do not belong together")
     model = kinds[kind](cfg, seed=0)
-    expected = model.state_dict()
+    problems = tensor_problems(model.state_dict(), tensors)
+    if problems:
+        raise ValueError("checkpoint does not match its config: " + "; ".join(problems[:6]))
+    model.load_state_dict(tensors, strict=True)
+    model.eval()
+    return model, tok
+
+
+def tensor_problems(expected: dict[str, torch.Tensor], tensors: dict[str, torch.Tensor]) -> list[str]:
+    """What keeps `tensors` from loading into a model whose state_dict is `expected` (which may
+    live on the meta device): missing and unexpected names, each shape mismatch naming the tensor
+    and both shapes, wrong dtypes, NaN or infinity. Empty when everything fits."""
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     problems = []
@@ -167,11 +178,7 @@ def build_validated(meta: dict, tensors: dict[str, torch.Tensor]):
             problems.append(f"{name}: dtype {t.dtype} but expected {e.dtype}")
         elif not torch.isfinite(t).all():
             problems.append(f"{name}: contains NaN or infinity")
-    if problems:
-        raise ValueError("checkpoint does not match its config: " + "; ".join(problems[:6]))
-    model.load_state_dict(tensors, strict=True)
-    model.eval()
-    return model, tok
+    return problems
 
 
 def _from_zip(data: bytes, max_bytes: int):

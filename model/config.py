@@ -48,6 +48,10 @@ class ModelConfig:
     bias: bool = True  # biases in the linear layers (as in GPT-2)
     ln_eps: float = 1e-5
     final_norm: bool | None = None  # None: True for pre-LN (GPT-2), False for post-LN (2017)
+    # BERT's pieces (defaults keep every other model unchanged):
+    emb_norm: bool = False  # LayerNorm over token + position (+ type) before block 0 (BERT)
+    type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none, BERT: 2 (sentence A/B)
+    output_head: bool = True  # False: no output layer (an encoder such as MiniLM): no logits
 
     def __post_init__(self) -> None:
         def need_pos_int(name: str) -> None:
@@ -61,6 +65,13 @@ class ModelConfig:
             need_pos_int(name)
         if isinstance(self.d_ff, bool) or not isinstance(self.d_ff, int) or self.d_ff < 0:
             raise ValueError(f"d_ff must be a non-negative integer (0 = 4*d_model), got {self.d_ff!r}")
+        if (isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int)
+                or self.type_vocab_size < 0):
+            raise ValueError(f"type_vocab_size must be a non-negative integer (0 = no token types, "
+                             f"BERT uses 2), got {self.type_vocab_size!r}")
+        for name in ("emb_norm", "output_head"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.d_ff == 0:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
         if self.d_model % self.n_heads != 0:
@@ -113,8 +124,13 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
         "attention": L * attn,
         "ffn": L * ffn,
         "layer_norm": L * 2 * ln + (ln if cfg.final_norm else 0),
-        "output": 0 if cfg.tie_weights else V * D,
+        "output": 0 if (cfg.tie_weights or not cfg.output_head) else V * D,
     }
+    # BERT's parts appear only when present, so today's models keep their breakdown unchanged
+    if cfg.type_vocab_size:
+        parts["token_type_embedding"] = cfg.type_vocab_size * D  # type_vocab_size × d_model
+    if cfg.emb_norm:
+        parts["embedding_norm"] = ln  # gamma and beta of the embedding LayerNorm
     return parts
 
 

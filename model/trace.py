@@ -84,7 +84,14 @@ class FFNTrace(TraceNode):
 class EmbeddingTrace(TraceNode):
     token: Tensor  # (B, T, D)  rows of the token-embedding matrix
     position: Tensor  # (T, D)  sinusoidal or learned position vectors
-    sum: Tensor  # (B, T, D)  token + position: what block 0 sees
+    sum: Tensor  # (B, T, D)  what block 0 sees: raw_sum, or ln.output when the model has an
+    #              embedding LayerNorm (BERT, cfg.emb_norm)
+    token_type: Tensor | None = None  # (B, T, D)  token-type (segment) embedding rows; None
+    #                                   unless cfg.type_vocab_size > 0 (BERT: sentence A / B)
+    raw_sum: Tensor | None = None  # (B, T, D)  token + position (+ token_type) before the
+    #                                embedding LayerNorm; None without one (then `sum` is that)
+    ln: LayerNormTrace | None = None  # the embedding LayerNorm over raw_sum (cfg.emb_norm); None
+    #                                   otherwise. ln.output is `sum`
 
 
 @dataclass(frozen=True)
@@ -106,9 +113,12 @@ class ForwardTrace(TraceNode):
     embeddings: EmbeddingTrace
     layers: tuple[BlockTrace, ...]
     final_ln: LayerNormTrace | None  # pre-LN models (GPT-2); None for post-LN
-    final: Tensor  # (B, T, D)  what the output layer sees
-    logits: Tensor  # (B, T, V)
-    probs: Tensor  # (B, T, V)  softmax(logits) over the vocabulary
+    final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
+    logits: Tensor | None  # (B, T, V); None for a model without an output layer (cfg.output_head
+    #                        False, e.g. MiniLM: an encoder that cannot predict words)
+    probs: Tensor | None  # (B, T, V)  softmax(logits) over the vocabulary; None as logits
+    token_type_ids: Tensor | None = None  # (B, T) long, the segment of each token (models with
+    #                                       token types; zeros when trace() got none); else None
 
 
 def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Transformer: token + position embeddings -> N blocks -> (final LN) -> output layer.
+"""Transformer: token + position (+ token-type) embeddings -> (embedding LN) -> N blocks ->
+(final LN) -> output layer (or none: an encoder such as BERT/MiniLM ends at its hidden states).
 
 `trace` returns a ForwardTrace of every intermediate; `forward` runs the same code with
 recording off and returns logits. The mask is an argument (causal or not, key padding), never a
@@ -34,13 +35,16 @@ def init_weights(module: nn.Module, seed: int) -> None:
 
 class TokenModel(nn.Module):
     """What Transformer and Seq2SeqTransformer share: the token embedding, the position vectors,
-    the output layer (tied or its own matrix) and the validation of token ids. Parameter names
-    (tok_emb, pos_emb, lm_head) are the checkpoint format."""
+    BERT's token-type embedding and embedding LayerNorm (when the config asks for them), the
+    output layer (tied, its own matrix, or none) and the validation of token ids. Parameter names
+    (tok_emb, pos_emb, type_emb, emb_ln, lm_head) are the checkpoint format."""
 
     cfg: ModelConfig
 
     def _build_token_io(self, cfg: ModelConfig) -> None:
-        """Create tok_emb (V, D), pos_emb (max_len, D) or the sinusoidal table, and lm_head."""
+        """Create tok_emb (V, D), pos_emb (max_len, D) or the sinusoidal table, then (BERT only)
+        type_emb (type_vocab_size, D) and emb_ln. The BERT pieces come after the others, so the
+        parameter order (and the seeded init) of every other model is unchanged."""
         if not isinstance(cfg, ModelConfig):
             raise ValueError(f"{type(self).__name__} needs a ModelConfig")
         self.cfg = cfg
@@ -49,14 +53,22 @@ class TokenModel(nn.Module):
             self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
         else:
             self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        self.emb_ln = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.emb_norm else None
 
     def _build_output(self, cfg: ModelConfig) -> None:
-        """The output layer, registered last so parameter order (and seeded init) is unchanged."""
-        self.lm_head = None if cfg.tie_weights else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        """The output layer, registered last so parameter order (and seeded init) is unchanged.
+        None when tied (the embedding scores the vocabulary) or when cfg.output_head is False."""
+        own = cfg.output_head and not cfg.tie_weights
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False) if own else None
 
     @property
     def output_matrix(self) -> Tensor:
-        """(V, D): the matrix whose rows score each vocabulary entry (the embedding when tied)."""
+        """(V, D): the matrix whose rows score each vocabulary entry (the embedding when tied).
+        A model without an output layer (cfg.output_head False) has none: ValueError."""
+        if not self.cfg.output_head:
+            raise ValueError("this model has no output layer (cfg.output_head is False: an encoder "
+                             "such as MiniLM produces hidden states, not next-token scores)")
         return self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
 
     def position_table(self, T: int) -> Tensor:
@@ -65,16 +77,30 @@ class TokenModel(nn.Module):
             return self.pos_emb.weight[:T]
         return self.pe_table[:T]
 
-    def embed(self, ids: Tensor) -> tuple[Tensor, EmbeddingTrace]:
-        """x = token + position (B, T, D), and its trace."""
+    def embed(self, ids: Tensor, token_type_ids: Tensor | None = None, record: bool = True
+              ) -> tuple[Tensor, EmbeddingTrace]:
+        """x = token + position (B, T, D), and its trace. With token types (BERT) the sum is
+        token + type + position (in that order, as BERT adds them); with an embedding LayerNorm
+        x is LN(that sum) and the trace keeps the raw sum beside it. token_type_ids None: zeros."""
         tok = self.tok_emb(ids)  # (B, T, D)
         pos = self.position_table(ids.shape[1])  # (T, D)
-        x = tok + pos  # (B, T, D)
-        return x, EmbeddingTrace(token=tok, position=pos, sum=x)
+        typ = None
+        if self.type_emb is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(ids)
+            typ = self.type_emb(token_type_ids)  # (B, T, D)
+            raw = tok + typ + pos  # (B, T, D)
+        else:
+            raw = tok + pos  # (B, T, D)
+        x, ln = (raw, None) if self.emb_ln is None else self.emb_ln(raw, record)  # (B, T, D)
+        return x, EmbeddingTrace(token=tok, position=pos, sum=x, token_type=typ,
+                                 raw_sum=None if self.emb_ln is None else raw, ln=ln)
 
-    def check_ids(self, ids: Tensor, key_padding_mask: Tensor | None = None, what: str = "ids") -> None:
+    def check_ids(self, ids: Tensor, key_padding_mask: Tensor | None = None, what: str = "ids",
+                  token_type_ids: Tensor | None = None) -> None:
         """ValueError saying what to fix unless ids is a long (B, T) tensor of valid token ids
-        within max_len, and key_padding_mask (if any) a bool mask of the same shape."""
+        within max_len, key_padding_mask (if any) a bool mask of the same shape, and
+        token_type_ids (if any) a long tensor of that shape with values < cfg.type_vocab_size."""
         if not isinstance(ids, Tensor) or ids.dtype != torch.long:
             raise ValueError(f"{what} must be a torch.long tensor of shape (B, T); use torch.tensor(ids, dtype=torch.long)")
         if ids.dim() != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
@@ -88,26 +114,43 @@ class TokenModel(nn.Module):
             if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != ids.shape:
                 mask = "key_padding_mask" if what == "ids" else f"the padding mask of {what}"
                 raise ValueError(f"{mask} must be bool with the shape of {what} {tuple(ids.shape)} (True = real token)")
+        if token_type_ids is not None:
+            n = self.cfg.type_vocab_size
+            if n == 0:
+                raise ValueError("token_type_ids given, but this model has no token-type embeddings "
+                                 "(cfg.type_vocab_size is 0); leave token_type_ids out")
+            if (not isinstance(token_type_ids, Tensor) or token_type_ids.dtype != torch.long
+                    or token_type_ids.shape != ids.shape):
+                raise ValueError(f"token_type_ids must be a torch.long tensor with the shape of {what} "
+                                 f"{tuple(ids.shape)} (0 = sentence A, 1 = sentence B)")
+            lo, hi = int(token_type_ids.min()), int(token_type_ids.max())
+            if lo < 0 or hi >= n:
+                raise ValueError(f"token_type_ids must be in [0, {n - 1}]; got values in [{lo}, {hi}]")
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
 
 class Transformer(TokenModel):
-    def __init__(self, cfg: ModelConfig, seed: int = 0):
+    def __init__(self, cfg: ModelConfig, seed: int = 0, *, init: bool = True):
+        """init=False skips the seeded initialisation: for weights that are loaded right after
+        (model.pretrained builds on the meta device and assigns the file's tensors)."""
         super().__init__()
         self._build_token_io(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
         self._build_output(cfg)
-        init_weights(self, seed)
+        if init:
+            init_weights(self, seed)
         self.eval()
 
     def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
-            mask_padded_queries: bool = False):
-        self.check_ids(ids, key_padding_mask)
+            mask_padded_queries: bool = False, token_type_ids: Tensor | None = None):
+        self.check_ids(ids, key_padding_mask, token_type_ids=token_type_ids)
         B, T = ids.shape
-        x, emb = self.embed(ids)  # (B, T, D)
+        if self.type_emb is not None and token_type_ids is None:
+            token_type_ids = torch.zeros_like(ids)  # (B, T): every token in sentence A
+        x, emb = self.embed(ids, token_type_ids, record)  # (B, T, D)
         allowed = combine(causal_allowed(T) if causal else None,
                           padding_allowed(key_padding_mask, mask_queries=mask_padded_queries)
                           if key_padding_mask is not None else None)  # (T,T) or (B,1,T,T) or None
@@ -118,25 +161,32 @@ class Transformer(TokenModel):
         final_ln = None
         if self.ln_f is not None:
             x, final_ln = self.ln_f(x, record)  # (B, T, D)
-        logits = x @ self.output_matrix.T  # (B, T, V)
+        logits = x @ self.output_matrix.T if self.cfg.output_head else None  # (B, T, V)
         if not record:
-            return logits
+            return x if logits is None else logits
         return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,
                             embeddings=emb,
                             layers=tuple(layer_traces), final_ln=final_ln, final=x,
-                            logits=logits, probs=torch.softmax(logits, dim=-1))
+                            logits=logits, probs=None if logits is None else torch.softmax(logits, dim=-1),
+                            token_type_ids=token_type_ids)
 
-    def forward(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None) -> Tensor:
-        """Logits (B, T, V); the same arithmetic as trace() with nothing recorded."""
-        return self.run(ids, causal, key_padding_mask, record=False)
+    def forward(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> Tensor:
+        """Logits (B, T, V); the same arithmetic as trace() with nothing recorded. A model without
+        an output layer (cfg.output_head False) returns its last hidden states (B, T, D)."""
+        return self.run(ids, causal, key_padding_mask, record=False, token_type_ids=token_type_ids)
 
     @torch.no_grad()
     def trace(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
-              mask_padded_queries: bool = False) -> ForwardTrace:
-        """Every intermediate of one forward pass (eval mode, no grad)."""
+              mask_padded_queries: bool = False, token_type_ids: Tensor | None = None) -> ForwardTrace:
+        """Every intermediate of one forward pass (eval mode, no grad). token_type_ids (B, T)
+        long: the segment of each token, for models with token types (BERT); None = zeros."""
         was_training = self.training
-        self.eval()
+        if was_training:  # eval()/train() walk every module: only when there is something to switch
+            self.eval()
         try:
-            return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries)
+            return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries,
+                            token_type_ids=token_type_ids)
         finally:
-            self.train(was_training)
+            if was_training:
+                self.train(True)
