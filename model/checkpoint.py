@@ -106,10 +106,11 @@ def _looks_like_pickle(data: bytes) -> bool:
     with 0x80 (a 7,552-byte header is b"\\x80\\x1d..."), followed by a JSON object."""
     if data[:2] == b"\x1f\x8b":
         return True
-    if len(data) >= 9:
-        n = int.from_bytes(data[:8], "little")
-        if 8 + n <= len(data) and data[8:9] == b"{":
-            return False
+    if len(data) < 9:  # too short for either: refused as "shorter than its header length"
+        return False
+    n = int.from_bytes(data[:8], "little")
+    if 8 + n <= len(data) and data[8:9] == b"{":
+        return False
     return data[:1] == b"\x80"
 
 
