@@ -188,13 +188,14 @@ def worked_pe_example() -> dict:
 def layer_norm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
                eps: float = 1e-5) -> dict:
     """Layer norm over the last axis through the engine's model.layers.layer_norm (float64):
-    F.layer_norm's output, biased variance, eps inside the sqrt."""
+    F.layer_norm's output, biased variance, eps inside the sqrt (std = sqrt(var + eps))."""
     x = torch.as_tensor(np.asarray(x, dtype=np.float64))
     g = None if gamma is None else torch.as_tensor(np.asarray(gamma, dtype=np.float64))
     b = None if beta is None else torch.as_tensor(np.asarray(beta, dtype=np.float64))
     tr = engine_layer_norm(x, g, b, eps)
-    return {"mean": tr.mean.numpy()[..., 0], "var": tr.var.numpy()[..., 0], "normalized": tr.normalized.numpy(),
-            "output": tr.output.numpy()}
+    var = tr.var.numpy()[..., 0]
+    return {"mean": tr.mean.numpy()[..., 0], "var": var, "eps": eps, "std": np.sqrt(var + eps),
+            "normalized": tr.normalized.numpy(), "output": tr.output.numpy()}
 
 
 def batch_vs_layer_norm(x: np.ndarray, eps: float = 1e-5) -> dict:

@@ -63,6 +63,8 @@ class AttentionTrace(TraceNode):
 
 @dataclass(frozen=True)
 class LayerNormTrace(TraceNode):
+    """Made by model.layers.layer_norm (the one layer norm): output from F.layer_norm, mean and
+    biased variance recorded beside it."""
     input: Tensor  # (B, T, D)
     mean: Tensor  # (B, T, 1)
     var: Tensor  # (B, T, 1)  biased, as F.layer_norm

@@ -105,4 +105,4 @@ else:
 st.subheader("Worked example from the notes")
 ex = analysis.layer_norm([2.0, 4.0, 6.0, 8.0])
 st.markdown(f"“CAT” = [2, 4, 6, 8], γ = 1, β = 0: μ = {ex['mean']:g}, σ² = {ex['var']:g} (biased, as in LayerNorm), "
-            f"√(σ² + ε) = {np.sqrt(ex['var'] + 1e-5):.4f} → **[{', '.join(f'{v:.4f}' for v in ex['output'])}]**")
+            f"√(σ² + ε) = {ex['std']:.4f} → **[{', '.join(f'{v:.4f}' for v in ex['output'])}]**")

@@ -82,6 +82,7 @@ def test_pe_wavelengths_and_similarity_depends_on_distance():
 
 def test_layer_norm_worked_example_and_matches_torch():
     ex = analysis.layer_norm([2.0, 4.0, 6.0, 8.0])
+    assert ex["std"] == pytest.approx(math.sqrt(5.0 + 1e-5)) and ex["eps"] == 1e-5  # var([2,4,6,8]) = 5
     np.testing.assert_allclose(ex["output"], [-1.3416, -0.4472, 0.4472, 1.3416], atol=5e-5)
     x = np.random.default_rng(0).normal(size=(3, 5))
     g, b = np.arange(5.0), np.ones(5)
