@@ -356,6 +356,13 @@ def weight_tying(model, final: np.ndarray, logits: np.ndarray) -> dict:
             "shape": tuple(out_m.shape)}
 
 
+def robust_limit(x: np.ndarray, q: float = 99.0) -> float:
+    """The q-th percentile of |x| (> 0): a colour range that a few outlier values (trained
+    embeddings have some) do not wash out."""
+    v = float(np.percentile(np.abs(np.asarray(x, dtype=np.float64)), q))
+    return v if v > 0 else 1.0
+
+
 def last_layer_view(final: np.ndarray) -> dict:
     """What a model without an output layer (an encoder such as MiniLM) produces: its final hidden
     states (T, D) -> per-token L2 norms (T,), cosine similarity between tokens (T, T), and the

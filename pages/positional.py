@@ -128,10 +128,12 @@ if run.source is not None and run.source.kind == "pretrained":  # a real model's
                "alike (right) are positions the model treats as near each other.")
     p1, p2 = st.columns(2)
     pos_names = [str(p) for p in range(full.shape[0])]
+    lim = analysis.robust_limit(full)  # a few outlier dimensions would wash out the rest
     with p1:
         show_fig(matrix_heatmap(full, pos_names, [str(d) for d in range(D)], tokens_rows=False, annotate=False,
-                                title=f"Position table ({full.shape[0]} × {D})", row_title="position",
-                                col_title="dimension", height=520, value_name="value"),
+                                title=f"Position table ({full.shape[0]} × {D}; colours clipped at ±{lim:.2f})",
+                                row_title="position", col_title="dimension", height=520, value_name="value",
+                                zmin=-lim, zmax=lim),
                  "pe_full", table=lambda: pd.DataFrame(full, index=pd.RangeIndex(full.shape[0], name="position")))
     with p2:
         full_sim = analysis.cosine_matrix(full)

@@ -107,7 +107,8 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
-                  height=max(320, rows * side + 70) + mb, margin=dict(l=ml, r=10, t=70 if title else 40, b=mb))
+                  height=max(320, rows * side + 70) + mb,
+                  margin=dict(l=ml, r=10, t=(70 if title else 40) + (18 if narrow else 0), b=mb))
     return figure(data, layout)
 
 
