@@ -76,21 +76,20 @@ def run(quick: bool = False) -> list[dict]:
                 warm = _first_view(browser, f"{app.url}/?{SRC}", offsite)
                 ca, pa = _open(browser, f"{app.url}/?{SRC}", offsite)
                 cb, pb = _open(browser, f"{bare.url}/?panels={N_HEADS}", offsite)
-                ta, tb = [], []
-                for i in range(n + 1):  # the first round warms both up (not counted)
+                times: dict[str, list[float]] = {"app": [], "bare": []}
+                for i in range(n + 1):
                     text, marker = sentence(i)
-                    a = _type(pa, text, f"2:{marker}")
-                    b = _type(pb, text, f"1:{marker}")
-                    if i:
-                        ta.append(a)
-                        tb.append(b)
+                    for name, page, want in (("app", pa, f"2:{marker}"), ("bare", pb, f"1:{marker}")):
+                        dt = _type(page, text, want)
+                        if i:  # the first round warms both up (not counted)
+                            times[name].append(dt)
                 pa.wait_for_function(IDLE)
                 rss_after = rss_mb(app.pid)
                 for ctx in (ca, cb):
                     ctx.close()
             finally:
                 browser.close()
-    ma, mb = statistics.median(ta), statistics.median(tb)
+    ma, mb = statistics.median(times["app"]), statistics.median(times["bare"])
     rows = [
         dict(benchmark=f"keystroke → repaint, heads page with MiniLM-L6 ({N_HEADS} heads) vs a bare app drawing "
                        f"{N_HEADS} heatmaps (Chromium)",

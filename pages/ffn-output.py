@@ -41,8 +41,10 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
             "top-k or sequence probability. Below is what its last layer produces instead.", icon=":material/info:")
     final = run.trace.final[0]  # (T, D) the last block's output
     last = analysis.last_layer_view(final)
-    show_fig(matrix_heatmap(final, run.labels, [str(j) for j in range(cfg.d_model)], annotate=False,
-                            title=f"Final hidden states ({run.T} × {cfg.d_model})", col_title="dimension"),
+    lim = analysis.robust_limit(final)  # a few outlier dimensions would wash out the rest
+    show_fig(matrix_heatmap(final, run.labels, [str(j) for j in range(cfg.d_model)], annotate=False, zmin=-lim,
+                            zmax=lim, title=f"Final hidden states ({run.T} × {cfg.d_model}; colours clipped at ±{lim:.2f})",
+                            col_title="dimension"),
              "ffn_final", table=pd.DataFrame(final, index=idx),
              alt="One row per token: the vector the last layer hands on (to a task head, or to pooling).")
     c1, c2 = st.columns(2)
