@@ -357,6 +357,33 @@ def weight_tying(model, final: np.ndarray, logits: np.ndarray) -> dict:
             "shape": tuple(out_m.shape)}
 
 
+def robust_limit(x: np.ndarray, q: float = 99.0) -> float:
+    """The q-th percentile of |x| (> 0): a colour range that a few outlier values (trained
+    embeddings have some) do not wash out."""
+    v = float(np.percentile(np.abs(np.asarray(x, dtype=np.float64)), q))
+    return v if v > 0 else 1.0
+
+
+def last_layer_view(final: np.ndarray) -> dict:
+    """What a model without an output layer (an encoder such as MiniLM) produces: its final hidden
+    states (T, D) -> per-token L2 norms (T,), cosine similarity between tokens (T, T), and the
+    mean over tokens (D,): MiniLM's sentence embedding (before its L2 normalisation)."""
+    x = np.asarray(final, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"final must be (T, D); got shape {x.shape}")
+    return {"norms": np.linalg.norm(x, axis=-1), "cosine": cosine_matrix(x), "mean": x.mean(axis=0)}
+
+
+def state_change(a: np.ndarray, b: np.ndarray) -> dict:
+    """Per-token change between two runs' hidden states, (T, D) each: cosine(a_t, b_t) (T,) and
+    the L2 norm of b_t − a_t (T,) beside ‖a_t‖ (T,)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"a and b must both be (T, D); got {a.shape} and {b.shape}")
+    return {"cosine": np.array([_cos(x, y) for x, y in zip(a, b)]),
+            "distance": np.linalg.norm(b - a, axis=-1), "norm_a": np.linalg.norm(a, axis=-1)}
+
+
 # --------------------------------------------------------------------------------------------
 # 6. Contextual embeddings
 # --------------------------------------------------------------------------------------------

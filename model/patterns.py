@@ -2,10 +2,14 @@
 
 Scores (each in 0..1, averaged over the query rows that have a choice):
   previous-token: mean weight on key i-1 for query i (rows i >= 1)
+  next-token:     mean weight on key i+1 for query i (rows 1 <= i <= T-2; 0 under a causal mask)
   self/diagonal:  mean weight on key i for query i (rows i >= 1)
   first-token sink: mean weight on key 0 (rows i >= 1)
+  [CLS]/[SEP] sink: mean weight on the special tokens' keys (rows i >= 1), when the caller says
+                  which keys are special (`special`, e.g. BERT's [CLS] and [SEP]); 0 otherwise.
+                  Real BERT heads park most of their mass there when they have nothing to do.
   broad/uniform:  mean normalised entropy of the rows (1 = perfectly uniform over allowed keys)
-The head gets the kind with the highest score if that score clears its threshold, else "other".
+The head gets the kind whose score clears its threshold by the largest margin, else "other".
 Pure numpy: used by the app's overview, the training tests and the train page.
 """
 from __future__ import annotations
@@ -14,12 +18,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-THRESHOLDS = {"previous-token": 0.4, "self/diagonal": 0.4, "first-token sink": 0.5, "broad/uniform": 0.9}
+THRESHOLDS = {"previous-token": 0.4, "self/diagonal": 0.4, "first-token sink": 0.5, "broad/uniform": 0.9,
+              "next-token": 0.4, "[CLS]/[SEP] sink": 0.5}
+
+
+# Short names for small thumbnails (the overview of a 12-head model): a tenth of the chart wide.
+SHORT = {"previous-token": "prev", "next-token": "next", "self/diagonal": "self", "first-token sink": "1st sink",
+         "[CLS]/[SEP] sink": "CLS/SEP", "broad/uniform": "broad", "other": "other"}
 
 
 @dataclass(frozen=True)
 class HeadPattern:
-    kind: str  # "previous-token" | "self/diagonal" | "first-token sink" | "broad/uniform" | "other"
+    kind: str  # a key of THRESHOLDS ("previous-token", "next-token", "self/diagonal", "first-token sink",
+    #            "[CLS]/[SEP] sink", "broad/uniform") or "other"
     score: float  # the score that decided it (for "other": the nearest kind's score, below its threshold)
     scores: dict  # every kind's score
     nearest: str = ""  # the kind whose score came closest to (or furthest past) its threshold
@@ -32,15 +43,26 @@ class HeadPattern:
             return f"{self.kind} {self.score:.2f}"
         return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g})"
 
+    def short(self) -> str:
+        """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"."""
+        if self.kind == "other":
+            return "other"
+        return f"{SHORT[self.kind]} {self.score:.2f}".replace(" 0.", " .")
 
-def pattern_scores_all(weights: np.ndarray) -> dict[str, np.ndarray]:
+
+def pattern_scores_all(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Every kind's score for a stack of heads: (..., Tq, Tk) weights -> {kind: (...) array}.
+    special: optional bool (Tk,), True at the special tokens' keys ([CLS], [SEP]).
     One vectorised pass (the pages label all heads of a layer, or of the model, on every rerun);
     pattern_scores is this for one head."""
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim < 2:
         raise ValueError(f"weights must be (..., Tq, Tk); got shape {w.shape}")
     lead, (Tq, Tk) = w.shape[:-2], w.shape[-2:]
+    if special is not None:
+        special = np.asarray(special, dtype=bool)
+        if special.shape != (Tk,):
+            raise ValueError(f"special must be a bool array of shape ({Tk},) (one flag per key); got {special.shape}")
     if Tq < 2 or Tk < 2:
         return {k: np.zeros(lead) for k in THRESHOLDS}
     rows = np.arange(1, min(Tq, Tk))  # query rows i >= 1: row 0 of a causal head has no choice
@@ -54,6 +76,12 @@ def pattern_scores_all(weights: np.ndarray) -> dict[str, np.ndarray]:
     prev = mean_live(W[..., np.arange(len(rows)), rows - 1])
     diag = mean_live(W[..., np.arange(len(rows)), rows])
     sink = mean_live(W[..., 0])
+    # next-token: rows 1..n-1 whose key i+1 exists (the last row has none)
+    has_next = rows + 1 < Tk
+    nxt_w = np.where(has_next, W[..., np.arange(len(rows)), np.minimum(rows + 1, Tk - 1)], 0.0)
+    n_next = (live & has_next).sum(axis=-1)
+    nxt = np.divide((nxt_w * live).sum(axis=-1), n_next, out=np.zeros(lead), where=n_next > 0)
+    spec = mean_live(W[..., special].sum(axis=-1)) if special is not None and special.any() else np.zeros(lead)
     # entropy of each live row over its allowed keys, normalised by log(#allowed) (1 = uniform)
     pos = W > 0
     n_allowed = pos.sum(axis=-1)  # (..., n)
@@ -62,29 +90,31 @@ def pattern_scores_all(weights: np.ndarray) -> dict[str, np.ndarray]:
     ratio = np.divide(h, np.log(np.maximum(n_allowed, 2)), out=np.zeros_like(h), where=multi)
     n_multi = multi.sum(axis=-1)
     uniform = np.divide(ratio.sum(axis=-1), n_multi, out=np.zeros(lead), where=n_multi > 0)
-    return {"previous-token": prev, "self/diagonal": diag, "first-token sink": sink, "broad/uniform": uniform}
+    return {"previous-token": prev, "self/diagonal": diag, "first-token sink": sink, "broad/uniform": uniform,
+            "next-token": nxt, "[CLS]/[SEP] sink": spec}
 
 
-def pattern_scores(weights: np.ndarray) -> dict[str, float]:
+def pattern_scores(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, float]:
     """One head's (Tq, Tk) weights -> {kind: score}."""
     w = np.asarray(weights)
     if w.ndim != 2:
         raise ValueError(f"weights must be (Tq, Tk); got shape {w.shape}")
-    return {k: float(v) for k, v in pattern_scores_all(w).items()}
+    return {k: float(v) for k, v in pattern_scores_all(w, special).items()}
 
 
-def label_head(weights: np.ndarray) -> HeadPattern:
-    """(Tq, Tk) attention weights -> the dominant pattern and the score that decided it."""
-    return _label(pattern_scores(weights))
+def label_head(weights: np.ndarray, special: np.ndarray | None = None) -> HeadPattern:
+    """(Tq, Tk) attention weights -> the dominant pattern and the score that decided it.
+    special: optional bool (Tk,) marking the special tokens' keys (scores the [CLS]/[SEP] sink)."""
+    return _label(pattern_scores(weights, special))
 
 
-def label_heads(weights: np.ndarray) -> list:
+def label_heads(weights: np.ndarray, special: np.ndarray | None = None) -> list:
     """(H, Tq, Tk) -> [HeadPattern] per head; (L, H, Tq, Tk) -> [[HeadPattern] per head] per layer.
     Scored in one vectorised pass; each label equals label_head of that head."""
     w = np.asarray(weights)
     if w.ndim not in (3, 4):
         raise ValueError(f"weights must be (H, Tq, Tk) or (L, H, Tq, Tk); got shape {w.shape}")
-    sc = pattern_scores_all(w.reshape(-1, *w.shape[-2:]))  # {kind: (N,)} over all heads
+    sc = pattern_scores_all(w.reshape(-1, *w.shape[-2:]), special)  # {kind: (N,)} over all heads
     flat = [_label({k: float(v[i]) for k, v in sc.items()}) for i in range(sc["previous-token"].shape[0])]
     if w.ndim == 3:
         return flat

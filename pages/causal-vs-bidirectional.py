@@ -5,9 +5,11 @@ import streamlit as st
 from classroom import analysis
 from classroom.text import token_label
 from ui import state
+from ui.sidebar import example_buttons
 from ui.compute import current_run, layer_allowed
 from ui.show import download_npz, show_fig
 from viz.attention import compare_grid, topk_bars
+from viz.concepts import bar_compare
 
 st.title("Causal vs bidirectional")
 st.markdown(
@@ -17,6 +19,7 @@ st.markdown(
     "Remove the mask (bidirectional, as in BERT) and every token sees the whole sentence — good for "
     "understanding text, but the model could then *read* the next token instead of predicting it. "
     "The weights below are the same; only the mask differs.")
+example_buttons()
 causal = current_run(causal=True)
 bidi = current_run(causal=False, notices=False)
 L, H = causal.cfg.n_layers, causal.cfg.n_heads
@@ -58,6 +61,18 @@ show_fig(compare_grid(wc, wb, causal.labels, allowed_a=layer_allowed(causal, lay
          alt="Weights share the 0..1 Cividis scale; the difference uses a diverging red-blue scale centred on 0.")
 
 st.subheader("Next-token prediction at the last position")
+if causal.trace.probs is None:  # an encoder without an output layer (MiniLM)
+    st.info("This model has no output layer, so it predicts no next token; below, how the mask changes what its "
+            "last layer produces instead.", icon=":material/info:")
+    change = analysis.state_change(causal.trace.final[0], bidi.trace.final[0])
+    show_fig(bar_compare(causal.labels, {"cosine(causal, bidirectional)": change["cosine"]},
+                         title="Each token's final hidden state: causal vs bidirectional", yaxis="cosine similarity"),
+             "final_change", filename="final_state_change",
+             table=pd.DataFrame({"token": causal.labels, "cosine": change["cosine"], "‖difference‖": change["distance"],
+                                 "‖causal‖": change["norm_a"]}))
+    st.caption("1 = the same vector both ways. The last token sees the whole sentence under both masks, yet its "
+               "vector still changes: from layer 1 on, every other token it reads was computed differently.")
+    st.stop()
 pc, pb = causal.trace.probs[0, -1], bidi.trace.probs[0, -1]  # (V,)
 rows = analysis.topk_change(pc, pb, k=5)
 names = [causal.vocab[r.token_id] for r in rows]

@@ -6,7 +6,8 @@ import streamlit as st
 
 from classroom import analysis
 from ui import state
-from ui.compute import current_run, md_escape
+from classroom.examples import BANK_PAIR
+from ui.compute import current_run, current_source, md_escape
 from ui.show import show_fig
 from viz.concepts import line_chart
 
@@ -20,7 +21,10 @@ st.title("Contextual embeddings")
 st.caption("An embedding table gives a word one vector whatever it means. Self-attention mixes in the other words, "
            "so after each layer the same word has a different vector in a different sentence.")
 
-a_default, b_default, w_default = POLYSEMY_PAIRS[0]
+pretrained = current_source().kind == "pretrained"
+# a real model: its own "bank" pair first (in place of the toy corpus's)
+pairs = (BANK_PAIR,) + tuple(p for p in POLYSEMY_PAIRS if p[2] != BANK_PAIR[2]) if pretrained else POLYSEMY_PAIRS
+a_default, b_default, w_default = pairs[0]
 state.bound("ctx_a", a_default)
 state.bound("ctx_b", b_default)
 state.bound("ctx_word", w_default)
@@ -30,8 +34,8 @@ def use_pair(a: str, b: str, w: str) -> None:
     st.session_state.update(ctx_a=a, ctx_b=b, ctx_word=w)
 
 
-cols = st.columns(len(POLYSEMY_PAIRS))
-for i, (pa, pb, pw) in enumerate(POLYSEMY_PAIRS):
+cols = st.columns(len(pairs))
+for i, (pa, pb, pw) in enumerate(pairs):
     cols[i].button(f"Example: “{pw}”", key=f"ctx_example_{i}", on_click=use_pair, args=(pa, pb, pw))
 for k in ("ctx_a", "ctx_b"):  # a link may carry a longer value than the box allows
     st.session_state[k] = str(st.session_state.get(k, ""))[:MAX_CHARS]
@@ -53,7 +57,7 @@ word = st.selectbox("Word to compare (only words found in both sentences are off
 ia, ib = analysis.find_word(run_a.labels, word), analysis.find_word(run_b.labels, word)
 unk = [s for s, r in (("A", run_a), ("B", run_b)) if any(u.lower() == word for u in r.unknown)]
 if unk:
-    st.caption(f"“{md_escape(word)}” is not in this model's vocabulary: it is computed as `<unk>` (so the token "
+    st.caption(f"“{md_escape(word)}” is not in this model's vocabulary: it is computed as `{run_a.unk_token}` (so the token "
                "embeddings still match, and the context still changes the later vectors).")
 for r, name in ((run_a, "A"), (run_b, "B")):
     if r.truncated or r.text_cut:

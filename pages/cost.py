@@ -53,16 +53,28 @@ st.subheader("Measured: the engine on this machine")
 
 REPEATS = 5
 t_grid = tuple(analysis.default_time_grid(cfg.max_len))
-secs, fit = forward_timing(run.source, t_grid, REPEATS)
-tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
-show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
-                    title=f"Forward time of the current model vs T (T up to its max_len {cfg.max_len})", xaxis="sequence length T",
-                    yaxis="milliseconds", dashed=["theory: fitted FLOP curve"]),
-         "cost_time", table=tt,
-         alt="Small models on a CPU are dominated by fixed overhead at short T; the T² term shows at the longest lengths.")
-st.dataframe(tt.style.format("{:.2f}"), width="stretch")
-st.caption("Measured once per model and cached; the machine is shared, so timings are noisy. The theory curve is "
-           "time ≈ a + b·(linear FLOPs) + c·(attention FLOPs), fitted to these points with a, b, c ≥ 0.")
+measure = True
+if run.source is not None and run.source.kind == "pretrained":  # seconds of measuring: on request
+    state.bound("cost_measure", False)
+    measure = st.toggle(f"Measure this model's forward pass at {len(t_grid)} lengths up to {t_grid[-1]} "
+                        "(takes a few seconds for a model this size)", key="cost_measure")
+
+
+def measured() -> None:
+    secs, fit = forward_timing(run.source, t_grid, REPEATS)
+    tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
+    show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
+                        title=f"Forward time of the current model vs T (T up to its max_len {cfg.max_len})", xaxis="sequence length T",
+                        yaxis="milliseconds", dashed=["theory: fitted FLOP curve"]),
+             "cost_time", table=tt,
+             alt="Small models on a CPU are dominated by fixed overhead at short T; the T² term shows at the longest lengths.")
+    st.dataframe(tt.style.format("{:.2f}"), width="stretch")
+    st.caption("Measured once per model and cached; the machine is shared, so timings are noisy. The theory curve is "
+               "time ≈ a + b·(linear FLOPs) + c·(attention FLOPs), fitted to these points with a, b, c ≥ 0.")
+
+
+if measure:
+    measured()
 
 st.subheader("GPT-2 small at 1,024 tokens")
 g = PRESETS["gpt2-small"]

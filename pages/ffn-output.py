@@ -35,6 +35,34 @@ st.markdown(f"Running the FFN on each position **alone** gives the same outputs 
             f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
             f"{100 * active:.0f}% of the hidden units are clearly positive for this sentence.")
 
+if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show what its last layer gives
+    st.subheader("What the last layer produces")
+    st.info("This model has no output layer (no language-model head), so it cannot predict tokens: no logits, "
+            "top-k or sequence probability. Below is what its last layer produces instead.", icon=":material/info:")
+    final = run.trace.final[0]  # (T, D) the last block's output
+    last = analysis.last_layer_view(final)
+    lim = analysis.robust_limit(final)  # a few outlier dimensions would wash out the rest
+    show_fig(matrix_heatmap(final, run.labels, [str(j) for j in range(cfg.d_model)], annotate=False, zmin=-lim,
+                            zmax=lim, title=f"Final hidden states ({run.T} × {cfg.d_model}; colours clipped at ±{lim:.2f})",
+                            col_title="dimension"),
+             "ffn_final", table=pd.DataFrame(final, index=idx),
+             alt="One row per token: the vector the last layer hands on (to a task head, or to pooling).")
+    c1, c2 = st.columns(2)
+    with c1:
+        show_fig(bar_compare(run.labels, {"‖h_t‖": last["norms"]}, title="Norm of each token's final vector",
+                             yaxis="L2 norm"), "ffn_final_norms",
+                 table=pd.DataFrame({"L2 norm": last["norms"]}, index=idx))
+    with c2:
+        show_fig(matrix_heatmap(last["cosine"], run.labels, run.labels, tokens_cols=True, colorscale="Viridis",
+                                zmid=None, annotate=run.T <= 12, title="Cosine similarity between tokens' final vectors",
+                                value_name="cosine"), "ffn_final_cos",
+                 table=pd.DataFrame(last["cosine"], index=idx, columns=idx))
+    st.caption("MiniLM's sentence embedding is the mean of these rows (then scaled to length 1): "
+               f"its first values are [{', '.join(f'{v:.3f}' for v in last['mean'][:6])}, …] "
+               f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
+               "classification read as the whole sentence's summary.")
+    st.stop()
+
 st.subheader("Output layer: logits → softmax over the vocabulary")
 state.bound("ffn_k", 5)
 if st.session_state.get("ffn_k") not in range(1, 11):

@@ -3,6 +3,7 @@ import streamlit as st
 
 from model.patterns import label_heads
 from ui import state
+from ui.sidebar import example_buttons
 from ui.compute import current_run, layer_allowed
 from ui.show import download_npz, heads_table, matrix_table, show_fig
 from viz.attention import head_grid, head_heatmap
@@ -12,6 +13,7 @@ LINE_VIEW_MAX_T = 64
 TABS = ["Heatmap", "Lines", "Numbers"]
 
 st.title("Attention heads")
+example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
 state.bound("layer", 0)
@@ -23,7 +25,7 @@ with c2:
 
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
-pats = label_heads(w)  # one HeadPattern per head
+pats = label_heads(w, run.special_keys)  # one HeadPattern per head
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 st.caption(f"{H} heads, {run.T} tokens, {mode} mask. Each row is a query (the token doing the looking); "

@@ -17,7 +17,8 @@ st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 ove
 run = current_run()
 cfg = run.cfg
 
-sites = {f"layer {l} · {name}": norm for l, block in enumerate(run.trace.layers)
+sites = {} if run.trace.embeddings.ln is None else {"embeddings · LN": run.trace.embeddings.ln}  # BERT
+sites |= {f"layer {l} · {name}": norm for l, block in enumerate(run.trace.layers)
          for name, norm in (("ln1", block.ln1), ("ln2", block.ln2))}  # label -> LayerNormTrace
 if run.trace.final_ln is not None:
     sites["final LN"] = run.trace.final_ln
@@ -25,7 +26,9 @@ where = list(sites)
 state.bound("ln_where", where[0])
 state.fix("ln_where", where)
 choice = st.selectbox("Layer norm", where, key="ln_where",
-                      help="pre-LN: ln1 feeds attention, ln2 feeds the FFN. post-LN: ln1 follows x + attention, ln2 follows + FFN.")
+                      help="pre-LN: ln1 feeds attention, ln2 feeds the FFN. post-LN: ln1 follows x + attention, ln2 follows + FFN. "
+                           "embeddings · LN (BERT): normalises token + position + type before block 0.")
+st.caption(f"This model's ε = {cfg.ln_eps:g}" + (" (BERT's; PyTorch's default is 1e-5)." if cfg.ln_eps != 1e-5 else "."))
 norm = sites[choice]  # LayerNormTrace (numpy, B = 1), computed by model.layers.layer_norm
 x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D)
 mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)

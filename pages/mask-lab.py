@@ -6,7 +6,7 @@ import streamlit as st
 from classroom.analysis import mask_steps
 from classroom.text import token_label
 from ui import state
-from ui.compute import current_source, get_batch_run, md_escape
+from ui.compute import current_source, get_batch_run, md_escape, takes_pairs
 from ui.show import download_npz, heads_table, matrix_table, show_fig
 from viz.attention import head_grid, head_heatmap, mask_heatmap
 from viz.common import NEG_INF
@@ -43,11 +43,21 @@ mask_q = c1.radio("Mask padded …", ["keys only", "keys and queries"], key="ml_
                        "to real tokens (their outputs are ignored later). Keys and queries: padded query rows "
                        "are fully masked too.") == "keys and queries"
 causal = s.get("mask", "causal") == "causal"
-run = get_batch_run(current_source(), batch_texts, causal, mask_q, int(s.get("T", 64)))
-B, T, H, L = len(batch_texts), run.T, run.cfg.n_heads, run.cfg.n_layers
+source = current_source()
+pair = False
+if takes_pairs(source) and len(batch_texts) >= 2:  # BERT reads sentence pairs: token types, [SEP] between
+    state.bound("ml_pair", False)
+    pair = st.toggle("Sentences 1 and 2 as one pair: [CLS] A [SEP] B [SEP], with token types", key="ml_pair",
+                     help="How BERT reads two texts at once (question and answer, premise and hypothesis): one "
+                          "sequence, a [SEP] between them, and a token-type id (0 for A, 1 for B) whose embedding "
+                          "is added to each token's.")
+run = get_batch_run(source, batch_texts, causal, mask_q, int(s.get("T", 64)), pair)
+row_names = (["sentences 1 + 2 (pair)"] + [f"sentence {i + 3}" for i in range(len(batch_texts) - 2)]
+             if run.pair else [f"sentence {i + 1}" for i in range(len(batch_texts))])
+B, T, H, L = len(row_names), run.T, run.cfg.n_heads, run.cfg.n_layers
 state.bound("ml_b", 0)
 state.fix("ml_b", list(range(B)))
-b = c2.selectbox("Sentence", list(range(B)), key="ml_b", format_func=lambda i: f"sentence {i + 1}")
+b = c2.selectbox("Sentence", list(range(B)), key="ml_b", format_func=lambda i: row_names[i])
 state.bound("ml_head", 0)
 state.fix("ml_head", list(range(H)))
 h = c3.selectbox("Head", list(range(H)), key="ml_head")
@@ -56,15 +66,18 @@ state.fix("layer", list(range(L)))
 layer = c4.selectbox("Layer", list(range(L)), key="layer")
 c1.caption(f"Look-ahead mask: **{'on (causal)' if causal else 'off (bidirectional)'}** — set in the sidebar.")
 
-cut = [i + 1 for i in range(B) if run.n_tokens[i] > run.lengths[i]]
+cut = [row_names[i] for i in range(B) if run.n_tokens[i] > run.lengths[i]]
 if cut:
-    st.warning(f"Sentence {', '.join(map(str, cut))} is longer than the max sequence length ({T}); "
-               "only its first tokens are used.", icon=":material/content_cut:")
+    st.warning(f"{', '.join(cut).capitalize()}: longer than the max sequence length ({T}); "
+               "only the first tokens are used.", icon=":material/content_cut:")
 
 st.subheader("1. The padded batch")
-batch_df = pd.DataFrame(run.labels, index=[f"sentence {i + 1}" for i in range(B)],
-                        columns=[str(j) for j in range(T)])
+batch_df = pd.DataFrame(run.labels, index=row_names, columns=[str(j) for j in range(T)])
 st.dataframe(batch_df, width="stretch")
+if run.token_type_ids is not None:
+    st.markdown("**Token-type ids** (0 = text A, 1 = text B; the model adds a learned vector for each):")
+    st.dataframe(pd.DataFrame(run.token_type_ids, index=row_names, columns=[str(j) for j in range(T)]),
+                 width="stretch")
 st.caption(f"B = {B} sentences, padded on the right to T = {T} tokens (lengths {run.lengths}). "
            "Token ids: " + "; ".join(" ".join(map(str, r)) for r in run.ids.tolist()))
 
@@ -86,7 +99,7 @@ def pair(title: str, m01: np.ndarray, madd: np.ndarray, key: str, rows=None, exp
                  f"{key}_add", table=matrix_table(madd, rows, lab), filename=f"{key}_additive")
 
 
-st.subheader(f"2. Masks for sentence {b + 1}")
+st.subheader(f"2. Masks for {row_names[b]}")
 pair("Padding mask, 1-D (one entry per key)", steps.pad_1d[None, :], steps.pad_1d_add[None, :], "pad1d", rows=["key allowed"],
      explain="1 = a real token, 0 = padding.")
 pair("Padding mask as a 2-D key mask (every query row gets the same key mask)"
@@ -97,7 +110,7 @@ pair("Look-ahead (causal) mask" if causal else "Look-ahead mask: off (bidirectio
 pair("Combined mask = padding × look-ahead (elementwise product; in additive form: the sum)",
      steps.combined, steps.combined_add, "combined")
 
-st.subheader(f"3. Scores → masked scores → softmax (sentence {b + 1}, layer {layer}, head {h})")
+st.subheader(f"3. Scores → masked scores → softmax ({row_names[b]}, layer {layer}, head {h})")
 attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B sentences)
 scaled = attn.scaled[b, h]  # (T, T)
 masked = attn.masked[b, h]  # (T, T)
@@ -143,6 +156,6 @@ st.caption(f"The mask has shape {tuple(attn.allowed.shape)} = (batch, 1, query, 
            f"axis has size 1 and is broadcast to all {H} heads, so the grey cells are the same in every panel; "
            "only the weights on the allowed cells differ.")
 show_fig(head_grid(all_w, lab, allowed=np.broadcast_to(allowed, all_w.shape) | fully[None, :, None],
-                   title=f"Sentence {b + 1}, layer {layer}: all heads"), "ml_heads", filename="mask_all_heads",
+                   title=f"{row_names[b].capitalize()}, layer {layer}: all heads"), "ml_heads", filename="mask_all_heads",
          table=lambda: heads_table(all_w, lab, layer))
 download_npz(run, key="npz_batch", label="Whole batch trace (.npz)", file_name="attention_lab_batch_trace.npz")

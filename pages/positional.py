@@ -63,18 +63,24 @@ st.subheader("Your sentence: token embedding + position = block input")
 labels = run.labels
 emb = run.trace.embeddings  # EmbeddingTrace (numpy)
 tok, pos, total = emb.token[0], emb.position, emb.sum[0]  # (T, D) each
+sum_name = "sum (block input)"
+if emb.ln is not None:  # BERT: + token type, then the embedding LayerNorm
+    total, sum_name = emb.raw_sum[0], "token + position + type"
+    st.caption("This model (BERT) also adds a token-type (segment) embedding, then normalises the sum with its "
+               "embedding LayerNorm: block input = LN(token + position + type). The sum below is before that "
+               "LayerNorm (the layer-norm page shows it).")
 state.bound("pe_token", 1)
 state.fix("pe_token", list(range(run.T)), min(1, run.T - 1))
 ti = st.selectbox("Token", list(range(run.T)), key="pe_token", format_func=lambda i: token_label(i, labels[i], sep=": "))
 ndim = min(D, 8)
-add = pd.DataFrame({"token embedding": tok[ti, :ndim], f"position {ti}": pos[ti, :ndim], "sum (block input)": total[ti, :ndim]},
+add = pd.DataFrame({"token embedding": tok[ti, :ndim], f"position {ti}": pos[ti, :ndim], sum_name: total[ti, :ndim]},
                    index=pd.Index([f"dim {d}" for d in range(ndim)], name="dimension")).T
 st.markdown(f"Token **{md_escape(labels[ti])}** at position {ti} (first {ndim} of {D} dimensions):")
 st.dataframe(add, width="stretch")
 cols = [str(d) for d in range(D)]
 h1, h2, h3 = st.columns(3)
 for col, (name, z, key) in zip((h1, h2, h3), (("token embedding", tok, "pe_tok"), ("position", pos, "pe_pos"),
-                                               ("sum = block input", total, "pe_sum"))):
+                                               (sum_name if emb.ln is not None else "sum = block input", total, "pe_sum"))):
     with col:
         show_fig(matrix_heatmap(z, labels, cols, title=name, annotate=False, col_title="dimension", height=360),
                  key, table=pd.DataFrame(z, index=token_labels(labels, plain=True)))
@@ -114,6 +120,29 @@ show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned:
          table=pd.DataFrame(lsim, index=pd.RangeIndex(n_cmp, name="position i")),
          alt="Sinusoidal: a smooth band along the diagonal (near positions are similar, by construction). "
              "A trained table shows a band only where training has put one; a random one shows none.")
+
+if run.source is not None and run.source.kind == "pretrained":  # a real model's whole learned table
+    full, _, _ = comparison_position_table(run.source, cfg.max_len)  # (max_len, D)
+    st.subheader(f"This model's learned position embeddings: all {full.shape[0]} × {D}")
+    st.caption("Trained, not computed from a formula: one row per position the model can read. Rows that look "
+               "alike (right) are positions the model treats as near each other.")
+    p1, p2 = st.columns(2)
+    pos_names = [str(p) for p in range(full.shape[0])]
+    lim = analysis.robust_limit(full)  # a few outlier dimensions would wash out the rest
+    with p1:
+        show_fig(matrix_heatmap(full, pos_names, [str(d) for d in range(D)], tokens_rows=False, annotate=False,
+                                title=f"Position table ({full.shape[0]} × {D}; colours clipped at ±{lim:.2f})",
+                                row_title="position", col_title="dimension", height=520, value_name="value",
+                                zmin=-lim, zmax=lim),
+                 "pe_full", table=lambda: pd.DataFrame(full, index=pd.RangeIndex(full.shape[0], name="position")))
+    with p2:
+        full_sim = analysis.cosine_matrix(full)
+        show_fig(matrix_heatmap(full_sim, pos_names, pos_names, tokens_rows=False, annotate=False, colorscale="Viridis",
+                                zmid=None, title="cosine(P(i), P(j))", row_title="position i", col_title="position j",
+                                height=520, value_name="cosine"),
+                 "pe_full_sim", table=lambda: pd.DataFrame(full_sim, index=pd.RangeIndex(full.shape[0], name="position i")),
+                 alt="A bright band along the diagonal: training made nearby positions similar, as the sinusoidal "
+                     "formula does by construction.")
 
 st.subheader("Worked example from the notes: d_model = 4")
 ex = analysis.worked_pe_example()

@@ -23,6 +23,7 @@ from classroom.text import md_escape  # noqa: F401  (pages import it from here w
 from model import checkpoint
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
+from model.pretrained import PRETRAINED, load_pretrained
 from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace
 from model.transformer import Transformer
@@ -36,8 +37,8 @@ DEFAULT_SOURCE = "causal-lm"
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: str  # "checkpoint" | "fresh" | "session"
-    name: str  # checkpoint directory name, or the digest of a session-trained model
+    kind: str  # "checkpoint" | "fresh" | "session" | "pretrained"
+    name: str  # checkpoint directory name, the digest of a session-trained model, or a PRETRAINED key
     cfg_json: str = ""  # fresh weights: the ModelConfig as JSON
     seed: int = 0
 
@@ -95,9 +96,29 @@ def fresh_tokenizer() -> Tokenizer:
     return Tokenizer.build([state.DEFAULT_TEXT, "the cat sat on the mat . a dog ran to the park ."], add_bos=True)
 
 
+@st.cache_resource(max_entries=4, show_spinner="Loading the pretrained model (MiniLM-L6: 91 MB of weights "
+                                                 "from its installed package, checked and mapped to the engine)…")
+def pretrained_model(name: str) -> tuple[Transformer, Tokenizer]:
+    """A PRETRAINED model, loaded once per process (model.pretrained.load_pretrained). Raises
+    ModuleNotFoundError (naming the install command) or ValueError (a damaged file, named): the
+    sidebar shows the message and falls back to the default model. Failures are not cached."""
+    return load_pretrained(name)
+
+
+def pretrained_error(name: str) -> str | None:
+    """None when the PRETRAINED model `name` loads; else the message saying why not."""
+    try:
+        pretrained_model(name)
+    except (ModuleNotFoundError, ValueError, OSError) as e:
+        return str(e)
+    return None
+
+
 @st.cache_resource(max_entries=16, show_spinner=False)
 def get_model(source: ModelSource) -> tuple[Transformer, Tokenizer]:
     """Shared by every session: never mutate the returned model (train a copy)."""
+    if source.kind == "pretrained":
+        return pretrained_model(source.name)  # already eval, requires_grad False
     if source.kind == "checkpoint":
         model, tok = load_checkpoint(CHECKPOINTS / source.name)
     elif source.kind == "session":
@@ -119,16 +140,28 @@ class Run:
     n_tokens: int  # tokens before truncation
     truncated: bool
     text_cut: bool  # the text itself was longer than state.MAX_TEXT_CHARS
-    unknown: list[str]  # typed words that map to <unk>
+    unknown: list[str]  # typed words that map to the unknown token
     causal: bool
     cfg: ModelConfig
     vocab: list[str]
     trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1
     source: ModelSource | None = None  # the model that computed it (for the model-level views below)
+    unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
+    special: tuple[int, ...] = ()  # positions of [CLS]/[SEP] (WordPiece models; none for the toy vocabularies)
 
     @property
     def T(self) -> int:
         return len(self.ids)
+
+    @property
+    def special_keys(self) -> np.ndarray | None:
+        """bool (T,), True at [CLS]/[SEP] (what model.patterns scores the [CLS]/[SEP] sink on); None
+        for models without such tokens."""
+        if not self.special:
+            return None
+        keys = np.zeros(self.T, dtype=bool)
+        keys[list(self.special)] = True
+        return keys
 
     def export_extras(self) -> dict[str, np.ndarray]:
         """What the .npz export adds to the trace's arrays."""
@@ -145,6 +178,12 @@ def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], l
     return ids, labels, n, text_cut, unknown
 
 
+def special_ids(tok) -> set[int]:
+    """Ids of [CLS] and [SEP] for a WordPiece tokenizer; empty for the toy vocabularies (their
+    <bos> is the first token, which the first-token sink already covers)."""
+    return {i for i in (getattr(tok, "cls_id", None), getattr(tok, "sep_id", None)) if i is not None}
+
+
 @st.cache_resource(max_entries=48, show_spinner=False)
 def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
@@ -154,7 +193,8 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
                unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab, trace=tr.numpy(),
-               source=source)
+               source=source, unk_token=tok.vocab[tok.unk_id],
+               special=tuple(i for i, t in enumerate(ids) if t in special_ids(tok)))
 
 
 def current_source() -> ModelSource:
@@ -165,6 +205,8 @@ def current_source() -> ModelSource:
         return ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), int(s["seed"]))
     if src in shipped_checkpoints():
         return ModelSource("checkpoint", src)
+    if src in PRETRAINED:
+        return ModelSource("pretrained", src)
     sid = s.get("_session_model_ids", {}).get(src)
     if sid and sid in session_models():
         return ModelSource("session", sid)
@@ -177,12 +219,12 @@ def input_notices(run: Run) -> None:
         st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon=":material/content_cut:")
     if run.truncated:
         st.warning(f"Your text has {run.n_tokens} tokens; the model sees the first {run.T} "
-                   f"(max sequence length). Raise it in the sidebar (up to {min(state.T_MAX, run.cfg.max_len)}).",
+                   f"(max sequence length). Raise it in the sidebar (up to {min(state.T_LIMIT, run.cfg.max_len)}).",
                    icon=":material/content_cut:")
     if run.unknown:
         uniq = list(dict.fromkeys(run.unknown))
         shown = ", ".join(md_escape(u) for u in uniq[:12]) + (" …" if len(uniq) > 12 else "")
-        st.caption(f"Not in this model's vocabulary, computed as `<unk>` (labels keep what you typed): {shown}")
+        st.caption(f"Not in this model's vocabulary, computed as `{run.unk_token}` (labels keep what you typed): {shown}")
 
 
 def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True) -> Run:
@@ -222,6 +264,8 @@ class BatchRun:
     mask_queries: bool
     cfg: ModelConfig
     trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, B sentences
+    token_type_ids: np.ndarray | None = None  # (B, T): 0 = text A, 1 = text B (a sentence pair in row 0)
+    pair: bool = False  # row 0 is texts[0] and texts[1] as one pair: [CLS] A [SEP] B [SEP]
 
     @property
     def T(self) -> int:
@@ -229,25 +273,43 @@ class BatchRun:
 
     def export_extras(self) -> dict[str, np.ndarray]:
         """What the .npz export adds to the trace's arrays."""
-        return {"token_ids": self.ids, "key_padding_mask": self.key_padding_mask,
-                "token_labels": np.asarray(self.labels, dtype=str)}
+        extras = {"token_ids": self.ids, "key_padding_mask": self.key_padding_mask,
+                  "token_labels": np.asarray(self.labels, dtype=str)}
+        if self.token_type_ids is not None:
+            extras["token_type_ids"] = self.token_type_ids
+        return extras
+
+
+def takes_pairs(source: ModelSource) -> bool:
+    """Does the model read sentence pairs (token types, BERT's [CLS] A [SEP] B [SEP])?"""
+    model, tok = get_model(source)
+    return model.cfg.type_vocab_size > 0 and hasattr(tok, "encode_pair")
 
 
 @st.cache_resource(max_entries=24, show_spinner=False)
 def get_batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mask_queries: bool,
-                  max_len: int) -> BatchRun:
-    """Trace a batch of sentences padded to a common length (right padding)."""
+                  max_len: int, pair: bool = False) -> BatchRun:
+    """Trace a batch of sentences padded to a common length (right padding). pair (models that
+    take pairs, at least 2 texts): row 0 is texts[0] and texts[1] as one pair with token types."""
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
-    encs = [tok.encode(t[: state.MAX_TEXT_CHARS]) for t in texts]
+    cut = [t[: state.MAX_TEXT_CHARS] for t in texts]
+    pair = pair and len(cut) >= 2 and takes_pairs(source)
+    encs = [tok.encode_pair(cut[0], cut[1])] + [tok.encode(t) for t in cut[2:]] if pair else [tok.encode(t) for t in cut]
     batch = pad_batch([e.ids for e in encs], tok.pad_id, max_len)
     T = batch.ids.shape[1]
     labels = [list(e.labels[:max_len]) + ["<pad>"] * (T - min(len(e.ids), max_len)) for e in encs]
+    types = None
+    if pair:
+        types = np.zeros((len(encs), T), dtype=np.int64)
+        row = encs[0].token_type_ids[:T]
+        types[0, :len(row)] = row
     tr = model.trace(batch.ids, causal=causal, key_padding_mask=batch.key_padding_mask,
-                     mask_padded_queries=mask_queries)
+                     mask_padded_queries=mask_queries,
+                     token_type_ids=None if types is None else torch.from_numpy(types))
     return BatchRun(texts=texts, labels=labels, lengths=batch.lengths, n_tokens=[len(e.ids) for e in encs],
                     ids=batch.ids.numpy(), key_padding_mask=batch.key_padding_mask.numpy(), causal=causal,
-                    mask_queries=mask_queries, cfg=model.cfg, trace=tr.numpy())
+                    mask_queries=mask_queries, cfg=model.cfg, trace=tr.numpy(), token_type_ids=types, pair=pair)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

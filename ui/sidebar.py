@@ -5,6 +5,8 @@ import json
 
 import streamlit as st
 
+from classroom.examples import ATTENTION_EXAMPLES
+
 from . import compute, state, training
 
 PRESENT_CSS = """
@@ -22,8 +24,49 @@ ARCH_KEYS = ("d", "h", "L", "pe", "norm", "seed")  # the architecture of fresh w
 
 def source_options() -> list[str]:
     names = list(compute.shipped_checkpoints())
+    names += list(compute.PRETRAINED)  # listed even when its package is missing: picking it says how to install it
     names += list(st.session_state.get("_session_model_ids", {}))
     return names + [state.FRESH]
+
+
+def source_title(option: str) -> str:
+    """What the Model list shows: a pretrained model's title; other options as they are (the
+    value, which is also what the URL holds, stays the short key: src=minilm-l6)."""
+    return compute.PRETRAINED[option].title if option in compute.PRETRAINED else option
+
+
+def model_mask_default(src: str) -> str:
+    """The mask a model is shown with by default: bidirectional for the pretrained encoders
+    (trained that way), causal for the rest (as before)."""
+    return "bidirectional" if src in compute.PRETRAINED else "causal"
+
+
+def apply_mask_default() -> None:
+    """When the model's default mask changes (a causal LM <-> MiniLM), switch the mask to the new
+    model's default. A link that names the mask keeps it on its first run; a link without one gets
+    the model's default. Called before the mask radio is drawn."""
+    s = st.session_state
+    want = model_mask_default(s["src"])
+    before = s.get("_mask_default")
+    s["_mask_default"] = want
+    if before is None and "mask" in st.query_params:  # the link said which mask
+        return
+    if before != want:
+        s["mask"] = want
+
+
+def check_pretrained(options: list[str], default_src: str) -> None:
+    """Load the chosen pretrained model before the Model list is drawn (spinner on the first load
+    in this process). If it cannot be loaded (package missing, damaged file) show the message,
+    never a traceback, and fall back to the default model."""
+    s = st.session_state
+    if s.get("src") not in compute.PRETRAINED:
+        return
+    err = compute.pretrained_error(s["src"])
+    if err is not None:
+        st.error(f"{source_title(s['src'])} is not available: {err}. Using {default_src!r} instead.",
+                 icon=":material/error:")
+        s["src"] = default_src
 
 
 def render() -> None:
@@ -44,9 +87,10 @@ def render() -> None:
         default_src = compute.DEFAULT_SOURCE if compute.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL
         state.fix("src", options, default_src)
-        st.selectbox("Model", options, key="src",
-                     help="A trained checkpoint shipped with the app, a model you trained or uploaded, "
-                          "or fresh random weights with the architecture below.")
+        check_pretrained(options, default_src)
+        st.selectbox("Model", options, key="src", format_func=source_title,
+                     help="A trained checkpoint shipped with the app, a pretrained model (MiniLM-L6), a model "
+                          "you trained or uploaded, or fresh random weights with the architecture below.")
         fresh = s["src"] == state.FRESH
         heads = state.valid_heads(s["d"])
         state.fix("h", heads, 4 if 4 in heads else heads[-1])  # before the model is built from them
@@ -68,18 +112,45 @@ def render() -> None:
             # controls; six widgets fewer on every rerun of every page. The values chosen for fresh
             # weights are kept (and stay in the URL) for when fresh weights are picked again.
             state.keep(*ARCH_KEYS)
+            entry = compute.PRETRAINED.get(s["src"])
+            if entry is not None:
+                st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
+                           f"parameters, {entry.size_mb:.0f} MB of weights.")
             st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
                        f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
-        t_max = min(state.T_MAX, cfg.max_len)
+        t_max = min(state.T_LIMIT, cfg.max_len)
         if s["T"] > t_max:
             st.info(f"Max sequence length {s['T']} is more than this model allows ({cfg.max_len} positions); "
                     f"using {t_max}.", icon=":material/straighten:")
             s["T"] = t_max
         st.slider("Max sequence length", state.T_MIN, t_max, key="T",
                   help="Longer input is truncated (with a notice).")
+        apply_mask_default()
+        state.set_default("mask", s["_mask_default"])  # the model's own default stays out of the URL
         st.radio("Mask", ["causal", "bidirectional"], key="mask", horizontal=True,
                  help="The same weights run either way: the mask is an input, not a weight.")
+        if s["src"] in compute.PRETRAINED and s["mask"] == "causal":
+            st.caption("This model was trained bidirectionally, not with the causal mask: its attention under it "
+                       "is not what it learned.")
         st.toggle("Presentation mode", key="present",
                   help="Large fonts, sidebar hidden. Add ?present=true to a link to open in it; "
                        "remove it from the URL to leave.")
+
+
+def _use_example(text: str) -> None:
+    st.session_state["text"] = text  # a callback runs before the script: the sidebar box shows it
+
+
+def example_buttons() -> None:
+    """"Try an example" on the attention pages: one click puts a sentence worth showing into the
+    sidebar's sentence box. With a toy model, one line says it cannot show them well."""
+    cols = st.columns([1.2] + [1] * len(ATTENTION_EXAMPLES), vertical_alignment="center")
+    cols[0].markdown("**Try an example:**")
+    for i, (label, text) in enumerate(ATTENTION_EXAMPLES):
+        cols[i + 1].button(label, key=f"example_{i}", on_click=_use_example, args=(text,), help=text,
+                           width="stretch")
+    if st.session_state.get("text") in {t for _, t in ATTENTION_EXAMPLES} and \
+            compute.current_source().kind != "pretrained":
+        st.caption("This toy model's small vocabulary knows few of these words (they become unknown tokens): "
+                   f"pick \"{compute.PRETRAINED['minilm-l6'].title}\" as the model in the sidebar to see a real one.")

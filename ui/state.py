@@ -20,7 +20,8 @@ FRESH = "fresh weights (your architecture)"
 D_MODELS = list(D_MODEL_CHOICES)  # the app's one list of d_model choices (model.config)
 MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
 URL_TEXT_CHARS = 1_500  # the sentence travels in the URL only up to this length
-T_MIN, T_MAX = 2, 256
+T_MIN, T_MAX = 2, 256  # T_MAX: the fresh-weights models' max_len
+T_LIMIT = 512  # the longest any model in the app allows (MiniLM's 512 positions): the slider's and the URL's bound
 
 
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -57,7 +58,7 @@ SPECS: dict[str, Spec] = {
     "d": Spec(64, _one_of(D_MODELS)),
     "h": Spec(4, _one_of(list(HEAD_CHOICES))),
     "L": Spec(2, _int_in(1, 6)),
-    "T": Spec(64, _int_in(T_MIN, T_MAX)),
+    "T": Spec(64, _int_in(T_MIN, T_LIMIT)),
     "mask": Spec("causal", _one_of(["causal", "bidirectional"])),
     "pe": Spec("sinusoidal", _one_of(["sinusoidal", "learned"])),
     "norm": Spec("pre", _one_of(["pre", "post"])),

@@ -53,7 +53,7 @@ def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
         return 1, 620
     if n_heads <= 4:
         return 2, 470 if T <= 40 else 520
-    if n_heads <= 9:
+    if n_heads <= 12:  # 10-12 heads (BERT's 12): three wide columns, room for two-line titles
         return 3, 380
     return 4, 300
 
@@ -75,7 +75,11 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     names = list(subtitles) if subtitles is not None else [f"head {h}" for h in range(H)]
     if len(names) != H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
-    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.07, 0.3 / rows), title_size=15)
+    narrow = cols >= 3  # a panel a third of the chart wide: "head 5 · other (…)" breaks after the head
+    if narrow:
+        names = [n.replace(" · ", "<br>", 1) for n in names]
+    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.07, 0.3 / rows),
+                                  title_size=13 if narrow else 15)
     y, x = token_labels(labels), token_labels(key_labels)
     show_ticks = max(Tq, Tk) <= 40
     data = []
@@ -103,7 +107,8 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
-                  height=max(320, rows * side + 70) + mb, margin=dict(l=ml, r=10, t=70 if title else 40, b=mb))
+                  height=max(320, rows * side + 70) + mb,
+                  margin=dict(l=ml, r=10, t=(70 if title else 40) + (18 if narrow else 0), b=mb))
     return figure(data, layout)
 
 
@@ -118,7 +123,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     if len(names) != L * H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {L * H} heads; pass one per head")
     layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03, vspace=min(0.09, 0.45 / L),
-                                  title_size=12 if H > 6 else 13)
+                                  title_size=11 if H > 8 else 12 if H > 6 else 13)
     data = []
     for l in range(L):
         for h in range(H):
@@ -128,7 +133,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                              xaxis=xr, yaxis=yr, hovertemplate=f"layer {l} head {h}<br>query %{{y}}<br>key %{{x}}"
                                                  "<br>weight %{z:.4f}<extra></extra>"))
     axes(layout, y_autorange="reversed", y_showticklabels=False, x_showticklabels=False)
-    side = 260 if H <= 4 else 200 if H <= 8 else 150
+    side = 260 if H <= 4 else 200 if H <= 8 else 125  # 12 heads: thumbnails about as tall as wide
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),

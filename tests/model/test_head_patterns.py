@@ -104,7 +104,7 @@ def test_rejects_wrong_rank():
         label_head(np.ones((2, 3, 3)))
 
 
-def loop_scores(w: np.ndarray) -> dict[str, float]:
+def loop_scores(w: np.ndarray, special: np.ndarray | None = None) -> dict[str, float]:
     """The scores' definitions (module docstring) row by row, as a reference for the vectorised pass."""
     Tq, Tk = w.shape
     live = [i for i in range(1, min(Tq, Tk)) if w[i].sum() > 0.5]
@@ -115,12 +115,17 @@ def loop_scores(w: np.ndarray) -> dict[str, float]:
         p = w[i][w[i] > 0]
         if len(p) > 1:
             ent.append(-(p * np.log(p)).sum() / np.log(len(p)))
+    with_next = [i for i in live if i + 1 < Tk]
+    spec = np.mean([w[i, special].sum() for i in live]) if special is not None and special.any() else 0.0
     return {"previous-token": np.mean([w[i, i - 1] for i in live]), "self/diagonal": np.mean([w[i, i] for i in live]),
-            "first-token sink": np.mean([w[i, 0] for i in live]), "broad/uniform": np.mean(ent) if ent else 0.0}
+            "first-token sink": np.mean([w[i, 0] for i in live]), "broad/uniform": np.mean(ent) if ent else 0.0,
+            "next-token": np.mean([w[i, i + 1] for i in with_next]) if with_next else 0.0,
+            "[CLS]/[SEP] sink": spec}
 
 
+@pytest.mark.parametrize("with_special", [False, True])
 @pytest.mark.parametrize("shape", [(3, 6, 6), (2, 4, 9, 9), (5, 7, 4), (4, 1, 5), (2, 3, 1, 1)])
-def test_vectorised_scores_and_labels_equal_the_row_loop_per_head(shape):
+def test_vectorised_scores_and_labels_equal_the_row_loop_per_head(shape, with_special):
     rng = np.random.default_rng(sum(shape))
     w = rng.dirichlet(np.full(shape[-1], 0.3), size=shape[:-1])
     if shape[-2] == shape[-1] and shape[-1] > 2:
@@ -129,18 +134,22 @@ def test_vectorised_scores_and_labels_equal_the_row_loop_per_head(shape):
         w[..., -2:, :] = 0.0  # padded query rows: fully masked
     w.reshape(-1, *shape[-2:])[0] = np.eye(*shape[-2:])  # one head with a known label
     flat = w.reshape(-1, *shape[-2:])
-    got = pattern_scores_all(w)
+    special = None
+    if with_special:  # [CLS] first and [SEP] last, as WordPiece encodes a sentence
+        special = np.zeros(shape[-1], bool)
+        special[[0, -1]] = True
+    got = pattern_scores_all(w, special)
     for k in THRESHOLDS:
         assert got[k].shape == shape[:-2]
     for i, head in enumerate(flat):
-        ref = loop_scores(head)
+        ref = loop_scores(head, special)
         for k in THRESHOLDS:
             assert got[k].reshape(-1)[i] == pytest.approx(ref[k], abs=1e-12), (i, k)
     if w.ndim in (3, 4):
-        labels = label_heads(w)
+        labels = label_heads(w, special)
         labels = labels if w.ndim == 3 else [p for layer in labels for p in layer]
         assert len(labels) == len(flat)
-        for got_p, ref_p in zip(labels, [label_head(head) for head in flat]):  # equal up to summation order
+        for got_p, ref_p in zip(labels, [label_head(head, special) for head in flat]):  # equal up to summation order
             assert (got_p.kind, got_p.nearest) == (ref_p.kind, ref_p.nearest)
             assert got_p.score == pytest.approx(ref_p.score, abs=1e-12)
             assert got_p.scores == pytest.approx(ref_p.scores, abs=1e-12)
@@ -185,3 +194,50 @@ def test_label_heads_keeps_layer_and_head_order():
     assert [p.kind for p in label_heads(w[:, 1])] == [row[1] for row in expected]  # one head, every layer
     with pytest.raises(ValueError, match="H, Tq, Tk"):
         label_heads(np.eye(T))
+
+
+# Patterns real models show (issue 17): planted in otherwise broad heads.
+
+def planted(t: int, key_of_row, strength: float = 0.8) -> np.ndarray:
+    """Bidirectional rows: `strength` on key_of_row(i) (when it exists), the rest spread evenly."""
+    w = np.full((t, t), (1 - strength) / t)
+    for i in range(t):
+        j = key_of_row(i)
+        if j is not None and 0 <= j < t:
+            w[i, j] += strength
+        else:
+            w[i] = 1 / t
+    return w
+
+
+def test_planted_next_token_head():
+    hp = label_head(planted(10, lambda i: i + 1))
+    assert hp.kind == "next-token" and hp.score == pytest.approx(0.8 + 0.02)
+    assert hp.scores["previous-token"] < 0.05
+
+
+def test_next_token_is_zero_under_a_causal_mask():
+    assert pattern_scores(causal_uniform(8))["next-token"] == 0.0
+
+
+def test_planted_cls_sep_sink_needs_the_special_keys():
+    t = 10
+    special = np.zeros(t, bool)
+    special[[0, t - 1]] = True  # [CLS] ... [SEP]
+    w = np.full((t, t), 0.1 / (t - 2))
+    w[:, 0], w[:, t - 1] = 0.5, 0.4  # 90% of every row on [CLS] and [SEP]
+    w[:, 1:t - 1] = 0.1 / (t - 2)
+    hp = label_head(w, special)
+    assert hp.kind == "[CLS]/[SEP] sink" and hp.score == pytest.approx(0.9)
+    plain = label_head(w)  # without knowing the special keys: the old kinds only
+    assert plain.kind == "first-token sink" and plain.scores["[CLS]/[SEP] sink"] == 0.0
+
+
+def test_planted_previous_token_head_in_a_bidirectional_model():
+    hp = label_head(planted(10, lambda i: i - 1), np.eye(1, 10, 0, dtype=bool)[0])
+    assert hp.kind == "previous-token" and hp.score == pytest.approx(0.82)
+
+
+def test_special_must_have_one_flag_per_key():
+    with pytest.raises(ValueError, match="special"):
+        label_head(np.eye(4), np.ones(3, bool))
