@@ -38,6 +38,12 @@ def init_weights(module: nn.Module, seed: int) -> None:
                 m.weight.fill_(1.0)
 
 
+def _embedding(n: int, d: int) -> nn.Embedding:
+    """nn.Embedding(n, d) without torch's own random fill: init_weights (or the loaded weights)
+    sets every row. On the meta device torch's fill would import torch._dynamo (seconds, once)."""
+    return nn.Embedding(n, d, _weight=torch.empty(n, d))
+
+
 class TokenModel(nn.Module):
     """What Transformer and Seq2SeqTransformer share: the token embedding, the position vectors,
     BERT's token-type embedding and embedding LayerNorm (when the config asks for them), the
@@ -53,13 +59,13 @@ class TokenModel(nn.Module):
         if not isinstance(cfg, ModelConfig):
             raise ValueError(f"{type(self).__name__} needs a ModelConfig")
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
+        self.tok_emb = _embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
         if cfg.pos_encoding == "learned":
-            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
+            self.pos_emb = _embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
         elif cfg.pos_encoding == "sinusoidal":
             self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
         # "rope": no table; positions rotate q and k inside the attention (layers.rope_tables)
-        self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        self.type_emb = _embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.emb_ln = make_norm(cfg) if cfg.emb_norm else None
 
     def _build_output(self, cfg: ModelConfig) -> None:
