@@ -72,6 +72,14 @@ class PretrainedEntry:
     family: str = "bert"  # "bert" (safetensors + tokenizer.json) | "llama-gguf" (one GGUF file)
     causal: bool = False  # what the app runs it with by default (a decoder LM: True)
 
+    def installed(self) -> bool:
+        """Whether the package that ships the weights is installed (tests skip without it)."""
+        try:
+            importlib.metadata.distribution(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
+
     def package_dir(self) -> Path:
         """The installed package's model folder. ModuleNotFoundError naming the install command
         when the package is not installed."""

@@ -27,11 +27,7 @@ from model.pretrained import PRETRAINED, load_pretrained  # noqa: E402
 from model.trace import NormTrace  # noqa: E402
 
 ENTRY = PRETRAINED["smollm2-135m"]
-try:
-    importlib.metadata.distribution(ENTRY.package)
-    HAVE_PACKAGE = True
-except importlib.metadata.PackageNotFoundError:
-    HAVE_PACKAGE = False
+HAVE_PACKAGE = ENTRY.installed()
 SKIP = f"SKIPPED LOUDLY: {ENTRY.package} is not installed; run {ENTRY.install}"
 needs_package = pytest.mark.skipif(not HAVE_PACKAGE, reason=SKIP)
 
