@@ -177,7 +177,9 @@ def tensor_problems(expected: dict[str, torch.Tensor], tensors: dict[str, torch.
             problems.append(f"{name}: shape {tuple(t.shape)} but the config needs {tuple(e.shape)}")
         elif t.dtype != e.dtype:
             problems.append(f"{name}: dtype {t.dtype} but expected {e.dtype}")
-        elif not torch.isfinite(t).all():
+        elif not bool(torch.isfinite(t.sum())) and not bool(torch.isfinite(t).all()):
+            # a finite sum proves every value finite (NaN and inf propagate) and costs ~20x less
+            # than isfinite over 134M values; a non-finite sum (or an overflow) is checked exactly
             problems.append(f"{name}: contains NaN or infinity")
     return problems
 

@@ -9,9 +9,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-POS_ENCODINGS = ("sinusoidal", "learned")
+POS_ENCODINGS = ("sinusoidal", "learned", "rope")
 NORMS = ("pre", "post")
-ACTIVATIONS = ("gelu", "relu")
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+NORM_KINDS = ("layernorm", "rmsnorm")
 
 # The architecture choices the app offers (sidebar's fresh weights and the Train page): one list and
 # one rule for both. 48, 96, 192 are multiples of 12 (BERT-style 12 heads).
@@ -40,9 +41,9 @@ class ModelConfig:
     n_layers: int = 2
     d_ff: int = 0
     max_len: int = 128
-    pos_encoding: str = "sinusoidal"  # "sinusoidal" | "learned"
+    pos_encoding: str = "sinusoidal"  # "sinusoidal" | "learned" | "rope" (rotary, on q and k)
     norm: str = "pre"  # "pre" (GPT-2) | "post" (2017 paper)
-    activation: str = "gelu"  # "gelu" | "relu"
+    activation: str = "gelu"  # "gelu" | "relu" | "swiglu" (silu(x W_gate) * (x W_up), Llama)
     scale_scores: bool = True  # divide scores by sqrt(d_k)
     tie_weights: bool = True  # output layer shares the token-embedding matrix
     bias: bool = True  # biases in the linear layers (as in GPT-2)
@@ -52,6 +53,11 @@ class ModelConfig:
     emb_norm: bool = False  # LayerNorm over token + position (+ type) before block 0 (BERT)
     type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none, BERT: 2 (sentence A/B)
     output_head: bool = True  # False: no output layer (an encoder such as MiniLM): no logits
+    # Llama-style pieces (SmolLM2; defaults keep every other model unchanged):
+    norm_kind: str = "layernorm"  # "layernorm" | "rmsnorm" (x / sqrt(mean(x^2) + eps) * gamma)
+    rope_theta: float = 10000.0  # base of the rotary frequencies (used when pos_encoding="rope")
+    n_kv_heads: int | None = None  # grouped-query attention: K/V heads shared by n_heads / n_kv_heads
+    #                                query heads each; None = n_heads (ordinary multi-head attention)
 
     def __post_init__(self) -> None:
         def need_pos_int(name: str) -> None:
@@ -72,6 +78,20 @@ class ModelConfig:
         for name in ("emb_norm", "output_head"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.n_kv_heads is not None:
+            if isinstance(self.n_kv_heads, bool) or not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0:
+                raise ValueError(f"n_kv_heads must be a positive integer or None (= n_heads), got {self.n_kv_heads!r}")
+            if self.n_heads % self.n_kv_heads != 0:
+                ok = [h for h in range(1, self.n_heads + 1) if self.n_heads % h == 0]
+                raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}; "
+                                 f"choose n_kv_heads from {ok} (each K/V head serves the same number of query heads)")
+        if self.norm_kind not in NORM_KINDS:
+            raise ValueError(f"norm_kind must be one of {NORM_KINDS}, got {self.norm_kind!r}")
+        if (isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float))
+                or not 1.0 < float(self.rope_theta) < float("inf")):
+            raise ValueError(f"rope_theta must be a number > 1 (10000 in RoFormer, 100000 in SmolLM2), "
+                             f"got {self.rope_theta!r}")
+        object.__setattr__(self, "rope_theta", float(self.rope_theta))
         if self.d_ff == 0:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
         if self.d_model % self.n_heads != 0:
@@ -88,11 +108,19 @@ class ModelConfig:
             raise ValueError(f"ln_eps must be a small positive float, got {self.ln_eps!r}")
         if self.final_norm is None:
             object.__setattr__(self, "final_norm", self.norm == "pre")
+        if self.pos_encoding == "rope" and self.d_k % 2:
+            raise ValueError(f"rotary positions rotate pairs of dimensions: d_k = d_model / n_heads = {self.d_k} "
+                             f"must be even; change d_model or n_heads")
 
     @property
     def d_k(self) -> int:
         """Per-head query/key/value width: d_model / n_heads."""
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Number of key/value heads: n_kv_heads, or n_heads without grouped-query attention."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,15 +143,18 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     """Parameter count per part, from the config alone (no model is allocated)."""
     D, F, V, L = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_layers
     b = 1 if cfg.bias else 0
-    ln = 2 * D
-    attn = 4 * (D * D + b * D)  # W_Q, W_K, W_V, W_O (+ biases)
+    ln = D if cfg.norm_kind == "rmsnorm" else 2 * D  # RMSNorm has gamma only
+    kv = cfg.kv_heads * cfg.d_k  # width of K and V (D without grouped-query attention)
+    attn = 2 * (D * D + b * D) + 2 * (D * kv + b * kv)  # W_Q, W_O (D x D), W_K, W_V (kv x D) (+ biases)
     ffn = D * F + b * F + F * D + b * D
+    if cfg.activation == "swiglu":
+        ffn += D * F + b * F  # W_gate beside W_up (fc1)
     parts = {
         "token_embedding": V * D,
         "position_embedding": cfg.max_len * D if cfg.pos_encoding == "learned" else 0,
         "attention": L * attn,
         "ffn": L * ffn,
-        "layer_norm": L * 2 * ln + (ln if cfg.final_norm else 0),
+        "layer_norm": L * 2 * ln + (ln if cfg.final_norm else 0),  # RMSNorm's too
         "output": 0 if (cfg.tie_weights or not cfg.output_head) else V * D,
     }
     # BERT's parts appear only when present, so today's models keep their breakdown unchanged

@@ -10,7 +10,10 @@ from torch import Tensor, nn
 
 from .attention import attend
 from .config import ModelConfig
-from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace
+from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
+
+# (cos, sin), each (T, d_k): the rotary tables of the positions in this pass (model.rope)
+RopeTables = tuple[Tensor, Tensor]
 
 
 def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -25,6 +28,27 @@ def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
     return pe.to(dtype)
+
+
+def rope_tables(positions: Tensor, d_k: int, theta: float) -> RopeTables:
+    """Rotary tables for absolute `positions` (T,) long: (cos, sin), each (T, d_k), float32.
+    Pair i of a head (dimensions i and i + d_k/2, HF Llama's "rotate_half" layout) turns by the
+    angle position * theta^(-2i/d_k). The arithmetic is HF's (float32 inv_freq, float32 angles)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k))  # (d_k/2,)
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, d_k/2)
+    emb = torch.cat((angles, angles), dim=-1)  # (T, d_k)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """(x1, x2) -> (-x2, x1) over the two halves of the last axis: multiplying by i on pairs (j, j + d/2)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate each pair (j, j + d_k/2) of x (..., T, d_k) by its position's angle: x cos + rotate_half(x) sin."""
+    return x * cos + rotate_half(x) * sin
 
 
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
@@ -61,48 +85,103 @@ class LayerNorm(nn.Module):
         return tr.output, tr
 
 
+class RMSNorm(nn.Module):
+    """RMSNorm (Llama): gamma * x / sqrt(mean(x^2) + eps). No mean subtracted, no beta."""
+
+    def __init__(self, d: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))  # gamma (D,)
+
+    def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, NormTrace | None]:
+        # HF LlamaRMSNorm's arithmetic, in its order (float32 models): parity to the last bit
+        mean_sq = x.pow(2).mean(-1, keepdim=True)  # (B, T, 1)
+        normalized = x * torch.rsqrt(mean_sq + self.eps)  # (B, T, D)
+        out = self.weight * normalized  # (B, T, D)
+        if not record:
+            return out, None
+        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=normalized, output=out, gamma=self.weight)
+
+
+def make_norm(cfg: ModelConfig) -> LayerNorm | RMSNorm:
+    """The normalisation layer the config asks for (cfg.norm_kind): LayerNorm unless "rmsnorm"."""
+    if cfg.norm_kind == "rmsnorm":
+        return RMSNorm(cfg.d_model, cfg.ln_eps)
+    return LayerNorm(cfg.d_model, cfg.ln_eps)
+
+
 class MultiHeadAttention(nn.Module):
-    """Q = X W_Q^T + b, split into H heads of d_k; attend per head; concat; W_O."""
+    """Q = X W_Q^T + b, split into H heads of d_k; attend per head; concat; W_O.
+    Grouped-query attention (cfg.n_kv_heads): K and V have H_kv heads; query head h reads K/V head
+    h // (H / H_kv). Rotary positions: q and k are rotated (tables from the caller) before the scores.
+    A KV cache (`past`: this layer's cached k, v) is put in front of the new keys and values."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         D = cfg.d_model
         self.n_heads, self.d_k, self.scale_scores = cfg.n_heads, cfg.d_k, cfg.scale_scores
+        self.n_kv_heads = cfg.kv_heads
+        kv = self.n_kv_heads * cfg.d_k  # D without grouped-query attention
         self.q_proj = nn.Linear(D, D, bias=cfg.bias)
-        self.k_proj = nn.Linear(D, D, bias=cfg.bias)
-        self.v_proj = nn.Linear(D, D, bias=cfg.bias)
+        self.k_proj = nn.Linear(D, kv, bias=cfg.bias)
+        self.v_proj = nn.Linear(D, kv, bias=cfg.bias)
         self.o_proj = nn.Linear(D, D, bias=cfg.bias)
 
-    def split(self, x: Tensor) -> Tensor:
+    def split(self, x: Tensor, heads: int | None = None) -> Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+        return x.view(B, T, heads or self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
 
     def forward(self, x_q: Tensor, x_kv: Tensor | None = None, allowed: Tensor | None = None,
-                record: bool = True) -> tuple[Tensor, AttentionTrace | None]:
+                record: bool = True, *, rope: RopeTables | None = None,
+                past: tuple[Tensor, Tensor] | None = None, kv_sink: list | None = None
+                ) -> tuple[Tensor, AttentionTrace | None]:
         x_kv = x_q if x_kv is None else x_kv
         q = self.split(self.q_proj(x_q))  # (B, H, Tq, d_k)
-        k = self.split(self.k_proj(x_kv))  # (B, H, Tk, d_k)
-        v = self.split(self.v_proj(x_kv))  # (B, H, Tk, d_v)
+        k = self.split(self.k_proj(x_kv), self.n_kv_heads)  # (B, H_kv, Tk, d_k)
+        v = self.split(self.v_proj(x_kv), self.n_kv_heads)  # (B, H_kv, Tk, d_v)
+        extra = {}
+        if rope is not None:
+            extra = {"q_pre_rope": q, "k_pre_rope": k}
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # rotated by their positions
+        if past is not None:  # cached keys/values of the earlier positions (already rotated)
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, H_kv, T_ctx, .)
+        if kv_sink is not None:
+            kv_sink.append((k, v))
+        k_all, v_all = k, v
+        if self.n_kv_heads != self.n_heads:
+            rep = self.n_heads // self.n_kv_heads
+            k_all, v_all = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # (B, H, Tk, .)
+            extra["kv_head"] = torch.arange(self.n_heads) // rep  # (H,)
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
-        a = attend(q, k, v, allowed=allowed, scale=scale)
+        a = attend(q, k_all, v_all, allowed=allowed, scale=scale)
         B, H, Tq, dv = a.heads.shape
         concat = a.heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, D)
         out = self.o_proj(concat)  # (B, Tq, D)
         if not record:
             return out, None
-        return out, AttentionTrace(**{**a.__dict__, "concat": concat, "output": out})
+        return out, AttentionTrace(**{**a.__dict__, "k": k, "v": v, "concat": concat, "output": out, **extra})
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN: the same W_1, W_2 at every position. D -> d_ff -> D."""
+    """Position-wise FFN: the same W_1, W_2 at every position. D -> d_ff -> D.
+    SwiGLU (cfg.activation "swiglu", Llama): fc2(silu(x W_gate^T) * (x W_up^T)), W_up = fc1."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
         self.act = F.gelu if cfg.activation == "gelu" else F.relu
+        # registered after fc1/fc2: the parameter order of every other model is unchanged
+        self.gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias) if cfg.activation == "swiglu" else None
 
     def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, FFNTrace | None]:
+        if self.gate is not None:  # SwiGLU
+            gate = self.gate(x)  # (B, T, d_ff)
+            up = self.fc1(x)  # (B, T, d_ff)
+            post = F.silu(gate) * up  # (B, T, d_ff)
+            out = self.fc2(post)  # (B, T, D)
+            return out, (FFNTrace(input=x, hidden_pre=gate, hidden_post=post, output=out, gate=gate, up=up)
+                         if record else None)
         pre = self.fc1(x)  # (B, T, d_ff)
         post = self.act(pre)  # (B, T, d_ff)
         out = self.fc2(post)  # (B, T, D)
@@ -116,22 +195,26 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.pre = cfg.norm == "pre"
-        self.ln1 = LayerNorm(cfg.d_model, cfg.ln_eps)
+        self.ln1 = make_norm(cfg)
         self.attn = MultiHeadAttention(cfg)
-        self.ln2 = LayerNorm(cfg.d_model, cfg.ln_eps)
+        self.ln2 = make_norm(cfg)
         self.ffn = FeedForward(cfg)
 
-    def forward(self, x: Tensor, allowed: Tensor | None, record: bool = True
-                ) -> tuple[Tensor, BlockTrace | None]:
+    def forward(self, x: Tensor, allowed: Tensor | None, record: bool = True, *,
+                rope: RopeTables | None = None, past: tuple[Tensor, Tensor] | None = None,
+                kv_sink: list | None = None) -> tuple[Tensor, BlockTrace | None]:
+        """rope, past, kv_sink: passed to the attention (rotary tables, this layer's KV cache, a
+        list that receives this layer's full-context (k, v))."""
+        kw = {"rope": rope, "past": past, "kv_sink": kv_sink}
         if self.pre:
             h, ln1 = self.ln1(x, record)  # (B, T, D)
-            a, at = self.attn(h, allowed=allowed, record=record)  # (B, T, D)
+            a, at = self.attn(h, allowed=allowed, record=record, **kw)  # (B, T, D)
             mid = x + a  # (B, T, D)
             h2, ln2 = self.ln2(mid, record)
             f, ft = self.ffn(h2, record)
             out = mid + f  # (B, T, D)
         else:
-            a, at = self.attn(x, allowed=allowed, record=record)
+            a, at = self.attn(x, allowed=allowed, record=record, **kw)
             mid, ln1 = self.ln1(x + a, record)  # (B, T, D)
             f, ft = self.ffn(mid, record)
             out, ln2 = self.ln2(mid + f, record)  # (B, T, D)

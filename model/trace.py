@@ -46,9 +46,9 @@ def _to_numpy_tree(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class AttentionTrace(TraceNode):
-    q: Tensor  # (B, H, Tq, d_k)
-    k: Tensor  # (B, H, Tk, d_k)
-    v: Tensor  # (B, H, Tk, d_v)
+    q: Tensor  # (B, H, Tq, d_k)  (rotated, with rotary positions)
+    k: Tensor  # (B, H, Tk, d_k); grouped-query attention: (B, H_kv, Tk, d_k), see kv_head
+    v: Tensor  # (B, H, Tk, d_v); grouped-query attention: (B, H_kv, Tk, d_v)
     scores: Tensor  # (B, H, Tq, Tk)  q @ k^T, before scaling
     scale: float  # 1/sqrt(d_k), or 1.0 when scale_scores=False
     scaled: Tensor  # (B, H, Tq, Tk)  scores * scale
@@ -59,6 +59,14 @@ class AttentionTrace(TraceNode):
     heads: Tensor  # (B, H, Tq, d_v)  weights @ v, the per-head outputs Z_j
     concat: Tensor | None = None  # (B, Tq, H*d_v)  heads side by side (None from bare attend)
     output: Tensor | None = None  # (B, Tq, D)  concat @ W_O^T + b_O (None from bare attend)
+    # Grouped-query attention (cfg.n_kv_heads < n_heads): query head h reads K/V head kv_head[h]
+    # = h // (H / H_kv) (HF's repeat_kv / repeat_interleave). None without GQA (head h reads h).
+    kv_head: Tensor | None = None  # (H,) long
+    # Rotary positions (cfg.pos_encoding "rope"): q and k above are rotated; these are before.
+    q_pre_rope: Tensor | None = None  # (B, H, Tq, d_k)
+    k_pre_rope: Tensor | None = None  # (B, H_kv, T_new, d_k): the keys computed in this pass. With a
+    #                                   KV cache (model.generate) the cached keys are stored rotated,
+    #                                   so this covers only the new positions (the last T_new of Tk)
 
 
 @dataclass(frozen=True)
@@ -75,17 +83,35 @@ class LayerNormTrace(TraceNode):
 
 
 @dataclass(frozen=True)
+class NormTrace(TraceNode):
+    """RMSNorm (cfg.norm_kind "rmsnorm", Llama/SmolLM2): no mean is subtracted, no shift added.
+    Stands where a LayerNormTrace stands (BlockTrace.ln1/ln2, ForwardTrace.final_ln); tell them
+    apart with isinstance (or `kind`)."""
+
+    input: Tensor  # (B, T, D)
+    mean_sq: Tensor  # (B, T, 1)  mean of x^2 over D
+    normalized: Tensor  # (B, T, D)  x / sqrt(mean_sq + eps), before gamma
+    output: Tensor  # (B, T, D)  gamma * normalized
+    gamma: Tensor | None = None  # (D,)  the learned scale
+    kind: str = "rmsnorm"
+
+
+@dataclass(frozen=True)
 class FFNTrace(TraceNode):
     input: Tensor  # (B, T, D)
-    hidden_pre: Tensor  # (B, T, d_ff)  x @ W_1^T + b_1
-    hidden_post: Tensor  # (B, T, d_ff)  activation(hidden_pre)
+    hidden_pre: Tensor  # (B, T, d_ff)  x @ W_1^T + b_1; SwiGLU: the gate x @ W_gate^T (= `gate`)
+    hidden_post: Tensor  # (B, T, d_ff)  activation(hidden_pre); SwiGLU: silu(gate) * up
     output: Tensor  # (B, T, D)  hidden_post @ W_2^T + b_2
+    # SwiGLU only (cfg.activation "swiglu"); None otherwise:
+    gate: Tensor | None = None  # (B, T, d_ff)  x @ W_gate^T (the same tensor as hidden_pre)
+    up: Tensor | None = None  # (B, T, d_ff)  x @ W_up^T (W_up is fc1)
 
 
 @dataclass(frozen=True)
 class EmbeddingTrace(TraceNode):
     token: Tensor  # (B, T, D)  rows of the token-embedding matrix
-    position: Tensor  # (T, D)  sinusoidal or learned position vectors
+    position: Tensor  # (T, D)  sinusoidal or learned position vectors; zeros with rotary
+    #                   positions (pos_encoding "rope" adds nothing here: it rotates q and k)
     sum: Tensor  # (B, T, D)  what block 0 sees: raw_sum, or ln.output when the model has an
     #              embedding LayerNorm (BERT, cfg.emb_norm)
     token_type: Tensor | None = None  # (B, T, D)  token-type (segment) embedding rows; None
@@ -99,10 +125,10 @@ class EmbeddingTrace(TraceNode):
 @dataclass(frozen=True)
 class BlockTrace(TraceNode):
     input: Tensor  # (B, T, D)  residual stream entering the block
-    ln1: LayerNormTrace  # pre-LN: before attention; post-LN: after input + attention
+    ln1: LayerNormTrace | NormTrace  # pre-LN: before attention; post-LN: after input + attention
     attn: AttentionTrace
     resid_mid: Tensor  # (B, T, D)  stream after the attention sublayer (post-LN: after ln1)
-    ln2: LayerNormTrace  # pre-LN: before the FFN; post-LN: after resid_mid + FFN
+    ln2: LayerNormTrace | NormTrace  # pre-LN: before the FFN; post-LN: after resid_mid + FFN
     ffn: FFNTrace
     resid_out: Tensor  # (B, T, D)  stream leaving the block
 
@@ -114,13 +140,18 @@ class ForwardTrace(TraceNode):
     key_padding_mask: Tensor | None  # (B, T) bool, True = real token
     embeddings: EmbeddingTrace
     layers: tuple[BlockTrace, ...]
-    final_ln: LayerNormTrace | None  # pre-LN models (GPT-2); None for post-LN
+    final_ln: LayerNormTrace | NormTrace | None  # pre-LN models (GPT-2); None for post-LN
     final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
     logits: Tensor | None  # (B, T, V); None for a model without an output layer (cfg.output_head
     #                        False, e.g. MiniLM: an encoder that cannot predict words)
     probs: Tensor | None  # (B, T, V)  softmax(logits) over the vocabulary; None as logits
     token_type_ids: Tensor | None = None  # (B, T) long, the segment of each token (models with
     #                                       token types; zeros when trace() got none); else None
+    positions: Tensor | None = None  # (T,) long, the position of each row: past_length .. past_length
+    #                                  + T - 1. Set for rotary models and cached steps; None = 0 .. T-1
+    past_length: int | None = None  # tokens already in the KV cache (model.generate): the rows
+    #                                 here are the new ones, attending over past_length + T keys.
+    #                                 None without a cache
 
 
 def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:

@@ -10,10 +10,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from typing import TYPE_CHECKING
+
 from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
-from .layers import Block, LayerNorm, sinusoidal_table
+from .layers import Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
 from .trace import EmbeddingTrace, ForwardTrace
+
+if TYPE_CHECKING:
+    from .generate import KVCache
 
 
 def init_weights(module: nn.Module, seed: int) -> None:
@@ -29,8 +34,14 @@ def init_weights(module: nn.Module, seed: int) -> None:
             else:
                 p.copy_(torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5)
         for m in module.modules():
-            if isinstance(m, LayerNorm):
+            if isinstance(m, (LayerNorm, RMSNorm)):
                 m.weight.fill_(1.0)
+
+
+def _embedding(n: int, d: int) -> nn.Embedding:
+    """nn.Embedding(n, d) without torch's own random fill: init_weights (or the loaded weights)
+    sets every row. On the meta device torch's fill would import torch._dynamo (seconds, once)."""
+    return nn.Embedding(n, d, _weight=torch.empty(n, d))
 
 
 class TokenModel(nn.Module):
@@ -48,13 +59,14 @@ class TokenModel(nn.Module):
         if not isinstance(cfg, ModelConfig):
             raise ValueError(f"{type(self).__name__} needs a ModelConfig")
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
+        self.tok_emb = _embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
         if cfg.pos_encoding == "learned":
-            self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
-        else:
+            self.pos_emb = _embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
+        elif cfg.pos_encoding == "sinusoidal":
             self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
-        self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
-        self.emb_ln = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.emb_norm else None
+        # "rope": no table; positions rotate q and k inside the attention (layers.rope_tables)
+        self.type_emb = _embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        self.emb_ln = make_norm(cfg) if cfg.emb_norm else None
 
     def _build_output(self, cfg: ModelConfig) -> None:
         """The output layer, registered last so parameter order (and seeded init) is unchanged.
@@ -71,21 +83,27 @@ class TokenModel(nn.Module):
                              "such as MiniLM produces hidden states, not next-token scores)")
         return self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
 
-    def position_table(self, T: int) -> Tensor:
-        """(T, D) position vectors for positions 0..T-1."""
+    def position_table(self, T: int, start: int = 0) -> Tensor:
+        """(T, D) position vectors for positions start..start+T-1. Rotary models add no position
+        vector (they rotate q and k): zeros, so that `sum = token + position` still holds."""
         if self.cfg.pos_encoding == "learned":
-            return self.pos_emb.weight[:T]
-        return self.pe_table[:T]
+            return self.pos_emb.weight[start:start + T]
+        if self.cfg.pos_encoding == "rope":
+            return self.tok_emb.weight.new_zeros(T, self.cfg.d_model)
+        return self.pe_table[start:start + T]
 
-    def embed(self, ids: Tensor, token_type_ids: Tensor | None = None, record: bool = True
+    def embed(self, ids: Tensor, token_type_ids: Tensor | None = None, record: bool = True, start: int = 0
               ) -> tuple[Tensor, EmbeddingTrace]:
         """x = token + position (B, T, D), and its trace. With token types (BERT) the sum is
         token + type + position (in that order, as BERT adds them); with an embedding LayerNorm
-        x is LN(that sum) and the trace keeps the raw sum beside it. token_type_ids None: zeros."""
+        x is LN(that sum) and the trace keeps the raw sum beside it. token_type_ids None: zeros.
+        start: the position of the first row (a KV-cached step). Rotary models: x = token."""
         tok = self.tok_emb(ids)  # (B, T, D)
-        pos = self.position_table(ids.shape[1])  # (T, D)
+        pos = self.position_table(ids.shape[1], start)  # (T, D)
         typ = None
-        if self.type_emb is not None:
+        if self.cfg.pos_encoding == "rope" and self.type_emb is None:
+            raw = tok  # nothing added: the position enters as a rotation of q and k
+        elif self.type_emb is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(ids)
             typ = self.type_emb(token_type_ids)  # (B, T, D)
@@ -138,25 +156,46 @@ class Transformer(TokenModel):
         super().__init__()
         self._build_token_io(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.ln_f = LayerNorm(cfg.d_model, cfg.ln_eps) if cfg.final_norm else None
+        self.ln_f = make_norm(cfg) if cfg.final_norm else None
         self._build_output(cfg)
         if init:
             init_weights(self, seed)
         self.eval()
 
     def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
-            mask_padded_queries: bool = False, token_type_ids: Tensor | None = None):
+            mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
+            past: KVCache | None = None, kv_sink: list | None = None):
+        """The one forward pass. past: a KVCache (model.generate) holding the keys and values of the
+        positions before `ids`, which are then the new positions only. kv_sink: a list that
+        receives each layer's full-context (k, v), from which the caller builds the next cache."""
         self.check_ids(ids, key_padding_mask, token_type_ids=token_type_ids)
         B, T = ids.shape
+        start = 0
+        if past is not None:
+            start = self._check_past(past, ids, key_padding_mask, token_type_ids)
         if self.type_emb is not None and token_type_ids is None:
             token_type_ids = torch.zeros_like(ids)  # (B, T): every token in sentence A
-        x, emb = self.embed(ids, token_type_ids, record)  # (B, T, D)
-        allowed = combine(causal_allowed(T) if causal else None,
-                          padding_allowed(key_padding_mask, mask_queries=mask_padded_queries)
-                          if key_padding_mask is not None else None)  # (T,T) or (B,1,T,T) or None
+        x, emb = self.embed(ids, token_type_ids, record, start)  # (B, T, D)
+        if past is None:
+            allowed = combine(causal_allowed(T) if causal else None,
+                              padding_allowed(key_padding_mask, mask_queries=mask_padded_queries)
+                              if key_padding_mask is not None else None)  # (T,T) or (B,1,T,T) or None
+        else:  # new row i sits at position start + i: it may see keys 0 .. start + i
+            allowed = (torch.ones(T, start + T, dtype=torch.bool).tril(diagonal=start) if causal
+                       else None)  # (T, start + T)
+        positions = None
+        rope = None
+        if self.cfg.pos_encoding == "rope" or past is not None:
+            positions = torch.arange(start, start + T)  # (T,)
+        if self.cfg.pos_encoding == "rope":
+            rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta)  # (T, d_k) x 2
         layer_traces = []
-        for block in self.blocks:
-            x, bt = block(x, allowed, record)  # (B, T, D)
+        for i, block in enumerate(self.blocks):
+            if rope is None and past is None and kv_sink is None:
+                x, bt = block(x, allowed, record)  # (B, T, D)
+            else:
+                x, bt = block(x, allowed, record, rope=rope, kv_sink=kv_sink,
+                              past=None if past is None else (past.keys[i], past.values[i]))
             layer_traces.append(bt)
         final_ln = None
         if self.ln_f is not None:
@@ -168,7 +207,30 @@ class Transformer(TokenModel):
                             embeddings=emb,
                             layers=tuple(layer_traces), final_ln=final_ln, final=x,
                             logits=logits, probs=None if logits is None else torch.softmax(logits, dim=-1),
-                            token_type_ids=token_type_ids)
+                            token_type_ids=token_type_ids, positions=positions,
+                            past_length=None if past is None else start)
+
+    def _check_past(self, past: KVCache, ids: Tensor, key_padding_mask: Tensor | None,
+                    token_type_ids: Tensor | None) -> int:
+        """The cache's length, after ValueErrors saying what does not fit: its layers, batch and
+        head shapes, the total length against max_len, and options a cached step does not take."""
+        if key_padding_mask is not None or token_type_ids is not None:
+            raise ValueError("a cached step (past=...) takes no key_padding_mask or token_type_ids; "
+                             "run the whole sequence without a cache instead")
+        cfg = self.cfg
+        if len(past.keys) != cfg.n_layers or len(past.values) != cfg.n_layers:
+            raise ValueError(f"the KV cache has {len(past.keys)} layers; this model has {cfg.n_layers}. "
+                             "Use the cache this model returned")
+        n = past.length
+        want = (ids.shape[0], cfg.kv_heads, n, cfg.d_k)
+        for k, v in zip(past.keys, past.values):
+            if tuple(k.shape) != want or tuple(v.shape[:3]) != want[:3]:
+                raise ValueError(f"KV cache tensors have shape {tuple(k.shape)}; this model and batch "
+                                 f"need {want} (B, H_kv, T_past, d_k). Use the cache this model returned")
+        if n + ids.shape[1] > cfg.max_len:
+            raise ValueError(f"the cache holds {n} tokens and {ids.shape[1]} more exceed max_len="
+                             f"{cfg.max_len}; start again from a shorter context")
+        return n
 
     def forward(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None) -> Tensor:
@@ -178,15 +240,19 @@ class Transformer(TokenModel):
 
     @torch.no_grad()
     def trace(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
-              mask_padded_queries: bool = False, token_type_ids: Tensor | None = None) -> ForwardTrace:
+              mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
+              past: KVCache | None = None) -> ForwardTrace:
         """Every intermediate of one forward pass (eval mode, no grad). token_type_ids (B, T)
-        long: the segment of each token, for models with token types (BERT); None = zeros."""
+        long: the segment of each token, for models with token types (BERT); None = zeros.
+        past: a KVCache (model.generate) of the positions before `ids`; the trace then holds the
+        new rows only (q, scores, weights (B, H, T_new, past + T_new)) and k, v the whole context.
+        model.generate.generate_step returns the trace and the next cache together."""
         was_training = self.training
         if was_training:  # eval()/train() walk every module: only when there is something to switch
             self.eval()
         try:
             return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries,
-                            token_type_ids=token_type_ids)
+                            token_type_ids=token_type_ids, past=past)
         finally:
             if was_training:
                 self.train(True)

@@ -1,0 +1,181 @@
+"""SmolLM2-135M benchmark (issue 18): our engine vs transformers on the same GGUF, and the KV cache.
+
+    .venv/bin/python benchmarks/bench_smollm.py [--quick]   # prints the README-style table
+    from benchmarks.bench_smollm import run; rows = run()   # for benchmarks/run_all.py
+
+Rows (benchmark, metric, app, bare, ratio, target, ok):
+  - `model.trace(ids)` (causal, every intermediate recorded) vs transformers' LlamaForCausalLM
+    forward with output_attentions and output_hidden_states (eager attention, no grad, no cache) on
+    the same ids, T=16 and T=128, torch's default threads. Paired: each iteration times one call of
+    each back to back, so load from other processes hits both alike; medians compared. Target <= 1.0x.
+  - generation of 64 new tokens (greedy) after the same prompt: tokens/s of model.generate.generate
+    with the KV cache, without it (the whole text again at every step), and transformers'
+    generate(do_sample=False) (its own KV cache). Nothing traced (the Generate page traces each
+    step; a traced cached step is timed too).
+  - load: cold (a new process: imports + first load_pretrained: sha256, header, dequantization),
+    dequantization alone, and the process RSS after the load.
+Each measurement runs in its own subprocess (nothing here changes the calling process). --quick:
+fewer repeats and 16 new tokens; loading both models (~10-30 s) dominates.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import bench_pretrained  # noqa: E402
+from benchmarks.bench_pretrained import _rss_mb, paired_ms  # noqa: E402
+
+RATIO_TARGET = 1.0
+COLD_LOAD_TARGET_S = 10.0
+PROMPT = "The capital of France is"
+
+
+def worker_compare(repeats: int, n_new: int) -> dict:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    import transformers
+
+    from model.generate import generate, generate_step
+    from model.pretrained import PRETRAINED, load_pretrained
+    transformers.logging.set_verbosity_error()
+    entry = PRETRAINED["smollm2-135m"]
+    model, tok = load_pretrained("smollm2-135m")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(entry.package_dir()), gguf_file=entry.weights_file, attn_implementation="eager",
+        dtype=torch.float32, local_files_only=True).eval()
+    g = torch.Generator().manual_seed(0)
+    out: dict = {"threads": torch.get_num_threads(), "trace": []}
+    for T in (16, 128):
+        ids = torch.randint(100, 40000, (1, T), generator=g)
+
+        def ours():
+            model.trace(ids)
+
+        def theirs():
+            with torch.no_grad():
+                hf(input_ids=ids, output_attentions=True, output_hidden_states=True, use_cache=False)
+
+        out["trace"].append({"T": T, **paired_ms(ours, theirs, repeats, warmup=2)})
+    prompt = tok.encode(PROMPT).ids
+
+    def timed(fn) -> float:
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
+    generate(model, prompt, 4)  # warm-up
+    gen = {}
+    gen["cache"] = n_new / timed(lambda: generate(model, prompt, n_new, use_cache=True))
+    gen["no_cache"] = n_new / timed(lambda: generate(model, prompt, n_new, use_cache=False))
+    with torch.no_grad():
+        hf.generate(torch.tensor([prompt]), max_new_tokens=4, do_sample=False)
+        gen["hf"] = n_new / timed(lambda: hf.generate(torch.tensor([prompt]), max_new_tokens=n_new,
+                                                       min_new_tokens=n_new, do_sample=False))
+
+    def traced():
+        step = generate_step(model, torch.tensor([prompt]))
+        for _ in range(n_new - 1):
+            step = generate_step(model, step.logits[:, -1:].argmax(-1), step.cache)
+
+    gen["traced_cache"] = n_new / timed(traced)
+    ours_ids = generate(model, prompt, n_new).ids
+    with torch.no_grad():
+        hf_ids = hf.generate(torch.tensor([prompt]), max_new_tokens=n_new, min_new_tokens=n_new,
+                             do_sample=False)[0, len(prompt):].tolist()
+    # min_new_tokens makes transformers suppress EOS (<|im_end|>) until n_new tokens; ours does not
+    # stop without eos_id. Same work, but the texts may part at the first EOS: compare up to it.
+    stop = ours_ids.index(tok.eos_id) if tok.eos_id in ours_ids else len(ours_ids)
+    gen["same_tokens"] = ours_ids[:stop] == hf_ids[:stop]
+    gen["compared"] = stop
+    out["gen"] = gen
+    return out
+
+
+def worker_load() -> dict:
+    t0 = time.perf_counter()
+    import torch  # noqa: F401  (imports timed apart from the load)
+
+    from model.pretrained import load_pretrained
+    t1 = time.perf_counter()
+    model, _ = load_pretrained("smollm2-135m")
+    t2 = time.perf_counter()
+    rss = _rss_mb()
+    # dequantization alone (the file's bytes already in memory)
+    from model.gguf_loader import load_llama_tensors, read_header
+    from model.pretrained import PRETRAINED
+    e = PRETRAINED["smollm2-135m"]
+    data = (e.package_dir() / e.weights_file).read_bytes()
+    meta, infos, start = read_header(data)
+    t3 = time.perf_counter()
+    load_llama_tensors(data, infos, start, model.cfg)
+    t4 = time.perf_counter()
+    return {"import_s": t1 - t0, "cold_load_s": t2 - t1, "cold_total_s": t2 - t0,
+            "dequant_s": t4 - t3, "rss_mb": rss}
+
+
+def _sub(args: list[str]) -> dict:
+    return bench_pretrained._sub(args, script=__file__)
+
+
+def run(quick: bool = False) -> list[dict]:
+    repeats, n_new = (3, 16) if quick else (15, 64)
+    c = _sub(["compare", "--repeats", str(repeats), "--new", str(n_new)])
+    th = f"{c['threads']} thread{'s' if c['threads'] != 1 else ''}"
+    rows = []
+    for r in c["trace"]:
+        ratio = r["ours_ms"] / r["hf_ms"]
+        rows.append(dict(
+            benchmark=f"SmolLM2 trace vs transformers forward+attentions (T={r['T']}, {th})",
+            metric=f"median ms (transformers = baseline; ratio of min {r['ratio_of_min']:.2f})",
+            app=round(r["ours_ms"], 1), bare=round(r["hf_ms"], 1), ratio=ratio,
+            target=f"≤ {RATIO_TARGET:g}×", ok=ratio <= RATIO_TARGET))
+    g = c["gen"]
+    same = (f"same tokens up to the first EOS ({g['compared']})" if g["same_tokens"]
+            else "DIFFERENT tokens before the first EOS")
+    rows += [
+        dict(benchmark=f"SmolLM2 greedy generation, {n_new} new tokens: KV cache vs transformers generate ({same})",
+             metric="tokens/s (transformers = baseline)", app=round(g["cache"], 1), bare=round(g["hf"], 1),
+             ratio=g["hf"] / g["cache"], target="informational", ok=None),
+        dict(benchmark=f"SmolLM2 greedy generation, {n_new} new tokens: KV cache vs no cache",
+             metric="tokens/s (no cache = baseline)", app=round(g["cache"], 1), bare=round(g["no_cache"], 1),
+             ratio=g["no_cache"] / g["cache"], target="cache faster", ok=g["cache"] > g["no_cache"]),
+        _row(f"SmolLM2 traced generation (every step's trace kept), {n_new} new tokens, KV cache",
+             "tokens/s", round(g["traced_cache"], 1)),
+    ]
+    load = _sub(["load"])
+    cold = load["cold_total_s"]
+    rows.append(_row(f"SmolLM2 load_pretrained, cold (new process; imports {load['import_s']:.2f} s + first load)",
+                     "s", round(cold, 2), target=f"≤ {COLD_LOAD_TARGET_S:g} s", ok=cold <= COLD_LOAD_TARGET_S))
+    rows.append(_row("SmolLM2 dequantization alone (gguf, 134.5M parameters, 2 threads)", "s",
+                     round(load["dequant_s"], 2)))
+    rows.append(_row("SmolLM2 process RSS after load (python + torch + model)", "MB", round(load["rss_mb"], 1)))
+    return rows
+
+
+def _row(benchmark: str, metric: str, app: float, *, bare: float | None = None, ratio: float | None = None,
+         target: str = "", ok: bool | None = None) -> dict:
+    """One row of the report table (benchmarks/report.py)."""
+    return dict(benchmark=benchmark, metric=metric, app=app, bare=bare, ratio=ratio, target=target, ok=ok)
+
+
+def _main(argv: list[str]) -> None:
+    def opt(name: str) -> int:
+        return int(argv[argv.index(name) + 1])
+
+    workers = {"compare": lambda: worker_compare(opt("--repeats"), opt("--new")), "load": worker_load}
+    if argv[:1] == ["--worker"]:  # a measurement in its own process: one JSON line out
+        print(json.dumps(workers[argv[1]]()))
+        return
+    from benchmarks.report import table
+    print(table(run(quick="--quick" in argv)))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

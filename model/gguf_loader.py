@@ -1,0 +1,237 @@
+"""Read a GGUF file (llama.cpp's format) into float32 tensors of our Transformer: SmolLM2 and other
+Llama-style decoders, offline.
+
+    meta, infos, data_start = read_header(data)          # metadata dict, tensor table
+    cfg = llama_config(meta, tied=...)                    # the options of the one ModelConfig
+    tensors = load_llama_tensors(data, meta, infos, data_start, cfg)   # our names, float32
+
+The header is parsed here with `struct` (gguf.GGUFReader builds a numpy view per vocabulary string:
+~9 s for SmolLM2's 98,000 tokens and merges; this parser takes ~0.1 s). The tensor blocks are
+dequantized by the `gguf` package (gguf.quants.dequantize, vectorised numpy; Q4_1, Q8_0, F16 ...).
+
+Q and K rows: llama.cpp's converter permutes the rows of W_Q and W_K of every head from HF's
+"rotate_half" layout (rotary pairs (i, i + d/2)) to interleaved pairs (2i, 2i + 1), the layout its
+kernels rotate. transformers undoes this when it loads a GGUF (LlamaTensorProcessor); so do we
+(`unpermute_qk`), so that q and k, their rotary pairs and every trace field match HF's model, and
+model.layers.apply_rope uses HF's rotate_half convention.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .config import ModelConfig
+
+GGUF_MAGIC = b"GGUF"
+
+# metadata value types (gguf spec): fixed-size ones as struct formats; 8 = string, 9 = array
+_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_NP = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32, 6: np.float32,
+       7: np.bool_, 10: np.uint64, 11: np.int64, 12: np.float64}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]  # numpy/torch order (the file lists dims innermost first: reversed)
+    ggml_type: int
+    offset: int  # from the start of the data section
+
+
+class _Cursor:
+    """Little-endian reads from a bytes buffer; ValueError (not struct.error) past its end."""
+
+    def __init__(self, data: bytes, what: str):
+        self.data, self.pos, self.what = data, 0, what
+
+    def unpack(self, fmt: str):
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise ValueError(f"{self.what} is truncated (the header ends at byte {len(self.data)})")
+        v = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return v[0] if len(v) == 1 else v
+
+    def string(self) -> str:
+        n = self.unpack("<Q")
+        if self.pos + n > len(self.data):
+            raise ValueError(f"{self.what} is truncated (a string runs past the end)")
+        s = self.data[self.pos:self.pos + n].decode("utf-8", errors="replace")
+        self.pos += n
+        return s
+
+    def value(self, vtype: int):
+        if vtype == 8:
+            return self.string()
+        if vtype == 9:
+            itype, n = self.unpack("<I"), self.unpack("<Q")
+            if itype == 8:  # a vocabulary: ~100,000 strings, read in one tight loop
+                d, pos, out, unpack_from = self.data, self.pos, [], struct.unpack_from
+                try:
+                    for _ in range(n):
+                        (ln,) = unpack_from("<Q", d, pos)
+                        out.append(d[pos + 8:pos + 8 + ln].decode("utf-8", errors="replace"))
+                        pos += 8 + ln
+                except struct.error:
+                    raise ValueError(f"{self.what} is truncated (a string array runs past the end)") from None
+                if pos > len(d):
+                    raise ValueError(f"{self.what} is truncated (a string runs past the end)")
+                self.pos = pos
+                return out
+            if itype in _NP:
+                dt = np.dtype(_NP[itype]).newbyteorder("<")
+                end = self.pos + n * dt.itemsize
+                if end > len(self.data):
+                    raise ValueError(f"{self.what} is truncated (an array runs past the end)")
+                arr = np.frombuffer(self.data, dtype=dt, count=n, offset=self.pos).copy()
+                self.pos = end
+                return arr
+            if itype == 9:
+                return [self.value(9) for _ in range(n)]
+            raise ValueError(f"{self.what}: unknown array item type {itype}")
+        if vtype in _FMT:
+            return self.unpack(_FMT[vtype])
+        raise ValueError(f"{self.what}: unknown metadata value type {vtype}")
+
+
+def read_header(data: bytes | memoryview, what: str = "the GGUF file"
+                ) -> tuple[dict, list[TensorInfo], int]:
+    """(metadata, tensor table, offset of the data section) of a GGUF v2/v3 file in memory.
+    ValueError naming `what` if it is not GGUF or is cut short."""
+    data = bytes(data) if isinstance(data, memoryview) else data
+    if bytes(data[:4]) != GGUF_MAGIC:
+        raise ValueError(f"{what} is not a GGUF file (it does not start with b'GGUF')")
+    c = _Cursor(data, what)
+    c.pos = 4
+    version = c.unpack("<I")
+    if version not in (2, 3):
+        raise ValueError(f"{what}: GGUF version {version} is not supported (2 or 3)")
+    n_tensors, n_kv = c.unpack("<Q"), c.unpack("<Q")
+    meta: dict = {}
+    for _ in range(n_kv):
+        key = c.string()
+        meta[key] = c.value(c.unpack("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = c.string()
+        n_dims = c.unpack("<I")
+        dims = [c.unpack("<Q") for _ in range(n_dims)]
+        ggml_type, offset = c.unpack("<I"), c.unpack("<Q")
+        infos.append(TensorInfo(name, tuple(reversed(dims)), ggml_type, offset))
+    align = int(meta.get("general.alignment", 32))
+    data_start = (c.pos + align - 1) // align * align
+    return meta, infos, data_start
+
+
+def tensor_nbytes(info: TensorInfo) -> int:
+    """Bytes of one tensor in the file: rows of blocks (gguf's table of block sizes)."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
+    n = int(np.prod(info.shape))
+    if info.shape[-1] % block:
+        raise ValueError(f"{info.name}: rows of {info.shape[-1]} values are not whole blocks of {block}")
+    return n // block * type_size
+
+
+def dequantize_tensor(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndarray:
+    """float32 array of `info.shape`, dequantized by the gguf package."""
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    try:
+        qtype = GGMLQuantizationType(info.ggml_type)
+    except ValueError:
+        raise ValueError(f"{info.name}: unknown GGML tensor type {info.ggml_type}") from None
+    nbytes = tensor_nbytes(info)
+    start = data_start + info.offset
+    if start + nbytes > len(data):
+        raise ValueError(f"{info.name}: its data runs past the end of the file (truncated)")
+    raw = np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=start)
+    rows = int(np.prod(info.shape[:-1]))
+    out = dequantize(raw.reshape(rows, nbytes // rows), qtype)  # (rows, row_len)
+    out = np.ascontiguousarray(out.reshape(info.shape), dtype=np.float32)
+    return out if out.flags.writeable else out.copy()  # F32 tensors are views of the file's bytes
+
+
+def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's permutation of W_Q / W_K rows (n_heads * d_head, D): per head, rows
+    (2i, 2i + 1) go back to (i, i + d_head/2). The same as transformers' _reverse_permute_weights."""
+    rows = w.shape[0]
+    half = rows // n_heads // 2
+    return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(2, 1).reshape(w.shape)
+
+
+def llama_config(meta: dict, *, tied: bool, what: str = "the GGUF file") -> ModelConfig:
+    """Our ModelConfig for a GGUF "llama" model: RMSNorm, rotary positions (theta from the file),
+    grouped-query attention, SwiGLU, no biases, pre-norm with a final norm."""
+    arch = meta.get("general.architecture")
+    if arch != "llama":
+        raise ValueError(f"{what}: architecture {arch!r}; this importer reads 'llama' (SmolLM2, Llama)")
+
+    def need(key: str):
+        if f"llama.{key}" not in meta:
+            raise ValueError(f"{what}: the metadata lacks llama.{key}")
+        return meta[f"llama.{key}"]
+
+    d_model, n_heads = int(need("embedding_length")), int(need("attention.head_count"))
+    vocab = int(meta.get("llama.vocab_size", len(meta.get("tokenizer.ggml.tokens", []))))
+    d_head = d_model // n_heads
+    rot = int(meta.get("llama.rope.dimension_count", d_head))
+    if rot != d_head:
+        raise ValueError(f"{what}: rotary over {rot} of {d_head} head dimensions is not supported")
+    if meta.get("llama.rope.scaling.type", "none") not in ("none", None):
+        raise ValueError(f"{what}: rope scaling {meta['llama.rope.scaling.type']!r} is not supported")
+    return ModelConfig(
+        vocab_size=vocab, d_model=d_model, n_heads=n_heads, n_layers=int(need("block_count")),
+        d_ff=int(need("feed_forward_length")), max_len=int(need("context_length")),
+        pos_encoding="rope", rope_theta=float(meta.get("llama.rope.freq_base", 10000.0)),
+        norm="pre", norm_kind="rmsnorm", activation="swiglu", scale_scores=True,
+        tie_weights=tied, bias=False, ln_eps=float(need("attention.layer_norm_rms_epsilon")),
+        final_norm=True, n_kv_heads=int(meta.get("llama.attention.head_count_kv", n_heads)),
+    )
+
+
+_TOP = {"token_embd.weight": "tok_emb.weight", "output_norm.weight": "ln_f.weight",
+        "output.weight": "lm_head.weight"}
+_BLK = {"attn_norm": "ln1", "attn_q": "attn.q_proj", "attn_k": "attn.k_proj", "attn_v": "attn.v_proj",
+        "attn_output": "attn.o_proj", "ffn_norm": "ln2", "ffn_gate": "ffn.gate", "ffn_up": "ffn.fc1",
+        "ffn_down": "ffn.fc2"}
+_BLK_RE = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.weight$")
+
+
+def gguf_to_ours(name: str) -> str:
+    """Our parameter name for a GGUF llama tensor name; ValueError for one we do not know."""
+    if name in _TOP:
+        return _TOP[name]
+    m = _BLK_RE.match(name)
+    if m and m.group(2) in _BLK:
+        return f"blocks.{m.group(1)}.{_BLK[m.group(2)]}.weight"
+    raise ValueError(f"unexpected tensor {name!r} in the GGUF file: not part of a llama decoder "
+                     "this importer knows")
+
+
+def load_llama_tensors(data: bytes | memoryview, infos: list[TensorInfo], data_start: int,
+                       cfg: ModelConfig, threads: int = 2) -> dict[str, torch.Tensor]:
+    """{our name: float32 tensor} for every tensor of the file, W_Q / W_K rows un-permuted.
+    Dequantized in a few threads (numpy releases the GIL in its array arithmetic)."""
+    names = [gguf_to_ours(i.name) for i in infos]
+
+    def one(info: TensorInfo) -> np.ndarray:
+        w = dequantize_tensor(data, info, data_start)
+        if info.name.endswith(".attn_q.weight"):
+            w = unpermute_qk(w, cfg.n_heads)
+        elif info.name.endswith(".attn_k.weight"):
+            w = unpermute_qk(w, cfg.kv_heads)
+        return w
+
+    # biggest first, so the long token embedding does not end up alone at the tail
+    order = sorted(range(len(infos)), key=lambda i: -int(np.prod(infos[i].shape)))
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        arrays = dict(zip(order, pool.map(lambda i: one(infos[i]), order)))
+    return {names[i]: torch.from_numpy(arrays[i]) for i in range(len(infos))}
