@@ -9,13 +9,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-POS_ENCODINGS = ("sinusoidal", "learned")
+POS_ENCODINGS = ("sinusoidal", "learned", "none")  # "none": no position vector (order-blind demo)
 NORMS = ("pre", "post")
 ACTIVATIONS = ("gelu", "relu")
 
 # The architecture choices the app offers (sidebar's fresh weights and the Train page): one list and
 # one rule for both. 48, 96, 192 are multiples of 12 (BERT-style 12 heads).
-D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256)
+D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)  # 512: the 2017 paper
 HEAD_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_D_K = 4  # narrower heads (d_k of 1-3 numbers per query/key) are valid configs but teach nothing
 
@@ -52,6 +52,10 @@ class ModelConfig:
     emb_norm: bool = False  # LayerNorm over token + position (+ type) before block 0 (BERT)
     type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none, BERT: 2 (sentence A/B)
     output_head: bool = True  # False: no output layer (an encoder such as MiniLM): no logits
+    # Teaching switches (defaults keep every model bit-identical):
+    d_v: int = 0  # per-head value width; 0 = d_k. W_V is d_model × h·d_v, W_O is h·d_v × d_model
+    residual: bool = True  # False: blocks drop the skip connections (x + f(x) becomes f(x))
+    use_norm: bool = True  # False: no layer norm anywhere (the LN steps are the identity)
 
     def __post_init__(self) -> None:
         def need_pos_int(name: str) -> None:
@@ -69,7 +73,9 @@ class ModelConfig:
                 or self.type_vocab_size < 0):
             raise ValueError(f"type_vocab_size must be a non-negative integer (0 = no token types, "
                              f"BERT uses 2), got {self.type_vocab_size!r}")
-        for name in ("emb_norm", "output_head"):
+        if isinstance(self.d_v, bool) or not isinstance(self.d_v, int) or self.d_v < 0:
+            raise ValueError(f"d_v must be a non-negative integer (0 = d_k), got {self.d_v!r}")
+        for name in ("emb_norm", "output_head", "residual", "use_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.d_ff == 0:
@@ -87,12 +93,19 @@ class ModelConfig:
         if not (isinstance(self.ln_eps, float) and 0 < self.ln_eps < 1):
             raise ValueError(f"ln_eps must be a small positive float, got {self.ln_eps!r}")
         if self.final_norm is None:
-            object.__setattr__(self, "final_norm", self.norm == "pre")
+            object.__setattr__(self, "final_norm", self.norm == "pre" and self.use_norm)
+        if self.final_norm and not self.use_norm:
+            raise ValueError("final_norm=True needs use_norm=True (use_norm=False removes every layer norm)")
 
     @property
     def d_k(self) -> int:
         """Per-head query/key/value width: d_model / n_heads."""
         return self.d_model // self.n_heads
+
+    @property
+    def d_value(self) -> int:
+        """Per-head value width (the width of each head's output Z_j): d_v, or d_k when d_v is 0."""
+        return self.d_v or self.d_k
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -116,14 +129,15 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     D, F, V, L = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_layers
     b = 1 if cfg.bias else 0
     ln = 2 * D
-    attn = 4 * (D * D + b * D)  # W_Q, W_K, W_V, W_O (+ biases)
+    HV = cfg.n_heads * cfg.d_value  # width of the concatenated heads (= D when d_v = d_k)
+    attn = 2 * (D * D + b * D) + 2 * D * HV + b * (HV + D)  # W_Q, W_K (D×D), W_V (D×HV), W_O (HV×D) + biases
     ffn = D * F + b * F + F * D + b * D
     parts = {
         "token_embedding": V * D,
         "position_embedding": cfg.max_len * D if cfg.pos_encoding == "learned" else 0,
         "attention": L * attn,
         "ffn": L * ffn,
-        "layer_norm": L * 2 * ln + (ln if cfg.final_norm else 0),
+        "layer_norm": (L * 2 * ln if cfg.use_norm else 0) + (ln if cfg.final_norm else 0),
         "output": 0 if (cfg.tie_weights or not cfg.output_head) else V * D,
     }
     # BERT's parts appear only when present, so today's models keep their breakdown unchanged

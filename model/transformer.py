@@ -75,6 +75,8 @@ class TokenModel(nn.Module):
         """(T, D) position vectors for positions 0..T-1."""
         if self.cfg.pos_encoding == "learned":
             return self.pos_emb.weight[:T]
+        if self.cfg.pos_encoding == "none":  # no position information at all
+            return torch.zeros(T, self.cfg.d_model)
         return self.pe_table[:T]
 
     def embed(self, ids: Tensor, token_type_ids: Tensor | None = None, record: bool = True
