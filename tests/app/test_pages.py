@@ -49,7 +49,7 @@ ROUND_TRIP = {
     "pages/causal-vs-bidirectional.py": {"layer": 1, "cmp_head": 2},
     "pages/mask-lab.py": {"ml_s0": "a dog sat .", "ml_q": "keys and queries", "ml_head": 2, "layer": 1},
     "pages/scaling.py": {"sc_layer": 1, "sc_head": 2, "sc_query": 3, "sc_temp": 2.0},
-    "pages/positional.py": {"pe_token": 3, "pe_dims_ms": [0, 1]},
+    "pages/positional.py": {"pe_token": 3, "pe_dims_ms": [0, 1], "pe_shuffle": 5},
     "pages/layer-norm.py": {"ln_where": "layer 1 · ln2"},
     "pages/multi-head.py": {"mh_layer": 1, "mh_head": 3, "mh_token": 2},
     "pages/ffn-output.py": {"ffn_layer": 1, "ffn_k": 3},

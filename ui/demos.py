@@ -1,0 +1,16 @@
+"""Cached calls for issue 22's demonstrations on the concept pages (classroom/order.py,
+classroom/embeddings.py). Pages never touch the model: they get numpy results from here."""
+from __future__ import annotations
+
+import streamlit as st
+
+from classroom import order
+
+from .compute import ModelSource, get_model
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def positions_matter(source: ModelSource, ids: tuple[int, ...], seed: int) -> dict:
+    """order.positions_matter on the source's model (its weights, positional encoding off)."""
+    model, _ = get_model(source)
+    return order.positions_matter(model, ids, seed)
