@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.app.test_concept_pages import engine, fig, start
-from tests.helpers import decode
+from tests.helpers import decode, errors
 
 
 def test_positional_pe_off_section_matches_a_numpy_permutation():
@@ -32,3 +32,66 @@ def test_positional_pe_off_section_matches_a_numpy_permutation():
     np.testing.assert_allclose(z2, w[-1, 0][perm][:, perm], atol=1e-6)
     text = " ".join(m.value for m in at.markdown)
     assert "Attention alone ignores order" in text and "The causal mask alone leaks some order" in text
+
+
+def test_calculator_accepts_v_narrower_than_k():
+    from classroom import worked_examples as wx
+    from tests.app.test_calculator import open_calc, shown, tables
+    at = open_calc()
+    at.number_input(key="calc_dv").set_value(2).run()
+    assert not errors(at), errors(at)
+    X = wx.PRESETS["the-cat-sat"].setup.X
+    S = X @ X.T / np.sqrt(X.shape[1])  # W_Q = W_K = I (d_k = 4); W_V = the first 2 columns of I
+    A = np.exp(S - S.max(axis=1, keepdims=True))
+    A /= A.sum(axis=1, keepdims=True)
+    Z = A @ X[:, :2]
+    zs = [shown(df) for df in tables(at) if df.shape == (3, 2)]
+    assert any(np.allclose(z, Z, atol=5e-4) for z in zs), zs
+    assert any(df.shape == (3, 4) and list(df.columns) == ["k0", "k1", "k2", "k3"] for df in tables(at))
+
+
+def test_multihead_page_with_dv_different_from_dk():
+    at = start("multi-head", dv=8)
+    model, tr, labels, _ = engine(d_v=8)
+    a = tr.layers[0].attn
+    assert a.k.shape[-1] == 16 and a.heads.shape[-1] == 8
+    shapes = at.dataframe[0].value
+    T = len(labels)
+    assert shapes.loc["Q_j, K_j (one head)", "shape"] == f"{T} × 16"
+    assert shapes.loc["Z_j = weights V_j (one head)", "shape"] == f"{T} × 8"
+    assert shapes.loc["concat(Z_1 … Z_h)", "shape"] == f"{T} × 32" and shapes.loc["W_O", "shape"] == "32 × 64"
+    np.testing.assert_allclose(decode(fig(at, "Z_0")["data"][0]["z"]), a.heads[0, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(decode(fig(at, "concat(")["data"][0]["z"]), a.concat[0].numpy(), atol=1e-6)
+    qkv = decode(fig(at, "Q, K, V of token")["data"][0]["z"])
+    ti = T - 1
+    np.testing.assert_allclose(qkv[2, :8], a.v[0, 0, ti].numpy(), atol=1e-6)
+    assert np.isnan(qkv[2, 8:]).all()
+    assert "d_k = 64 / 4 = 16 and d_v = 8" in " ".join(c.value for c in at.caption)
+
+
+def test_search_engine_analogy_equals_numpy_attention():
+    from classroom import search as se
+    from tests.app.test_calculator import open_calc, tables
+    at = open_calc()
+    at.slider(key="search_food").set_value(2.0).run()
+    at.slider(key="search_animals").set_value(1.0).run()
+    assert not errors(at), errors(at)
+    lib = se.LIBRARY
+    q = np.array([1.0, 2.0, 0.0])
+    s = lib.keys @ q  # independent: numpy softmax(q Kᵀ / √d_k) V
+    z = s / np.sqrt(3)
+    w = np.exp(z - z.max())
+    w /= w.sum()
+    table = [df for df in tables(at) if df.index.name == "document"][0]
+    np.testing.assert_allclose(table["score q·k"].astype(float), s, atol=5e-5)
+    np.testing.assert_allclose(table["weight (softmax)"].astype(float), w, atol=5e-5)
+    out = w @ lib.values
+    text = " ".join(m.value for m in at.markdown)
+    assert f"stars {out[0]:.4f}, minutes {out[1]:.4f}" in text, text
+    bars = decode(fig(at, "The blend")["data"][0]["y"])
+    np.testing.assert_allclose(bars, w, atol=1e-12)
+    at.toggle(key="search_scale").set_value(False).run()
+    w2 = np.exp(s - s.max())
+    w2 /= w2.sum()
+    table = [df for df in tables(at) if df.index.name == "document"][0]
+    np.testing.assert_allclose(table["weight (softmax)"].astype(float), w2, atol=5e-5)
