@@ -125,3 +125,33 @@ def test_lesson_answers_notes_001_q1_and_q4_live():
     at.button(key="lq_k_shape__check").click().run()
     ok = " ".join(m.value for m in at.success)
     assert "Z (10, 128)" in ok and "weights (10, 10)" in ok and "same last dimension" in ok, ok
+
+
+def test_ffn_page_targets_losses_and_neighbours():
+    import torch
+    import torch.nn.functional as F
+
+    from tests.app.test_lesson import _model, open_lesson  # noqa: F401  (shared checkpoint cache)
+    from tests.helpers import app_test
+    at = app_test()
+    at.run()
+    at.switch_page("pages/ffn-output.py").run()
+    assert not errors(at), errors(at)
+    s = at.session_state
+    model, tok = _model(s["src"])
+    ids = tok.encode(s["text"]).ids[: int(s["T"])]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]))[0]
+    ce = F.cross_entropy(logits[:-1].double(), torch.tensor(ids[1:]), reduction="none").numpy()
+    table = [d.value for d in at.dataframe if "loss −log p" in d.value.columns][0]
+    np.testing.assert_allclose(table["loss −log p"].astype(float), ce, atol=1e-4)
+    assert list(table["target index"]) == ids[1:]
+    assert f"**{ce.mean():.4f}** nats" in " ".join(m.value for m in at.markdown)
+    E = model.tok_emb.weight.detach().double()
+    w = tok.vocab.index("apple")
+    cos = F.cosine_similarity(E, E[w][None], dim=1)
+    f = fig(at, "Nearest neighbours of “apple”")
+    names = list(f["data"][0]["x"])
+    np.testing.assert_allclose(decode(f["data"][0]["y"]), [float(cos[tok.vocab.index(n)]) for n in names], atol=1e-6)
+    at.text_input(key="emb_word").input("zebra").run()
+    assert any("not in this model's vocabulary" in i.value for i in at.info)

@@ -52,7 +52,7 @@ ROUND_TRIP = {
     "pages/positional.py": {"pe_token": 3, "pe_dims_ms": [0, 1], "pe_shuffle": 5},
     "pages/layer-norm.py": {"ln_where": "layer 1 · ln2"},
     "pages/multi-head.py": {"mh_layer": 1, "mh_head": 3, "mh_token": 2},
-    "pages/ffn-output.py": {"ffn_layer": 1, "ffn_k": 3},
+    "pages/ffn-output.py": {"ffn_layer": 1, "ffn_k": 3, "emb_word": "red"},
     "pages/contextual.py": {"ctx_b": "an apple a day ."},
     "pages/cost.py": {"cost_tmax": 1024},
     "pages/encoder-decoder.py": {"s2s_layer": 0, "s2s_head": 2, "s2s_step": 3},
