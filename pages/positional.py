@@ -141,8 +141,8 @@ seed = st.number_input("Shuffle (seed of the new word order)", 0, 9999, key="pe_
 pm = positions_matter(run.source, tuple(run.ids), int(seed))
 perm = pm["perm"]
 shuffled = [labels[i] for i in perm]
-st.markdown("Original: " + " ".join(f"`{md_escape(w)}`" for w in labels) + "  \n"
-            "Shuffled: " + " ".join(f"`{md_escape(w)}`" for w in shuffled))
+st.markdown("**Original:** " + " ".join(md_escape(w) for w in labels) + "  \n"
+            "**Shuffled:** " + " ".join(md_escape(w) for w in shuffled))
 st.caption("The current model's own weights, with its position vectors removed (positional encoding “none”). "
            "P is the permutation matrix of the shuffle (row i of the shuffled sentence is word perm[i]): if the "
            "model is blind to order, the shuffled sentence's weights are the old ones with rows and columns "

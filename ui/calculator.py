@@ -181,7 +181,7 @@ def controls() -> None:
     c[3].toggle("Scale by 1/√d_k", key="calc_scale")
     st.radio("Mask", list(wx.MASKS), key="calc_mask", horizontal=True,
              help="combined = causal × padding (elementwise product of the 1/0 masks)")
-    c = st.columns(4)
+    c = st.columns([1, 1.5, 1.2, 1.3])
     c[0].checkbox("Use W_O", key="calc_wo", on_change=_resize, help="Output projection after the concat.")
     c[1].checkbox("Encoder–decoder", key="calc_cross", on_change=_resize,
                   help="Queries from X (decoder), keys and values from a second matrix E (encoder output).")

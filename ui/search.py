@@ -26,7 +26,7 @@ def render() -> None:
     scale = cols[-1].toggle("Scale by 1/√d_k", key="search_scale")
     r = se.search(query, lib, scale=scale)
     table = pd.DataFrame({**{f"key: {f}": lib.keys[:, i] for i, f in enumerate(se.FEATURES)},
-                          "score q·k": r["scores"], f"× {r['scale']:.4f}": r["scaled"], "weight (softmax)": r["weights"],
+                          "score q·k": r["scores"], f"scaled (× {r['scale']:.4f})": r["scaled"], "weight (softmax)": r["weights"],
                           **{f"value: {n}": lib.values[:, i] for i, n in enumerate(se.VALUE_NAMES)}},
                          index=pd.Index(lib.titles, name="document"))
     st.dataframe(table.style.format("{:.4f}"), width="stretch")

@@ -109,7 +109,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
         zmin, zmax = zmid - m, zmid + m
     fig = go.Figure(go.Heatmap(
         z=a, x=x, y=y, colorscale=colorscale, zmin=zmin, zmax=zmax, hoverongaps=False,
-        text=np.vectorize(lambda v: format(v, fmt))(a) if annotate else None,
+        text=np.vectorize(lambda v: "" if np.isnan(v) else format(v, fmt))(a) if annotate else None,  # blank cell: no "nan"
         texttemplate="%{text}" if annotate else None,
         colorbar=dict(title=visible(value_name), thickness=12),
         hovertemplate=f"%{{y}}<br>%{{x}}<br>{visible(value_name)} %{{z:.4f}}<extra></extra>"))
