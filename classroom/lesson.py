@@ -185,7 +185,9 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         "d_k", "notes 000, self-assessment Q4",
         f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
         "(and key, and value) vector have?", "number", float(d_k),
-        f"d_k = d_v = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64).", lo=0, hi=4096, step=1)
+        f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)."
+        + (" Usually d_v = d_k too." if d_v == d_k else f" This model's values are {d_v} wide (d_v ≠ d_k)."),
+        lo=0, hi=4096, step=1)
     q_kshape = Question(
         "k_shape", "notes 001, self-assessment Q4",
         "Q has shape 10 × 64 and V has shape 10 × 128. What are the shapes of K and of the output Z = softmax(QKᵀ/√d_k)V?",

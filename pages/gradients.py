@@ -52,13 +52,13 @@ rows = pd.DataFrame(gradients.summarize(runs)).set_index("run")
 by = {r.name: r for r in runs}
 steps = np.arange(1, len(runs[0].losses) + 1)
 show_fig(line_chart(steps, {r.name: r.losses for r in runs}, title="Training loss per step",
-                    xaxis="step", yaxis="cross-entropy (nats)", markers=False, log_y=True), "grad_loss",
+                    xaxis="step", yaxis="cross-entropy (nats)", markers=False), "grad_loss",
          table=pd.DataFrame({r.name: r.losses for r in runs}, index=pd.Index(steps, name="step")))
 L = runs[0].grad_norms.shape[1]
 blocks = [f"block {i}" for i in range(L)]
 mean_norms = {r.name: r.grad_norms.mean(axis=0) for r in runs}
 show_fig(bar_compare(blocks, mean_norms, tokens=False, title="Gradient norm of each block's parameters (mean over training)",
-                     yaxis="‖∂loss/∂θ_block‖ (log)"), "grad_layers",
+                     yaxis="‖∂loss/∂θ_block‖ (log scale)", log_y=True), "grad_layers",
          table=pd.DataFrame(mean_norms, index=pd.Index(blocks, name="block")))
 st.dataframe(rows.style.format("{:.3f}"), width="stretch")
 

@@ -46,8 +46,9 @@ def _series(series: Mapping[str, Sequence[float]], n: int | None, what: str) -> 
 
 def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str = "",
                 yaxis: str = "", tokens: bool = True, height: int = 340, text_format: str | None = None,
-                ) -> go.Figure:
-    """Grouped bars: one group per category (token labels made unique and escaped when tokens)."""
+                log_y: bool = False) -> go.Figure:
+    """Grouped bars: one group per category (token labels made unique and escaped when tokens);
+    log_y for values spanning several orders of magnitude."""
     cats = token_labels(categories) if tokens else [visible(c) for c in categories]
     data = _series(series, len(cats), "bar_compare")
     fig = go.Figure()
@@ -57,7 +58,7 @@ def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]]
                              textposition="outside" if text_format else None,
                              hovertemplate=f"{visible(name)}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
     fig.update_xaxes(type="category", tickangle=-45 if len(cats) > 8 else 0)
-    fig.update_yaxes(title=yaxis)
+    fig.update_yaxes(title=yaxis, type="log" if log_y else "linear")
     fig.update_layout(barmode="group")
     return _layout(fig, title, height)
 

@@ -84,3 +84,10 @@ def test_matrix_heatmap_leaves_nan_cells_blank():
     z = np.array([[1.0, 2.0, 3.0], [4.0, np.nan, np.nan]])
     fig = matrix_heatmap(z, ["a", "b"], ["0", "1", "2"], tokens_rows=False, annotate=True)
     assert fig.data[0].text.tolist() == [["1.00", "2.00", "3.00"], ["4.00", "", ""]]
+
+
+def test_bar_compare_log_scale():
+    from viz.concepts import bar_compare
+    fig = bar_compare(["a", "b"], {"x": [0.01, 10.0]}, tokens=False, log_y=True)
+    assert fig.layout.yaxis.type == "log"
+    assert bar_compare(["a"], {"x": [1.0]}, tokens=False).layout.yaxis.type == "linear"
