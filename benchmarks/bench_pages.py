@@ -58,6 +58,10 @@ CONFIGS = {
     "default": dict(query="", n_tokens=None),  # the shipped causal-lm, default sentence length
     "T=128, 8 heads, 4 layers": dict(query=urlencode({"src": FRESH, "d": 64, "h": 8, "L": 4, "T": 128}),
                                      n_tokens=128),
+    # the 2017 paper's base model (sidebar preset): d_model 512, 8 heads, 6 layers, ReLU 2048, post-LN
+    "2017 base: d_model 512, 8 heads, 6 layers, T=64": dict(
+        query=urlencode({"src": FRESH, "d": 512, "h": 8, "L": 6, "norm": "post", "act": "relu", "T": 64}),
+        n_tokens=64),
 }
 
 
@@ -155,11 +159,13 @@ async def _bare_reruns(url: str, n: int) -> dict:
         return dict(seconds=statistics.median(secs), bytes=statistics.median(sent), ratio=statistics.median(ratios))
 
 
-def server_rows(url: str, quick: bool, bare_url: str | None = None) -> list[dict]:
+def server_rows(url: str, quick: bool, bare_url: str | None = None, only: str = "") -> list[dict]:
     n = 3 if quick else 10
     rows = []
     bare = asyncio.run(_bare_reruns(bare_url, n)) if bare_url else None
     for cname, cfg in CONFIGS.items():
+        if only and only not in cname:
+            continue
         for page in PAGES:
             m = asyncio.run(_page_reruns(url, page, cfg, n))
             b = bare if (bare and cname == "default") else None
@@ -306,13 +312,13 @@ def _long_input(browser, app_url: str, quick: bool, offsite: list[str]) -> list[
                  ratio=None, target="≤ 3 s", ok=m <= 3.0 and n_heads == 12)]
 
 
-def run(quick: bool = False, parts: tuple[str, ...] = ("server", "browser")) -> list[dict]:
+def run(quick: bool = False, parts: tuple[str, ...] = ("server", "browser"), only: str = "") -> list[dict]:
     rows: list[dict] = []
     with Server("app.py") as app, Server("benchmarks/bare_app.py") as bare:
         # warm: first request runs app.py (router), models load
         asyncio.run(_page_reruns(app.url, "heads", CONFIGS["default"], 1))
         if "server" in parts:
-            rows += server_rows(app.url, quick, bare.url)
+            rows += server_rows(app.url, quick, bare.url, only)
             print(table(rows), flush=True)
         if "browser" in parts:
             rows += repaint_rows(app.url, bare.url, quick)
@@ -323,5 +329,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--parts", default="server,browser", help="server, browser or both (comma-separated)")
+    ap.add_argument("--only", default="", help="run only the configs whose name contains this (e.g. 2017)")
     a = ap.parse_args()
-    print(table(run(quick=a.quick, parts=tuple(a.parts.split(",")))))
+    print(table(run(quick=a.quick, parts=tuple(a.parts.split(",")), only=a.only)))

@@ -248,18 +248,32 @@ def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 
 
 
 def shape_rows(cfg: ModelConfig, T: int) -> list[dict]:
-    """The dimension table of one multi-head attention layer for a T-token input."""
-    D, H, dk = cfg.d_model, cfg.n_heads, cfg.d_k
+    """The dimension table of one multi-head attention layer for a T-token input. With a value
+    width d_v different from d_k (cfg.d_v) the rows of K and V part: K_j is T × d_k, V_j and Z_j
+    are T × d_v."""
+    D, H, dk, dv = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value
+    HV = H * dv
+    if dv == dk:
+        heads = [{"step": "Q_j, K_j, V_j (one head)", "shape": f"{T} × {dk}", "formula": f"T × d_k, d_k = d_model / h = {D} / {H}"}]
+        wv = []
+        z_formula, concat_formula = "T × d_v (d_v = d_k)", "T × h·d_v = T × d_model"
+    else:
+        heads = [{"step": "Q_j, K_j (one head)", "shape": f"{T} × {dk}", "formula": f"T × d_k, d_k = d_model / h = {D} / {H}"},
+                 {"step": "V_j (one head)", "shape": f"{T} × {dv}", "formula": f"T × d_v, d_v = {dv} (≠ d_k)"}]
+        wv = [{"step": "W_V (d_v ≠ d_k)", "shape": f"{D} × {HV}", "formula": "d_model × h·d_v"}]
+        z_formula, concat_formula = f"T × d_v (d_v = {dv} ≠ d_k = {dk})", f"T × h·d_v = T × {H}·{dv}"
     return [
         {"step": "input X (token embedding + position)", "shape": f"{T} × {D}", "formula": "T × d_model"},
-        {"step": "W_Q, W_K, W_V (each)", "shape": f"{D} × {D}", "formula": "d_model × d_model = h blocks of d_model × d_k"},
+        {"step": "W_Q, W_K, W_V (each)" if dv == dk else "W_Q, W_K (each)", "shape": f"{D} × {D}",
+         "formula": "d_model × d_model = h blocks of d_model × d_k"},
+        *wv,
         {"step": "Q = X W_Q (all heads)", "shape": f"{T} × {D}", "formula": "T × d_model"},
-        {"step": "Q_j, K_j, V_j (one head)", "shape": f"{T} × {dk}", "formula": f"T × d_k, d_k = d_model / h = {D} / {H}"},
+        *heads,
         {"step": "scores Q_j K_jᵀ (one head)", "shape": f"{T} × {T}", "formula": "T × T"},
         {"step": "weights softmax(scores / √d_k)", "shape": f"{T} × {T}", "formula": "T × T, rows sum to 1"},
-        {"step": "Z_j = weights V_j (one head)", "shape": f"{T} × {dk}", "formula": "T × d_v (d_v = d_k)"},
-        {"step": "concat(Z_1 … Z_h)", "shape": f"{T} × {H * dk}", "formula": "T × h·d_v = T × d_model"},
-        {"step": "W_O", "shape": f"{D} × {D}", "formula": "h·d_v × d_model"},
+        {"step": "Z_j = weights V_j (one head)", "shape": f"{T} × {dv}", "formula": z_formula},
+        {"step": "concat(Z_1 … Z_h)", "shape": f"{T} × {HV}", "formula": concat_formula},
+        {"step": "W_O", "shape": f"{HV} × {D}", "formula": "h·d_v × d_model"},
         {"step": "output concat · W_O", "shape": f"{T} × {D}", "formula": "T × d_model"},
     ]
 
@@ -278,7 +292,10 @@ def param_rows(cfg: ModelConfig) -> list[dict]:
     """Parameter count per part (model.config.param_breakdown) with formula and share."""
     parts = param_breakdown(cfg)
     total = param_count(cfg)
-    return [{"part": k, "parameters": int(v), "formula": PART_FORMULAS.get(k, ""),
+    formulas = dict(PART_FORMULAS)
+    if cfg.d_value != cfg.d_k:  # W_V is d_model × h·d_v and W_O h·d_v × d_model
+        formulas["attention"] = "L × (2 (d_model² + d_model) + 2 d_model·h·d_v + h·d_v + d_model)"
+    return [{"part": k, "parameters": int(v), "formula": formulas.get(k, ""),
              "share %": 100.0 * v / total if total else 0.0} for k, v in parts.items()]
 
 

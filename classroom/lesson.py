@@ -86,6 +86,40 @@ def _vec(v: Sequence[float], nd: int = 3, limit: int = 6) -> str:
     return "[" + s + (", …" if len(v) > limit else "") + "]"
 
 
+def factorization_live(trace: ForwardTrace, labels: Sequence[str], n: int = 3) -> str:
+    """Notes 001 Q1, live: the auto-regressive factors p(x_t | x_<t) of the sentence, from the
+    model's own next-token probabilities (analysis.sequence_logprob), as markdown."""
+    if trace.probs is None or len(trace.ids[0]) < 2:
+        return ""
+    from .analysis import sequence_logprob
+    f = sequence_logprob(trace.probs[0], trace.ids[0])
+    lab = [md_escape(str(x)) for x in labels]
+    terms = " · ".join(f"p({lab[t + 1]} | {lab[0]}…{lab[t]}) = {f['p'][t]:.4f}" for t in range(min(n, len(f["p"]))))
+    more = " · …" if len(f["p"]) > n else ""
+    causal = "" if trace.causal else " (this run is bidirectional, so these are not true next-token factors)"
+    return (f"Live, on your sentence{causal}: {terms}{more}; the product of all {len(f['p'])} factors gives "
+            f"log p(x) = {f['total_logp']:.3f}.")
+
+
+def value_width_live() -> str:
+    """Notes 001 Q4, live: attend (the engine's attention) run on Q 10 × 64, K 10 × 64, V 10 × 128
+    (seeded random numbers); reports the shapes it returns and what it says to a K of the wrong width."""
+    import torch
+
+    from model.attention import attend
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(10, w, generator=g) for w in (64, 64, 128))
+    tr = attend(q, k, v)
+    try:
+        attend(q, torch.randn(10, 128, generator=g), v)
+        err = "no error"
+    except ValueError as e:
+        err = str(e)
+    return (f"Live: the model's attention function on Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)} "
+            f"returns weights {tuple(tr.weights.shape)} and Z {tuple(tr.heads.shape)}; with K 10 × 128 it "
+            f"refuses: “{md_escape(err)}”.")
+
+
 def tok(i: int, labels: Sequence[str]) -> str:
     return token_label(i, labels[i])
 
@@ -134,7 +168,8 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         "Auto-regressive modelling and the Transformer: which is the *methodology* and which the *architecture*?",
         "choice", "auto-regression is the methodology; the Transformer is the architecture",
         "Auto-regression is the **methodology**: p(x) = Π p(x_t | x_<t). The Transformer is the **architecture** "
-        f"(a network) that computes each p(x_t | x_<t) — here from the {T} × {D} matrix X.",
+        f"(a network) that computes each p(x_t | x_<t) — here from the {T} × {D} matrix X. "
+        + factorization_live(trace, labels),
         options=("auto-regression is the methodology; the Transformer is the architecture",
                  "the Transformer is the methodology; auto-regression is the architecture",
                  "both are architectures", "both are methodologies"))
@@ -150,14 +185,16 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         "d_k", "notes 000, self-assessment Q4",
         f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
         "(and key, and value) vector have?", "number", float(d_k),
-        f"d_k = d_v = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64).", lo=0, hi=4096, step=1)
+        f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)."
+        + (" Usually d_v = d_k too." if d_v == d_k else f" This model's values are {d_v} wide (d_v ≠ d_k)."),
+        lo=0, hi=4096, step=1)
     q_kshape = Question(
         "k_shape", "notes 001, self-assessment Q4",
         "Q has shape 10 × 64 and V has shape 10 × 128. What are the shapes of K and of the output Z = softmax(QKᵀ/√d_k)V?",
         "choice", "K: 10 × 64, Z: 10 × 128",
         "K must have the same width as Q (d_k = 64, so QKᵀ is defined) and as many rows as V (10): **10 × 64**. "
         f"Z = A V is (10 × 10)(10 × 128) = **10 × 128**. Here, per head: Q and K are {T} × {d_k}, V is {T} × {d_v}, "
-        f"so Z is {T} × {d_v}.",
+        f"so Z is {T} × {d_v}. " + value_width_live(),
         options=("K: 10 × 64, Z: 10 × 128", "K: 10 × 128, Z: 10 × 64", "K: 64 × 10, Z: 10 × 10", "K: 10 × 64, Z: 10 × 64"))
     steps.append(LessonStep(
         "qkv", f"2 · Queries, keys, values ({hs})", r"Q_j = X W^Q_j,\quad K_j = X W^K_j,\quad V_j = X W^V_j",

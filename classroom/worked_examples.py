@@ -96,8 +96,10 @@ def validate(setup: AttentionSetup) -> list[str]:
     if setup.W_K.shape[1] != setup.W_Q.shape[1]:
         out.append(f"W_Q and W_K need the same number of columns (d_k); they have {setup.W_Q.shape[1]} and {setup.W_K.shape[1]}.")
     h = setup.n_heads
-    if h < 1 or setup.W_Q.shape[1] % h or setup.W_V.shape[1] % h:
-        out.append(f"{h} heads must divide the projection width ({setup.W_Q.shape[1]}).")
+    if h < 1 or setup.W_Q.shape[1] % h:
+        out.append(f"{h} heads must divide the projection width of Q and K ({setup.W_Q.shape[1]}).")
+    elif setup.W_V.shape[1] % h:  # V may be wider or narrower than K (d_v ≠ d_k), split alike
+        out.append(f"{h} heads must divide the width of V ({setup.W_V.shape[1]}).")
     if setup.W_O is not None and setup.W_O.shape[0] != setup.W_V.shape[1]:
         out.append(f"W_O needs {setup.W_V.shape[1]} rows (the concat width); it has {setup.W_O.shape[0]}.")
     if setup.mask not in MASKS:

@@ -9,14 +9,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-POS_ENCODINGS = ("sinusoidal", "learned", "rope")
+POS_ENCODINGS = ("sinusoidal", "learned", "rope", "none")  # "none": no position vector (order-blind demo)
 NORMS = ("pre", "post")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 
 # The architecture choices the app offers (sidebar's fresh weights and the Train page): one list and
 # one rule for both. 48, 96, 192 are multiples of 12 (BERT-style 12 heads).
-D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256)
+D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)  # 512: the 2017 paper
 HEAD_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_D_K = 4  # narrower heads (d_k of 1-3 numbers per query/key) are valid configs but teach nothing
 
@@ -58,6 +58,10 @@ class ModelConfig:
     rope_theta: float = 10000.0  # base of the rotary frequencies (used when pos_encoding="rope")
     n_kv_heads: int | None = None  # grouped-query attention: K/V heads shared by n_heads / n_kv_heads
     #                                query heads each; None = n_heads (ordinary multi-head attention)
+    # Teaching switches (defaults keep every model bit-identical):
+    d_v: int = 0  # per-head value width; 0 = d_k. W_V is d_model × h·d_v, W_O is h·d_v × d_model
+    residual: bool = True  # False: blocks drop the skip connections (x + f(x) becomes f(x))
+    use_norm: bool = True  # False: no layer norm anywhere (the LN steps are the identity)
 
     def __post_init__(self) -> None:
         def need_pos_int(name: str) -> None:
@@ -75,7 +79,9 @@ class ModelConfig:
                 or self.type_vocab_size < 0):
             raise ValueError(f"type_vocab_size must be a non-negative integer (0 = no token types, "
                              f"BERT uses 2), got {self.type_vocab_size!r}")
-        for name in ("emb_norm", "output_head"):
+        if isinstance(self.d_v, bool) or not isinstance(self.d_v, int) or self.d_v < 0:
+            raise ValueError(f"d_v must be a non-negative integer (0 = d_k), got {self.d_v!r}")
+        for name in ("emb_norm", "output_head", "residual", "use_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.n_kv_heads is not None:
@@ -107,7 +113,9 @@ class ModelConfig:
         if not (isinstance(self.ln_eps, float) and 0 < self.ln_eps < 1):
             raise ValueError(f"ln_eps must be a small positive float, got {self.ln_eps!r}")
         if self.final_norm is None:
-            object.__setattr__(self, "final_norm", self.norm == "pre")
+            object.__setattr__(self, "final_norm", self.norm == "pre" and self.use_norm)
+        if self.final_norm and not self.use_norm:
+            raise ValueError("final_norm=True needs use_norm=True (use_norm=False removes every layer norm)")
         if self.pos_encoding == "rope" and self.d_k % 2:
             raise ValueError(f"rotary positions rotate pairs of dimensions: d_k = d_model / n_heads = {self.d_k} "
                              f"must be even; change d_model or n_heads")
@@ -121,6 +129,11 @@ class ModelConfig:
     def kv_heads(self) -> int:
         """Number of key/value heads: n_kv_heads, or n_heads without grouped-query attention."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def d_value(self) -> int:
+        """Per-head value width (the width of each head's output Z_j): d_v, or d_k when d_v is 0."""
+        return self.d_v or self.d_k
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -144,8 +157,11 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     D, F, V, L = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_layers
     b = 1 if cfg.bias else 0
     ln = D if cfg.norm_kind == "rmsnorm" else 2 * D  # RMSNorm has gamma only
-    kv = cfg.kv_heads * cfg.d_k  # width of K and V (D without grouped-query attention)
-    attn = 2 * (D * D + b * D) + 2 * (D * kv + b * kv)  # W_Q, W_O (D x D), W_K, W_V (kv x D) (+ biases)
+    kv = cfg.kv_heads * cfg.d_k  # width of K (D without grouped-query attention)
+    kv_v = cfg.kv_heads * cfg.d_value  # width of V (= kv when d_v = d_k)
+    HV = cfg.n_heads * cfg.d_value  # width of the concatenated heads (= D when d_v = d_k)
+    # W_Q (D×D), W_K (kv×D), W_V (kv_v×D), W_O (D×HV), + biases
+    attn = (D * D + b * D) + (D * kv + b * kv) + (D * kv_v + b * kv_v) + (HV * D + b * D)
     ffn = D * F + b * F + F * D + b * D
     if cfg.activation == "swiglu":
         ffn += D * F + b * F  # W_gate beside W_up (fc1)
@@ -154,7 +170,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
         "position_embedding": cfg.max_len * D if cfg.pos_encoding == "learned" else 0,
         "attention": L * attn,
         "ffn": L * ffn,
-        "layer_norm": L * 2 * ln + (ln if cfg.final_norm else 0),  # RMSNorm's too
+        "layer_norm": (L * 2 * ln if cfg.use_norm else 0) + (ln if cfg.final_norm else 0),  # RMSNorm's too
         "output": 0 if (cfg.tie_weights or not cfg.output_head) else V * D,
     }
     # BERT's parts appear only when present, so today's models keep their breakdown unchanged

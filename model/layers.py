@@ -108,6 +108,11 @@ def make_norm(cfg: ModelConfig) -> LayerNorm | RMSNorm:
     if cfg.norm_kind == "rmsnorm":
         return RMSNorm(cfg.d_model, cfg.ln_eps)
     return LayerNorm(cfg.d_model, cfg.ln_eps)
+class NoNorm(nn.Module):
+    """The identity in place of a LayerNorm (cfg.use_norm False): no parameters, no trace."""
+
+    def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, None]:
+        return x, None
 
 
 class MultiHeadAttention(nn.Module):
@@ -124,12 +129,12 @@ class MultiHeadAttention(nn.Module):
         kv = self.n_kv_heads * cfg.d_k  # D without grouped-query attention
         self.q_proj = nn.Linear(D, D, bias=cfg.bias)
         self.k_proj = nn.Linear(D, kv, bias=cfg.bias)
-        self.v_proj = nn.Linear(D, kv, bias=cfg.bias)
-        self.o_proj = nn.Linear(D, D, bias=cfg.bias)
+        self.v_proj = nn.Linear(D, self.n_kv_heads * cfg.d_value, bias=cfg.bias)  # (H_kv*d_v, D)
+        self.o_proj = nn.Linear(cfg.n_heads * cfg.d_value, D, bias=cfg.bias)  # (D, H*d_v)
 
     def split(self, x: Tensor, heads: int | None = None) -> Tensor:
         B, T, _ = x.shape
-        return x.view(B, T, heads or self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, d_k)
+        return x.view(B, T, heads or self.n_heads, -1).transpose(1, 2)  # (B, H, T, d_k), or d_v for values
 
     def forward(self, x_q: Tensor, x_kv: Tensor | None = None, allowed: Tensor | None = None,
                 record: bool = True, *, rope: RopeTables | None = None,
@@ -155,7 +160,7 @@ class MultiHeadAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         a = attend(q, k_all, v_all, allowed=allowed, scale=scale)
         B, H, Tq, dv = a.heads.shape
-        concat = a.heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, D)
+        concat = a.heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, H*d_v)
         out = self.o_proj(concat)  # (B, Tq, D)
         if not record:
             return out, None
@@ -194,10 +199,10 @@ class Block(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.pre = cfg.norm == "pre"
-        self.ln1 = make_norm(cfg)
+        self.pre, self.residual = cfg.norm == "pre", cfg.residual
+        self.ln1 = make_norm(cfg) if cfg.use_norm else NoNorm()
         self.attn = MultiHeadAttention(cfg)
-        self.ln2 = make_norm(cfg)
+        self.ln2 = make_norm(cfg) if cfg.use_norm else NoNorm()
         self.ffn = FeedForward(cfg)
 
     def forward(self, x: Tensor, allowed: Tensor | None, record: bool = True, *,
@@ -209,15 +214,15 @@ class Block(nn.Module):
         if self.pre:
             h, ln1 = self.ln1(x, record)  # (B, T, D)
             a, at = self.attn(h, allowed=allowed, record=record, **kw)  # (B, T, D)
-            mid = x + a  # (B, T, D)
+            mid = x + a if self.residual else a  # (B, T, D)
             h2, ln2 = self.ln2(mid, record)
             f, ft = self.ffn(h2, record)
-            out = mid + f  # (B, T, D)
+            out = mid + f if self.residual else f  # (B, T, D)
         else:
             a, at = self.attn(x, allowed=allowed, record=record, **kw)
-            mid, ln1 = self.ln1(x + a, record)  # (B, T, D)
+            mid, ln1 = self.ln1(x + a if self.residual else a, record)  # (B, T, D)
             f, ft = self.ffn(mid, record)
-            out, ln2 = self.ln2(mid + f, record)  # (B, T, D)
+            out, ln2 = self.ln2(mid + f if self.residual else f, record)  # (B, T, D)
         if not record:
             return out, None
         return out, BlockTrace(input=x, ln1=ln1, attn=at, resid_mid=mid, ln2=ln2, ffn=ft, resid_out=out)

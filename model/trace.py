@@ -48,7 +48,7 @@ def _to_numpy_tree(obj: Any) -> Any:
 class AttentionTrace(TraceNode):
     q: Tensor  # (B, H, Tq, d_k)  (rotated, with rotary positions)
     k: Tensor  # (B, H, Tk, d_k); grouped-query attention: (B, H_kv, Tk, d_k), see kv_head
-    v: Tensor  # (B, H, Tk, d_v); grouped-query attention: (B, H_kv, Tk, d_v)
+    v: Tensor  # (B, H, Tk, d_v); grouped-query attention: (B, H_kv, Tk, d_v). d_v = cfg.d_value
     scores: Tensor  # (B, H, Tq, Tk)  q @ k^T, before scaling
     scale: float  # 1/sqrt(d_k), or 1.0 when scale_scores=False
     scaled: Tensor  # (B, H, Tq, Tk)  scores * scale
@@ -125,10 +125,10 @@ class EmbeddingTrace(TraceNode):
 @dataclass(frozen=True)
 class BlockTrace(TraceNode):
     input: Tensor  # (B, T, D)  residual stream entering the block
-    ln1: LayerNormTrace | NormTrace  # pre-LN: before attention; post-LN: after input + attention
+    ln1: LayerNormTrace | NormTrace | None  # pre-LN: before attention; post-LN: after input + attention; None: use_norm False
     attn: AttentionTrace
     resid_mid: Tensor  # (B, T, D)  stream after the attention sublayer (post-LN: after ln1)
-    ln2: LayerNormTrace | NormTrace  # pre-LN: before the FFN; post-LN: after resid_mid + FFN
+    ln2: LayerNormTrace | NormTrace | None  # pre-LN: before the FFN; post-LN: after resid_mid + FFN; None: use_norm False
     ffn: FFNTrace
     resid_out: Tensor  # (B, T, D)  stream leaving the block
 

@@ -88,7 +88,7 @@ class TokenModel(nn.Module):
         vector (they rotate q and k): zeros, so that `sum = token + position` still holds."""
         if self.cfg.pos_encoding == "learned":
             return self.pos_emb.weight[start:start + T]
-        if self.cfg.pos_encoding == "rope":
+        if self.cfg.pos_encoding in ("rope", "none"):  # no position vector (rope rotates q and k)
             return self.tok_emb.weight.new_zeros(T, self.cfg.d_model)
         return self.pe_table[start:start + T]
 

@@ -7,7 +7,9 @@ import streamlit as st
 from classroom import analysis
 from classroom.text import token_labels
 from ui import state
+from classroom.embeddings import next_token_losses
 from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view
+from ui.demos import embedding_neighbours
 from ui.show import show_fig
 from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
 
@@ -100,6 +102,32 @@ else:
                "Products of many probabilities underflow, so models add log-probabilities instead."
                + (" Unknown words are scored as `<unk>`." if crun.unknown else ""))
     st.dataframe(seq.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}"}), width="stretch")
+
+    st.subheader("One-hot targets and the loss at each position")
+    ce = pd.DataFrame(next_token_losses(crun.trace.probs[0], crun.ids, crun.vocab))
+    ce.index = token_labels(crun.labels[:-1], plain=True)
+    ce.index.name = "after reading …"
+    st.markdown(f"Training compares the distribution at each position with a **one-hot target**: a vector of "
+                f"|V| = {len(crun.vocab)} zeros with a single 1 at the output index of the true next token. The "
+                f"cross-entropy −Σ y_i log p_i then keeps one term, −log p(target). The mean over the "
+                f"{len(ce)} positions, **{ce['loss −log p'].mean():.4f}** nats, is the loss training minimises.")
+    st.dataframe(ce.drop(columns="position").style.format({"p(target)": "{:.4f}", "loss −log p": "{:.4f}"}),
+                 width="stretch")
+
+st.subheader("Neighbours in the embedding matrix")
+default_word = next((w for w in ("apple", "cat", "red") if w in run.vocab), run.vocab[-1])
+state.bound("emb_word", default_word)
+word = st.text_input("Word", key="emb_word", help="A word of the model's vocabulary; its row of E is compared with every other row.")
+if word.strip().lower() in run.vocab:
+    nn = embedding_neighbours(run.source, word.strip().lower(), 8)
+    st.caption(f"Cosine similarity of the row of **{md_escape(word.strip().lower())}** in the token-embedding matrix E "
+               f"({len(run.vocab)} × {cfg.d_model}) with every other row: words used alike end up close "
+               "(fresh weights: random rows, so no pattern).")
+    show_fig(bar_compare([w for w, _ in nn], {"cosine": [c for _, c in nn]}, tokens=False, text_format=".2f",
+                         title=f"Nearest neighbours of “{word.strip().lower()}” in E (cosine)", yaxis="cosine similarity"),
+             "emb_neighbours", table=pd.DataFrame(nn, columns=["word", "cosine"]).set_index("word"))
+else:
+    st.info(f"{md_escape(word)!s} is not in this model's vocabulary of {len(run.vocab)} words; try apple, cat or red.")
 
 st.subheader("Weight tying")
 n_show = min(len(run.vocab), 12)

@@ -15,10 +15,12 @@ from viz.concepts import bar_compare, matrix_heatmap
 st.title("Multi-head mechanics")
 run = current_run()
 cfg = run.cfg
-D, H, dk, T = cfg.d_model, cfg.n_heads, cfg.d_k, run.T
-st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so d_k = d_v = {D} / {H} = {dk}. "
+D, H, dk, dv, T = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value, run.T
+widths = f"d_k = d_v = {D} / {H} = {dk}" if dv == dk else f"d_k = {D} / {H} = {dk} and d_v = {dv}"
+st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {widths}. "
            "Each head projects X to its own Q_j, K_j, V_j, attends, and returns Z_j; the Z_j are "
-           "concatenated and mixed by W_O.")
+           "concatenated and mixed by W_O. Q and K must share d_k (they meet in a dot product); V may have "
+           "another width d_v (fresh weights: “d_v” in the sidebar), which sets the width of Z_j and of W_O's input.")
 st.dataframe(pd.DataFrame(analysis.shape_rows(cfg, T)).set_index("step"), width="stretch")
 
 layers, heads = list(range(cfg.n_layers)), list(range(H))
@@ -31,10 +33,13 @@ head = c2.selectbox("Head", heads, key="mh_head")
 ti = c3.selectbox("Token", list(range(T)), key="mh_token", format_func=lambda i: token_label(i, run.labels[i], sep=": "))
 
 attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B = 1)
-qkv = np.stack([attn.q[0, head, ti], attn.k[0, head, ti], attn.v[0, head, ti]])  # (3, d_k)
-dcols = [str(j) for j in range(dk)]
-show_fig(matrix_heatmap(qkv, ["q", "k", "v"], dcols, tokens_rows=False, annotate=dk <= 16,
-                        title=f"Q, K, V of token {ti} in head {head} (length d_k = {dk})", col_title="dimension",
+width = max(dk, dv)  # q, k have d_k numbers, v has d_v (blank cells when they differ)
+qkv = np.full((3, width), np.nan)
+qkv[0, :dk], qkv[1, :dk], qkv[2, :dv] = attn.q[0, head, ti], attn.k[0, head, ti], attn.v[0, head, ti]
+dcols = [str(j) for j in range(width)]
+show_fig(matrix_heatmap(qkv, ["q", "k", "v"], dcols, tokens_rows=False, annotate=width <= 16,
+                        title=f"Q, K, V of token {ti} in head {head} (length d_k = {dk}"
+                              + (")" if dv == dk else f"; v: d_v = {dv})"), col_title="dimension",
                         height=260), "mh_qkv", table=pd.DataFrame(qkv, index=["q", "k", "v"]))
 st.markdown(f"Token **{md_escape(run.labels[ti])}**: q·k with every key gives this head's scores row; "
             "its weights mix the v vectors into row "
@@ -44,11 +49,13 @@ heads_z = attn.heads[0]  # (H, T, d_v)
 concat, out = attn.concat[0], attn.output[0]  # (T, H*d_v), (T, D)
 z1, z2 = st.columns(2)
 with z1:
-    show_fig(matrix_heatmap(heads_z[head], run.labels, dcols, annotate=False, title=f"Z_{head} = weights · V_{head}  ({T} × {dk})",
+    show_fig(matrix_heatmap(heads_z[head], run.labels, [str(j) for j in range(dv)], annotate=False,
+                            title=f"Z_{head} = weights · V_{head}  ({T} × {dv})",
                             col_title="dimension"), "mh_z", table=pd.DataFrame(heads_z[head], index=token_labels(run.labels, plain=True)))
 with z2:
-    show_fig(matrix_heatmap(concat, run.labels, [str(j) for j in range(D)], annotate=False, vlines=[h * dk - 0.5 for h in range(1, H)],
-                            title=f"concat(Z_0 … Z_{H - 1})  ({T} × {D}); lines separate heads", col_title="dimension"),
+    show_fig(matrix_heatmap(concat, run.labels, [str(j) for j in range(H * dv)], annotate=False,
+                            vlines=[h * dv - 0.5 for h in range(1, H)],
+                            title=f"concat(Z_0 … Z_{H - 1})  ({T} × {H * dv}); lines separate heads", col_title="dimension"),
              "mh_concat", table=pd.DataFrame(concat, index=token_labels(run.labels, plain=True)))
 show_fig(matrix_heatmap(out, run.labels, [str(j) for j in range(D)], annotate=False,
                         title=f"Output = concat · W_Oᵀ + b  ({T} × {D})", col_title="dimension"), "mh_out",

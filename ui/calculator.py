@@ -37,6 +37,7 @@ def _names(n: int, p: str) -> list[str]:
 def _set_bases(setup: wx.AttentionSetup) -> None:
     T, d = setup.X.shape
     s["calc_T"], s["calc_d"] = T, d
+    dv = s["calc_dv"] = setup.W_V.shape[1]  # the width of V (all heads): may differ from d_k's
     s["calc_cross"] = setup.X_kv is not None
     Tk = setup.X_kv.shape[0] if setup.X_kv is not None else T
     s["calc_Tk"] = Tk
@@ -52,8 +53,8 @@ def _set_bases(setup: wx.AttentionSetup) -> None:
             "E": _str_df(setup.X_kv if setup.X_kv is not None else np.zeros((Tk, d)), krows, _names(d, "x")),
             "W_Q": _str_df(setup.W_Q, _names(d, "x"), _names(d, "q")),
             "W_K": _str_df(setup.W_K, _names(d, "x"), _names(d, "k")),
-            "W_V": _str_df(setup.W_V, _names(d, "x"), _names(d, "v")),
-            "W_O": _str_df(setup.W_O if setup.W_O is not None else np.eye(d), _names(d, "c"), _names(d, "o"))}
+            "W_V": _str_df(setup.W_V, _names(d, "x"), _names(dv, "v")),
+            "W_O": _str_df(setup.W_O if setup.W_O is not None else np.eye(dv, d), _names(dv, "c"), _names(d, "o"))}
     pad = setup.padding if setup.padding is not None else (True,) * Tk
     base["pad"] = pd.DataFrame({"real token": [bool(p) for p in pad]}, index=krows if setup.X_kv is not None else rows)
     s["_calc_base"] = base
@@ -78,6 +79,10 @@ def _resize() -> None:
     """T, d, encoder length, cross or W_O changed: keep the overlapping typed values."""
     T, d, Tk = int(s["calc_T"]), int(s["calc_d"]), int(s["calc_Tk"])
     cur = s["_calc_cur"]
+    old_d, old_dv = cur["W_Q"].shape[0], cur["W_V"].shape[1]
+    if old_dv == old_d != d:  # V kept the width of Q and K: it follows d_model
+        s["calc_dv"] = d
+    dv = int(s.get("calc_dv", d))
     s["_calc_labels"] = (s["_calc_labels"] + _names(T, "t")[len(s["_calc_labels"]):])[:T]
     s["_calc_kv_labels"] = (s["_calc_kv_labels"] + _names(Tk, "s")[len(s["_calc_kv_labels"]):])[:Tk]
     rows, krows = wx.token_names(s["_calc_labels"], T, "t"), wx.token_names(s["_calc_kv_labels"], Tk, "s")
@@ -93,9 +98,10 @@ def _resize() -> None:
 
     base = {"X": fit(cur["X"], rows, _names(d, "x"), False),
             "E": fit(cur["E"], wx.token_names(s["_calc_kv_labels"], Tk, "s"), _names(d, "x"), False)}
-    for name, p in (("W_Q", "q"), ("W_K", "k"), ("W_V", "v")):
+    for name, p in (("W_Q", "q"), ("W_K", "k")):
         base[name] = fit(cur[name], _names(d, "x"), _names(d, p), True)
-    base["W_O"] = fit(cur["W_O"], _names(d, "c"), _names(d, "o"), True)
+    base["W_V"] = fit(cur["W_V"], _names(d, "x"), _names(dv, "v"), True)
+    base["W_O"] = fit(cur["W_O"], _names(dv, "c"), _names(d, "o"), True)
     n_keys = Tk if s.get("calc_cross") else T
     old_pad = list(cur["pad"]["real token"])
     pad = [bool(old_pad[i]) if i < len(old_pad) else True for i in range(n_keys)]
@@ -105,7 +111,7 @@ def _resize() -> None:
     s["_calc_ver"] = s.get("_calc_ver", 0) + 1
 
 
-WIDGET_KEYS = ("calc_T", "calc_d", "calc_Tk", "calc_heads", "calc_mask", "calc_scale", "calc_maskq", "calc_wo",
+WIDGET_KEYS = ("calc_T", "calc_d", "calc_dv", "calc_Tk", "calc_heads", "calc_mask", "calc_scale", "calc_maskq", "calc_wo",
                "calc_cross", "calc_sm_x", "calc_sm_t", "calc_ln_x", "calc_ln_eps", "calc_ln_gamma", "calc_ln_beta",
                "calc_pe_d", "calc_pe_n", "calc_pe_pos", "calc_pe_i")
 
@@ -168,21 +174,24 @@ def controls() -> None:
     c = st.columns(4)
     c[0].number_input("Tokens T", 1, MAX_T, key="calc_T", on_change=_resize)
     c[1].number_input("d_model", 1, MAX_D, key="calc_d", on_change=_resize)
-    heads = [h for h in range(1, int(s["calc_d"]) + 1) if int(s["calc_d"]) % h == 0]
+    heads = [h for h in range(1, int(s["calc_d"]) + 1) if int(s["calc_d"]) % h == 0 and int(s["calc_dv"]) % h == 0]
     state.fix("calc_heads", heads, 1)
     c[2].selectbox("Heads", heads, key="calc_heads",
-                   help="Only head counts that divide d_model are offered (d_k = d_model / heads).")
+                   help="Only head counts that divide d_model and the width of V are offered (d_k = d_model / heads).")
     c[3].toggle("Scale by 1/√d_k", key="calc_scale")
     st.radio("Mask", list(wx.MASKS), key="calc_mask", horizontal=True,
              help="combined = causal × padding (elementwise product of the 1/0 masks)")
-    c = st.columns(3)
+    c = st.columns([1, 1.5, 1.2, 1.3])
     c[0].checkbox("Use W_O", key="calc_wo", on_change=_resize, help="Output projection after the concat.")
     c[1].checkbox("Encoder–decoder", key="calc_cross", on_change=_resize,
                   help="Queries from X (decoder), keys and values from a second matrix E (encoder output).")
+    c[2].number_input("Width of V (h·d_v)", 1, MAX_D, key="calc_dv", on_change=_resize,
+                      help="Q and K must share d_k (their dot product); V may be narrower or wider: each head's "
+                           "output Z then has d_v columns, and W_O has h·d_v rows.")
     if s["calc_cross"]:
-        c[2].number_input("Encoder tokens", 1, MAX_T, key="calc_Tk", on_change=_resize)
+        c[3].number_input("Encoder tokens", 1, MAX_T, key="calc_Tk", on_change=_resize)
     elif s["calc_mask"] in ("padding", "combined"):
-        c[2].checkbox("Mask padded query rows", key="calc_maskq",
+        c[3].checkbox("Mask padded query rows", key="calc_maskq",
                       help="As the notes' 2D padding mask: a padded token's own row is blanked (all-zero weights).")
 
 

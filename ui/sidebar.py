@@ -6,6 +6,7 @@ import json
 import streamlit as st
 
 from classroom.examples import ATTENTION_EXAMPLES
+from model.config import PRESETS
 
 from . import compute, state, training
 
@@ -19,7 +20,15 @@ h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-s
 """
 
 
-ARCH_KEYS = ("d", "h", "L", "pe", "norm", "seed")  # the architecture of fresh weights
+ARCH_KEYS = ("d", "h", "L", "pe", "norm", "act", "dv", "seed")  # the architecture of fresh weights
+
+
+def use_2017_preset() -> None:
+    """The 2017 paper's base model (model.config PRESETS["vaswani-base"]) into the architecture
+    widgets: d_model 512, 8 heads (d_k = d_v = 64), 6 layers, ReLU FFN 2048, post-LN, sinusoidal."""
+    p = PRESETS["vaswani-base"]
+    st.session_state.update(d=p.d_model, h=p.n_heads, L=p.n_layers, pe=p.pos_encoding, norm=p.norm,
+                            act=p.activation, dv=0)
 
 
 def source_options() -> list[str]:
@@ -98,6 +107,9 @@ def render() -> None:
         cfg = model.cfg
         if fresh:
             with st.expander("Architecture (fresh weights)", expanded=True):
+                st.button("Preset: 2017 paper (base)", key="preset_2017", on_click=use_2017_preset,
+                          help="d_model 512, 8 heads (d_k = d_v = 64), 6 layers, ReLU feed-forward of 2048, "
+                               "post-LN, sinusoidal positions: the base model of “Attention Is All You Need”.")
                 st.selectbox("d_model", state.D_MODELS, key="d")
                 st.selectbox("Heads", heads, key="h",
                              help="Only head counts that divide d_model and leave each head at least 4 dimensions "
@@ -106,6 +118,13 @@ def render() -> None:
                 st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True)
                 st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True,
                          help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
+                st.radio("FFN activation", ["gelu", "relu"], key="act", horizontal=True,
+                         help="GELU (GPT-2, BERT) or ReLU (the 2017 paper) between the FFN's two layers.")
+                d_k = s["d"] // s["h"]
+                st.selectbox("d_v (value width per head)", state.DV_CHOICES, key="dv",
+                             format_func=lambda v: f"= d_k ({d_k})" if v == 0 else str(v),
+                             help="Q and K must share d_k (their dot product); V may be narrower or wider: "
+                                  "each head then returns Z_j of width d_v, and W_O reads h·d_v numbers.")
                 st.number_input("Seed", 0, 9999, key="seed")
         else:
             # A trained model's architecture is fixed: it is stated, not offered as (disabled)
@@ -117,7 +136,7 @@ def render() -> None:
                 st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
             st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
-                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · vocab {cfg.vocab_size}. "
+                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · {cfg.activation} · vocab {cfg.vocab_size}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
         t_max = min(state.T_LIMIT, cfg.max_len)
         if s["T"] > t_max:

@@ -22,6 +22,7 @@ MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
 URL_TEXT_CHARS = 1_500  # the sentence travels in the URL only up to this length
 T_MIN, T_MAX = 2, 256  # T_MAX: the fresh-weights models' max_len
 T_LIMIT = 512  # the longest any model in the app allows (MiniLM's 512 positions): the slider's and the URL's bound
+DV_CHOICES = [0, 4, 8, 16, 32, 64]  # value width per head for fresh weights; 0 = d_k (the usual)
 
 
 def _int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -62,6 +63,8 @@ SPECS: dict[str, Spec] = {
     "mask": Spec("causal", _one_of(["causal", "bidirectional"])),
     "pe": Spec("sinusoidal", _one_of(["sinusoidal", "learned"])),
     "norm": Spec("pre", _one_of(["pre", "post"])),
+    "act": Spec("gelu", _one_of(["gelu", "relu"])),
+    "dv": Spec(0, _one_of(DV_CHOICES)),
     "seed": Spec(0, _int_in(0, 9999)),
     "present": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
 }
@@ -167,4 +170,5 @@ def show_url_notices() -> None:
 def fresh_config(vocab_size: int) -> ModelConfig:
     s = st.session_state
     return ModelConfig(vocab_size=vocab_size, d_model=s["d"], n_heads=s["h"], n_layers=s["L"],
-                       max_len=T_MAX, pos_encoding=s["pe"], norm=s["norm"])
+                       max_len=T_MAX, pos_encoding=s["pe"], norm=s["norm"], activation=s["act"],
+                       d_v=s["dv"])

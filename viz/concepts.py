@@ -46,8 +46,9 @@ def _series(series: Mapping[str, Sequence[float]], n: int | None, what: str) -> 
 
 def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str = "",
                 yaxis: str = "", tokens: bool = True, height: int = 340, text_format: str | None = None,
-                ) -> go.Figure:
-    """Grouped bars: one group per category (token labels made unique and escaped when tokens)."""
+                log_y: bool = False) -> go.Figure:
+    """Grouped bars: one group per category (token labels made unique and escaped when tokens);
+    log_y for values spanning several orders of magnitude."""
     cats = token_labels(categories) if tokens else [visible(c) for c in categories]
     data = _series(series, len(cats), "bar_compare")
     fig = go.Figure()
@@ -57,7 +58,7 @@ def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]]
                              textposition="outside" if text_format else None,
                              hovertemplate=f"{visible(name)}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
     fig.update_xaxes(type="category", tickangle=-45 if len(cats) > 8 else 0)
-    fig.update_yaxes(title=yaxis)
+    fig.update_yaxes(title=yaxis, type="log" if log_y else "linear")
     fig.update_layout(barmode="group")
     return _layout(fig, title, height)
 
@@ -109,7 +110,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
         zmin, zmax = zmid - m, zmid + m
     fig = go.Figure(go.Heatmap(
         z=a, x=x, y=y, colorscale=colorscale, zmin=zmin, zmax=zmax, hoverongaps=False,
-        text=np.vectorize(lambda v: format(v, fmt))(a) if annotate else None,
+        text=np.vectorize(lambda v: "" if np.isnan(v) else format(v, fmt))(a) if annotate else None,  # blank cell: no "nan"
         texttemplate="%{text}" if annotate else None,
         colorbar=dict(title=visible(value_name), thickness=12),
         hovertemplate=f"%{{y}}<br>%{{x}}<br>{visible(value_name)} %{{z:.4f}}<extra></extra>"))

@@ -74,3 +74,20 @@ def test_pe_curves_and_two_heatmaps():
     assert {t.coloraxis for t in shared.data} == {"coloraxis"} and shared.layout.coloraxis.cmax == pytest.approx(33.0)
     with pytest.raises(ValueError, match="same shape"):
         C.two_heatmaps(pe, pe[:2], ("a", "b"))
+
+
+def test_matrix_heatmap_leaves_nan_cells_blank():
+    """Rows of different widths (q, k of d_k beside v of d_v) are NaN-padded: no "nan" text."""
+    import numpy as np
+
+    from viz.concepts import matrix_heatmap
+    z = np.array([[1.0, 2.0, 3.0], [4.0, np.nan, np.nan]])
+    fig = matrix_heatmap(z, ["a", "b"], ["0", "1", "2"], tokens_rows=False, annotate=True)
+    assert fig.data[0].text.tolist() == [["1.00", "2.00", "3.00"], ["4.00", "", ""]]
+
+
+def test_bar_compare_log_scale():
+    from viz.concepts import bar_compare
+    fig = bar_compare(["a", "b"], {"x": [0.01, 10.0]}, tokens=False, log_y=True)
+    assert fig.layout.yaxis.type == "log"
+    assert bar_compare(["a"], {"x": [1.0]}, tokens=False).layout.yaxis.type == "linear"
