@@ -131,3 +131,22 @@ def test_vaswani_base_preset_matches_the_paper():
     assert (v.d_model, v.n_heads, v.d_k, v.d_value, v.d_ff, v.norm, v.activation, v.pos_encoding) == \
         (512, 8, 64, 64, 2048, "post", "relu", "sinusoidal")
     assert 8 in valid_heads(512)
+
+
+def test_grouped_query_attention_with_a_value_width_of_its_own():
+    """n_kv_heads and d_v together (two options from two families): V has H_kv heads of d_v, every
+    query head reads its group's K/V, the parameter count matches the allocated model."""
+    import torch
+
+    from model.config import ModelConfig, param_count
+    from model.transformer import Transformer
+
+    cfg = ModelConfig(vocab_size=20, d_model=16, n_heads=4, n_kv_heads=2, d_v=6, n_layers=1, max_len=8)
+    m = Transformer(cfg, seed=0)
+    assert param_count(cfg) == m.num_parameters()
+    a = m.trace(torch.tensor([[1, 2, 3, 4, 5]])).layers[0].attn
+    assert a.k.shape == (1, 2, 5, 4) and a.v.shape == (1, 2, 5, 6) and a.heads.shape == (1, 4, 5, 6)
+    assert a.concat.shape == (1, 5, 24) and a.kv_head.tolist() == [0, 0, 1, 1]
+    w = torch.softmax((a.q @ a.k.repeat_interleave(2, dim=1).transpose(-2, -1)) / 2.0
+                      + torch.full((5, 5), float("-inf")).triu(1), dim=-1)
+    torch.testing.assert_close(a.heads, w @ a.v.repeat_interleave(2, dim=1), rtol=1e-5, atol=1e-6)
