@@ -45,9 +45,10 @@ def source_title(option: str) -> str:
 
 
 def model_mask_default(src: str) -> str:
-    """The mask a model is shown with by default: bidirectional for the pretrained encoders
-    (trained that way), causal for the rest (as before)."""
-    return "bidirectional" if src in compute.PRETRAINED else "causal"
+    """The mask a model is shown with by default: the mask a pretrained model was trained with
+    (bidirectional for the encoders), causal for the rest (as before)."""
+    entry = compute.PRETRAINED.get(src)
+    return "causal" if entry is None or entry.causal else "bidirectional"
 
 
 def apply_mask_default() -> None:
