@@ -3,6 +3,7 @@ word in the embedding matrix (cosine similarity of its rows), and the one-hot ta
 cross-entropy at each position of a sentence. Pure numpy over arrays taken from model/."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -44,3 +45,55 @@ def next_token_losses(probs: np.ndarray, ids: Sequence[int], vocab: Sequence[str
                      "p(target)": pt, "loss −log p": float(-(onehot * np.log(np.maximum(p[t], np.finfo(float).tiny))).sum()),
                      "argmax": vocab[int(p[t].argmax())]})
     return rows
+
+
+# --- any tokenizer (the toy word vocabularies, MiniLM's WordPiece, SmolLM2's byte-level BPE) ---
+
+_SPECIAL_NAME = re.compile(r"^(\[[^\]]*\]|<\|[^|]*\|>|<[a-z_]+>)$")  # [CLS] [unused3] <|endoftext|> <pad>
+
+
+def special_rows(vocab: Sequence[str]) -> np.ndarray:
+    """Boolean (V,) mask of the rows that are special tokens ([CLS], [unused7], <|im_start|>,
+    <pad> …): left out of neighbour lists, where they would only add noise."""
+    return np.array([bool(_SPECIAL_NAME.match(t)) for t in vocab], dtype=bool)
+
+
+def row_label(tok, i: int) -> str:
+    """A vocabulary row as a reader sees it: byte-level BPE rows through the tokenizer's readable
+    labels ("ĠParis" -> "·Paris"), other vocabularies as spelled."""
+    labels = getattr(tok, "labels", None)
+    return labels([int(i)])[0] if callable(labels) else tok.vocab[int(i)]
+
+
+def resolve_word(tok, word: str) -> tuple[int | None, list[str]]:
+    """The vocabulary row a typed word uses inside a sentence: (row id, []) when it is one token;
+    (None, its pieces' labels) when the tokenizer splits it (or () for empty input). The word is
+    encoded as it appears mid-sentence (after a space), so BPE finds "Ġcat", not "cat"."""
+    word = str(word).strip()
+    if not word or any(c.isspace() for c in word):
+        return None, []
+    enc = tok.encode(" " + word)
+    special = special_rows(tok.vocab)
+    keep = [(i, lab) for i, lab in zip(enc.ids, enc.labels) if not special[i]]
+    if len(keep) == 1:
+        return int(keep[0][0]), []
+    return None, [lab for _, lab in keep]
+
+
+def neighbours_of_row(E: np.ndarray, row: int, k: int = 8,
+                      skip: np.ndarray | None = None) -> list[tuple[int, float]]:
+    """The k rows of E (V, D) nearest to row `row` by cosine similarity, best first, as (row id,
+    cosine); the row itself and the rows flagged in `skip` (V,) left out."""
+    E = np.asarray(E, dtype=np.float32)
+    if E.ndim != 2 or not 0 <= int(row) < E.shape[0]:
+        raise ValueError(f"E must be (V, D) and row in [0, V); got E {E.shape}, row {row}")
+    norms = np.maximum(np.linalg.norm(E, axis=1), 1e-12)  # (V,)
+    cos = (E @ E[row]) / (norms * norms[row])  # (V,)
+    cos = cos.astype(np.float64)
+    banned = np.zeros(E.shape[0], dtype=bool) if skip is None else np.asarray(skip, dtype=bool).copy()
+    banned[int(row)] = True
+    cos_masked = np.where(banned, -np.inf, cos)
+    k = max(1, min(int(k), int((~banned).sum())))
+    top = np.argpartition(-cos_masked, k - 1)[:k]
+    top = top[np.argsort(-cos_masked[top], kind="stable")]
+    return [(int(i), float(cos[i])) for i in top]

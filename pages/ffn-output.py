@@ -8,6 +8,7 @@ from classroom import analysis
 from classroom.text import token_labels
 from ui import state
 from classroom.embeddings import next_token_losses
+from classroom.text import visible
 from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view
 from ui.demos import embedding_neighbours
 from ui.show import show_fig
@@ -37,6 +38,31 @@ st.markdown(f"Running the FFN on each position **alone** gives the same outputs 
             f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
             f"{100 * active:.0f}% of the hidden units are clearly positive for this sentence.")
 
+def neighbours_section() -> None:
+    """Nearest neighbours of a typed word in the token-embedding matrix (any model, incl. the real ones)."""
+    st.subheader("Neighbours in the embedding matrix")
+    default_word = "cat" if len(run.vocab) > 1000 else next((w for w in ("apple", "cat", "red") if w in run.vocab), run.vocab[-1])
+    state.bound("emb_word", default_word)
+    word = st.text_input("Word", key="emb_word", help="A word of the model's vocabulary; its row of E is compared with every other row.")
+    typed = word.strip() if len(run.vocab) > 1000 else word.strip().lower()  # real vocabularies keep case ("Paris")
+    row_label, nn, pieces = embedding_neighbours(run.source, typed, 8)
+    if row_label is not None:
+        real = len(run.vocab) > 1000
+        st.caption(f"Cosine similarity of the row of **{md_escape(row_label)}** in the token-embedding matrix E "
+                   f"({len(run.vocab):,} × {cfg.d_model}) with every other row (special tokens left out): words used "
+                   "alike end up close" + (": a pretrained model learned these rows from billions of words, so try "
+                                           "cat, king, Paris or apple." if real else
+                                           " (fresh weights: random rows, so no pattern)."))
+        show_fig(bar_compare([w for w, _ in nn], {"cosine": [c for _, c in nn]}, tokens=False, text_format=".2f",
+                             title=f"Nearest neighbours of “{visible(row_label)}” in E (cosine)", yaxis="cosine similarity"),
+                 "emb_neighbours", table=pd.DataFrame(nn, columns=["token", "cosine"]).set_index("token"))
+    elif pieces:
+        st.info(f"“{md_escape(typed)}” is not one token of this model: its tokenizer splits it into "
+                f"{' + '.join(md_escape(p) for p in pieces)}, so it has no single row in E. Try a common word such as cat.")
+    else:
+        st.info(f"{md_escape(word)!s} is not in this model's vocabulary of {len(run.vocab):,} words; try apple, cat or red.")
+
+
 if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show what its last layer gives
     st.subheader("What the last layer produces")
     st.info("This model has no output layer (no language-model head), so it cannot predict tokens: no logits, "
@@ -63,6 +89,7 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
                f"its first values are [{', '.join(f'{v:.3f}' for v in last['mean'][:6])}, …] "
                f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
                "classification read as the whole sentence's summary.")
+    neighbours_section()
     st.stop()
 
 st.subheader("Output layer: logits → softmax over the vocabulary")
@@ -114,20 +141,7 @@ else:
     st.dataframe(ce.drop(columns="position").style.format({"p(target)": "{:.4f}", "loss −log p": "{:.4f}"}),
                  width="stretch")
 
-st.subheader("Neighbours in the embedding matrix")
-default_word = next((w for w in ("apple", "cat", "red") if w in run.vocab), run.vocab[-1])
-state.bound("emb_word", default_word)
-word = st.text_input("Word", key="emb_word", help="A word of the model's vocabulary; its row of E is compared with every other row.")
-if word.strip().lower() in run.vocab:
-    nn = embedding_neighbours(run.source, word.strip().lower(), 8)
-    st.caption(f"Cosine similarity of the row of **{md_escape(word.strip().lower())}** in the token-embedding matrix E "
-               f"({len(run.vocab)} × {cfg.d_model}) with every other row: words used alike end up close "
-               "(fresh weights: random rows, so no pattern).")
-    show_fig(bar_compare([w for w, _ in nn], {"cosine": [c for _, c in nn]}, tokens=False, text_format=".2f",
-                         title=f"Nearest neighbours of “{word.strip().lower()}” in E (cosine)", yaxis="cosine similarity"),
-             "emb_neighbours", table=pd.DataFrame(nn, columns=["word", "cosine"]).set_index("word"))
-else:
-    st.info(f"{md_escape(word)!s} is not in this model's vocabulary of {len(run.vocab)} words; try apple, cat or red.")
+neighbours_section()
 
 st.subheader("Weight tying")
 n_show = min(len(run.vocab), 12)

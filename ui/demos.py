@@ -16,12 +16,25 @@ def positions_matter(source: ModelSource, ids: tuple[int, ...], seed: int) -> di
     return order.positions_matter(model, ids, seed)
 
 
-def embedding_neighbours(source: ModelSource, word: str, k: int) -> list[tuple[str, float]]:
-    """embeddings.nearest_neighbours in the source model's token-embedding matrix."""
+def embedding_neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, list[tuple[str, float]], list[str]]:
+    """The nearest rows to a typed word in the source model's token-embedding matrix
+    (classroom.embeddings, any tokenizer): (the word's row label, [(neighbour label, cosine)], []);
+    or (None, [], the pieces it splits into) when the word is not one token."""
     return _neighbours(source, word, k)
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _special_rows(source: ModelSource):
+    _, tok = get_model(source)
+    return embeddings.special_rows(tok.vocab)
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
-def _neighbours(source: ModelSource, word: str, k: int) -> list[tuple[str, float]]:
+def _neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, list[tuple[str, float]], list[str]]:
     model, tok = get_model(source)
-    return embeddings.nearest_neighbours(model.tok_emb.weight.detach().numpy(), tok.vocab, word, k)
+    row, pieces = embeddings.resolve_word(tok, word)
+    if row is None:
+        return None, [], pieces
+    E = model.tok_emb.weight.detach().numpy()  # (V, d_model), shared read-only
+    near = embeddings.neighbours_of_row(E, row, k, skip=_special_rows(source))
+    return embeddings.row_label(tok, row), [(embeddings.row_label(tok, i), c) for i, c in near], []

@@ -220,3 +220,22 @@ def test_empty_text_is_a_message():
     at.sidebar.text_area(key="text").set_value("   ").run()
     assert not errors(at)
     assert any("box is empty" in i.value for i in at.info)
+
+
+def test_embedding_neighbours_of_a_real_word_on_minilm():
+    """Issue 22 point 4 on a real model: the FFN & output page's neighbour chart for MiniLM's row
+    of "cat" is cosine similarity in its 30,522-row embedding matrix (computed here with torch)."""
+    import torch.nn.functional as F
+
+    from model.pretrained import load_pretrained
+    at = start("pages/ffn-output.py")
+    at.text_input(key="emb_word").input("cat").run()
+    f = next(f for f in figures(at) if "Nearest neighbours of “cat”" in str(f["layout"].get("title")))
+    names = list(f["data"][0]["x"])
+    assert {"dog", "kitten", "cats"} & set(names), names
+    model, tok = load_pretrained(SRC)
+    E = model.tok_emb.weight.detach().double()
+    cos = F.cosine_similarity(E, E[tok.vocab.index("cat")][None], dim=1)
+    np.testing.assert_allclose(decode(f["data"][0]["y"]), [float(cos[tok.vocab.index(n)]) for n in names], atol=1e-5)
+    at.text_input(key="emb_word").input("photosynthesis").run()  # split into word pieces: said so
+    assert any("not one token" in i.value for i in at.info), [i.value for i in at.info]

@@ -39,3 +39,44 @@ def test_next_token_losses_are_torch_cross_entropy():
     np.testing.assert_allclose([r["loss −log p"] for r in rows], ce, rtol=1e-9)
     assert [r["target index"] for r in rows] == ids[1:]
     assert [r["target token"] for r in rows] == [tok.vocab[i] for i in ids[1:]]
+
+
+def test_neighbours_of_a_row_match_a_cosine_computed_here_and_skip_special_rows():
+    g = torch.Generator().manual_seed(3)
+    E = torch.randn(50, 8, generator=g)
+    vocab = ["[PAD]", "[unused0]", "<|endoftext|>"] + [f"w{i}" for i in range(47)]
+    skip = emb.special_rows(vocab)
+    assert skip.tolist()[:4] == [True, True, True, False]
+    got = emb.neighbours_of_row(E.numpy(), 10, k=5, skip=skip)
+    cos = torch.nn.functional.cosine_similarity(E, E[10][None], dim=1).double()
+    cos[[0, 1, 2, 10]] = -float("inf")
+    want = torch.topk(cos, 5)
+    assert [i for i, _ in got] == want.indices.tolist()
+    np.testing.assert_allclose([c for _, c in got], want.values.numpy(), atol=1e-6)
+
+
+def test_a_typed_word_finds_its_row_in_every_kind_of_vocabulary():
+    from model.tokenizer import Tokenizer
+    toy = Tokenizer.build(["the cat sat on the mat ."], add_bos=True)
+    row, pieces = emb.resolve_word(toy, "cat")
+    assert toy.vocab[row] == "cat" and pieces == []
+    assert emb.resolve_word(toy, "zebra") == (None, [])  # unknown: no row, no pieces
+    assert emb.resolve_word(toy, "") == (None, [])
+
+
+@pytest.mark.slow
+def test_real_models_put_cat_near_dog_and_kings_near_queens():
+    """Issue 22 point 4 on the real models: the pretrained embedding rows are not random."""
+    from model.pretrained import load_pretrained
+    for name, word, near in (("minilm-l6", "cat", {"dog", "kitten", "cats"}),
+                             ("smollm2-135m", "king", {"·queen", "·King", "·kings"})):
+        try:
+            model, tok = load_pretrained(name)
+        except ModuleNotFoundError as e:
+            pytest.skip(str(e))
+        row, pieces = emb.resolve_word(tok, word)
+        assert row is not None, pieces
+        E = model.tok_emb.weight.detach().numpy()
+        got = [emb.row_label(tok, i) for i, _ in emb.neighbours_of_row(E, row, 8, emb.special_rows(tok.vocab))]
+        assert near & set(got), (name, got)
+        assert emb.row_label(tok, row) in (word, "·" + word)
