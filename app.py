@@ -20,6 +20,7 @@ PAGES = [
     ("Attention", "pages/causal-vs-bidirectional.py", "Causal vs bidirectional", "causal-vs-bidirectional",
      ":material/compare_arrows:"),
     ("Attention", "pages/mask-lab.py", "Mask lab", "mask-lab", ":material/masks:"),
+    ("Attention", "pages/experts.py", "Heads as experts", "experts", ":material/psychology:"),
     ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
     ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),
     ("Concepts", "pages/layer-norm.py", "Layer norm & residuals", "layer-norm", ":material/balance:"),

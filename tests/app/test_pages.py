@@ -58,6 +58,7 @@ ROUND_TRIP = {
     "pages/encoder-decoder.py": {"s2s_layer": 0, "s2s_head": 2, "s2s_step": 3},
     "pages/calculator.py": {"preset": "pe-d4", "search_food": 1.5},
     "pages/lesson.py": {"lesson_head": 2, "lesson_query": 3},
+    "pages/experts.py": {"ex_model": "smollm2-135m"},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",
                 "text_area", "multiselect", "checkbox", "toggle")

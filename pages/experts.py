@@ -1,0 +1,80 @@
+"""Heads as experts: on the real models, which heads do a linguistic job (pronoun → antecedent,
+verb → subject), scored over built-in sentences (classroom/experts.py)."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from classroom.experts import TASKS
+from ui import state
+from ui.compute import current_source, md_escape
+from ui.experts import expert_scores, load_error, real_models, title
+from ui.show import show_fig
+from viz.concepts import bar_compare, matrix_heatmap
+
+st.title("Heads as experts")
+st.markdown("Some heads of a trained model do a job you can name, beyond \"look one token back\". "
+            "Here every head of a real pretrained model is scored on a small set of built-in sentences: "
+            "how much attention the **query word** (a pronoun, a verb) gives to the word it depends on "
+            "(its antecedent, its subject).")
+
+names = real_models()
+src = current_source()
+state.bound("ex_model", src.name if src.kind == "pretrained" and src.name in names else names[0])
+state.fix("ex_model", names)
+name = st.selectbox("Model", names, key="ex_model", format_func=title,
+                    help="Real models only: the teaching models' 309-word vocabulary has none of these sentences' words.")
+state.bound("ex_task", next(iter(TASKS)))
+state.fix("ex_task", list(TASKS))
+task = st.segmented_control("Job", list(TASKS), key="ex_task") or next(iter(TASKS))
+
+err = load_error(name)
+if err:
+    st.error(err)
+    st.stop()
+res = expert_scores(name, task)
+L, H = res.score.shape
+top = res.top(10)
+best_l, best_h, best_s, best_hit = top[0]
+st.markdown(f"**Best head: layer {best_l}, head {best_h}.** Over {len(res.sentences)} sentences its query word gives "
+            f"the target word **{best_s:.2f}** of its attention on average (a head spreading evenly would give "
+            f"{res.baseline:.2f}), and the target is its strongest link in **{best_hit:.0%}** of the sentences.")
+c1, c2 = st.columns([3, 2])
+with c1:
+    show_fig(matrix_heatmap(res.score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
+                            colorscale="Viridis", zmid=None, zmin=0, zmax=max(1e-9, float(res.score.max())),
+                            annotate=H * L <= 96, row_title="layer", col_title="head", value_name="mean weight",
+                            title=f"{task}: mean attention weight, query → target ({L} layers × {H} heads)",
+                            height=max(320, 22 * L + 120)),
+             "ex_grid", table=pd.DataFrame(res.score, index=[f"layer {l}" for l in range(L)],
+                                           columns=[f"head {h}" for h in range(H)]),
+             alt="One cell per head: the mean over the sentences of the weight the query word gives the target word.")
+with c2:
+    table = pd.DataFrame([{"layer": l, "head": h, "score": s, "hit rate": hit, "score, target ≥ 2 back": res.far[l, h],
+                           "weight on the previous token": res.previous[l, h]} for l, h, s, hit in top])
+    table.index = range(1, len(table) + 1)
+    st.dataframe(table.style.format({"score": "{:.3f}", "hit rate": "{:.0%}", "score, target ≥ 2 back": "{:.3f}",
+                                     "weight on the previous token": "{:.3f}"}), width="stretch")
+    st.caption("Top 10 heads. **Score**: mean weight query → target. **Hit rate**: share of sentences where the target "
+               "gets the head's largest weight among the ordinary tokens ([CLS]/[SEP], the query itself"
+               + (" and the first token, where causal models park spare weight," if "SmolLM2" in title(name) else "")
+               + " left out). The last two columns separate a real expert from a position rule: the target sits "
+               f"{min(res.distances)}–{max(res.distances)} tokens before the query, so a previous-token head scores "
+               "high on the previous token, not on the target.")
+
+st.subheader("The sentences")
+state.bound("ex_head", f"L{best_l} H{best_h}")
+options = [f"L{l} H{h}" for l, h, _, _ in top]
+state.fix("ex_head", options)
+pick = st.selectbox("Head", options, key="ex_head")
+pl, ph = (int(x[1:]) for x in pick.split())
+rows = []
+for (sentence, query, target), w, d in zip(TASKS[task], res.per_sentence[:, pl, ph], res.distances):
+    rows.append({"sentence": sentence, "query": query, "target": target, "tokens back": d, "weight": float(w)})
+df = pd.DataFrame(rows)
+show_fig(bar_compare([f"{r['query']} → {r['target']}" for r in rows], {"weight": df["weight"].to_numpy()},
+                     tokens=True, text_format=".2f", yaxis="attention weight", height=320,
+                     title=f"Layer {pl}, head {ph}: weight from the query word to its target, sentence by sentence"),
+         "ex_sentences", table=df)
+st.dataframe(df.style.format({"weight": "{:.3f}"}), width="stretch", hide_index=True)
+st.caption("Built-in sentences (fixed, so the scores can be checked). Switch the Model box in the sidebar to "
+           f"{md_escape(title(name))} and open Attention heads to see this head on your own sentence.")

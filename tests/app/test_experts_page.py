@@ -1,0 +1,41 @@
+"""The Heads-as-experts page (issue 22 point 7): every head of the real models scored on the
+built-in sentences; the grid and the top-10 table show classroom.experts' numbers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from classroom import experts
+from model.pretrained import load_pretrained
+from tests.helpers import app_test, decode, errors, figures
+
+PAGE = "pages/experts.py"
+
+
+def open_page(**params):
+    at = app_test(default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not errors(at), errors(at)
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+@pytest.mark.parametrize("name,causal", [("minilm-l6", False), ("smollm2-135m", True)])
+def test_the_page_scores_every_head_of_a_real_model(name, causal):
+    try:
+        model, tok = load_pretrained(name)
+    except ModuleNotFoundError as e:
+        pytest.skip(str(e))
+    at = open_page(ex_model=name, ex_task="verb → subject")
+    want = experts.find_experts(model, tok, "verb → subject", causal=causal)
+    grid = next(f for f in figures(at) if "mean attention weight" in str(f["layout"]["title"]))
+    np.testing.assert_allclose(decode(grid["data"][0]["z"]), want.score, atol=1e-6)
+    table = next(d.value for d in at.dataframe if "hit rate" in d.value.columns)
+    l, h, s, hit = want.top(1)[0]
+    assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == (l, h)
+    assert table.iloc[0]["score"] == pytest.approx(s)
+    assert f"layer {l}, head {h}" in " ".join(m.value for m in at.markdown)
+    assert at.selectbox(key="ex_head").value == f"L{l} H{h}"
