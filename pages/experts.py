@@ -38,26 +38,28 @@ best_l, best_h, best_s, best_hit = top[0]
 st.markdown(f"**Best head: layer {best_l}, head {best_h}.** Over {len(res.sentences)} sentences its query word gives "
             f"the target word **{best_s:.2f}** of its attention on average (a head spreading evenly would give "
             f"{res.baseline:.2f}), and the target is its strongest link in **{best_hit:.0%}** of the sentences.")
-c1, c2 = st.columns([3, 2])
+c1, c2 = st.columns([1, 1])
 with c1:
     show_fig(matrix_heatmap(res.score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
                             colorscale="Viridis", zmid=None, zmin=0, zmax=max(1e-9, float(res.score.max())),
                             annotate=H * L <= 96, row_title="layer", col_title="head", value_name="mean weight",
-                            title=f"{task}: mean attention weight, query → target ({L} layers × {H} heads)",
+                            title=f"Mean attention weight, query → target ({L} × {H} heads)",
                             height=max(320, 22 * L + 120)),
              "ex_grid", table=pd.DataFrame(res.score, index=[f"layer {l}" for l in range(L)],
                                            columns=[f"head {h}" for h in range(H)]),
              alt="One cell per head: the mean over the sentences of the weight the query word gives the target word.")
 with c2:
-    table = pd.DataFrame([{"layer": l, "head": h, "score": s, "hit rate": hit, "score, target ≥ 2 back": res.far[l, h],
-                           "weight on the previous token": res.previous[l, h]} for l, h, s, hit in top])
+    table = pd.DataFrame([{"layer": l, "head": h, "score": s, "hit rate": hit, "far score": res.far[l, h],
+                           "prev-token weight": res.previous[l, h]} for l, h, s, hit in top])
     table.index = range(1, len(table) + 1)
-    st.dataframe(table.style.format({"score": "{:.3f}", "hit rate": "{:.0%}", "score, target ≥ 2 back": "{:.3f}",
-                                     "weight on the previous token": "{:.3f}"}), width="stretch")
+    st.dataframe(table.style.format({"score": "{:.3f}", "hit rate": "{:.0%}", "far score": "{:.3f}",
+                                     "prev-token weight": "{:.3f}"}), width="stretch")
     st.caption("Top 10 heads. **Score**: mean weight query → target. **Hit rate**: share of sentences where the target "
                "gets the head's largest weight among the ordinary tokens ([CLS]/[SEP], the query itself"
                + (" and the first token, where causal models park spare weight," if "SmolLM2" in title(name) else "")
-               + " left out). The last two columns separate a real expert from a position rule: the target sits "
+               + " left out). **Far score**: the score over the sentences whose target is 2 or more tokens back. "
+               "**Prev-token weight**: the weight on the token just before the query. These two separate a real expert "
+               "from a position rule: the target sits "
                f"{min(res.distances)}–{max(res.distances)} tokens before the query, so a previous-token head scores "
                "high on the previous token, not on the target.")
 
