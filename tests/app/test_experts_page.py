@@ -31,7 +31,7 @@ def test_the_page_scores_every_head_of_a_real_model(name, causal):
         pytest.skip(str(e))
     at = open_page(ex_model=name, ex_task="verb → subject")
     want = experts.find_experts(model, tok, "verb → subject", causal=causal)
-    grid = next(f for f in figures(at) if "mean attention weight" in str(f["layout"]["title"]))
+    grid = next(f for f in figures(at) if "Mean attention weight" in str(f["layout"]["title"]))
     np.testing.assert_allclose(decode(grid["data"][0]["z"]), want.score, atol=1e-6)
     table = next(d.value for d in at.dataframe if "hit rate" in d.value.columns)
     l, h, s, hit = want.top(1)[0]
