@@ -19,7 +19,7 @@ cfg = run.cfg
 
 sites = {} if run.trace.embeddings.ln is None else {"embeddings · LN": run.trace.embeddings.ln}  # BERT
 sites |= {f"layer {l} · {name}": norm for l, block in enumerate(run.trace.layers)
-         for name, norm in (("ln1", block.ln1), ("ln2", block.ln2))}  # label -> LayerNormTrace
+         for name, norm in (("ln1", block.ln1), ("ln2", block.ln2)) if norm is not None}  # label -> LayerNormTrace
 if run.trace.final_ln is not None:
     sites["final LN"] = run.trace.final_ln
 where = list(sites)
@@ -29,34 +29,65 @@ choice = st.selectbox("Layer norm", where, key="ln_where",
                       help="pre-LN: ln1 feeds attention, ln2 feeds the FFN. post-LN: ln1 follows x + attention, ln2 follows + FFN. "
                            "embeddings · LN (BERT): normalises token + position + type before block 0.")
 st.caption(f"This model's ε = {cfg.ln_eps:g}" + (" (BERT's; PyTorch's default is 1e-5)." if cfg.ln_eps != 1e-5 else "."))
-norm = sites[choice]  # LayerNormTrace (numpy, B = 1), computed by model.layers.layer_norm
+norm = sites[choice]  # LayerNormTrace or NormTrace (numpy, B = 1), computed by model.layers
 x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D)
-mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)
-mean_n, var_n = analysis.token_stats(x_norm)
-mean_o, var_o = analysis.token_stats(x_out)
-stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
-                      "var after (normalized)": var_n, "mean after γ, β": mean_o, "var after γ, β": var_o},
-                     index=token_labels(run.labels, plain=True))
-c1, c2 = st.columns(2)
-with c1:
-    show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": mean_n}, title="Per-token mean: before vs after LN",
-                         yaxis="mean"), "ln_means", table=stats, alt="After normalization every token's mean is 0.")
-with c2:
-    show_fig(bar_compare(run.labels, {"variance before": var_in, "variance after": var_n},
-                         title="Per-token variance: before vs after LN", yaxis="variance (biased)"),
-             "ln_vars", table=stats, alt="After normalization every token's variance is 1 (up to ε).")
-st.dataframe(stats.style.format("{:.4f}"), width="stretch")
-h1, h2 = st.columns(2)
-with h1:
-    show_fig(histogram_compare({"before LN (input)": x_in.ravel(), "after LN (normalized)": x_norm.ravel()},
-                               title="All values of all tokens"), "ln_hist",
-             table=pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
-gamma, beta = norm.gamma, norm.beta  # (D,)
-with h2:
-    show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": gamma, "β (shift)": beta}, title="Learned γ and β per feature",
-                        xaxis="feature", yaxis="value", markers=False),
-             "ln_gamma_beta", table=pd.DataFrame({"gamma": gamma, "beta": beta}),
-             alt="Fresh weights start at γ = 1, β = 0; training moves them.")
+idx = token_labels(run.labels, plain=True)
+if getattr(norm, "kind", "") == "rmsnorm":  # Llama-style (SmolLM2): RMSNorm, no mean, no shift
+    st.info("This model uses **RMSNorm** (Llama, SmolLM2): y = γ · x / √(mean(x²) + ε). It skips layer norm's mean "
+            "subtraction and its shift β: each token's vector is only rescaled to root-mean-square 1. Cheaper, and "
+            "in practice as stable.", icon=":material/info:")
+    rms_in = np.sqrt(norm.mean_sq[0, :, 0])  # (T,) the root mean square each token is divided by
+    rms_n = np.sqrt((x_norm.astype(np.float64) ** 2).mean(-1))  # (T,) 1 up to ε
+    mean_in = x_in.astype(np.float64).mean(-1)  # (T,) kept: RMSNorm does not remove it
+    stats = pd.DataFrame({"mean(x²) before": norm.mean_sq[0, :, 0], "RMS before": rms_in, "RMS after (normalized)": rms_n,
+                          "mean before": mean_in, "mean after (normalized)": x_norm.astype(np.float64).mean(-1)},
+                         index=idx)
+    c1, c2 = st.columns(2)
+    with c1:
+        show_fig(bar_compare(run.labels, {"RMS before": rms_in, "RMS after": rms_n}, title="Per-token RMS: before vs after RMSNorm",
+                             yaxis="root mean square"), "ln_vars", table=stats,
+                 alt="After RMSNorm every token's root mean square is 1 (up to ε).")
+    with c2:
+        show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": stats["mean after (normalized)"].to_numpy()},
+                             title="Per-token mean: RMSNorm does not centre", yaxis="mean"), "ln_means", table=stats,
+                 alt="Unlike layer norm, the mean is only rescaled, not removed.")
+    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
+    h1, h2 = st.columns(2)
+    with h1:
+        show_fig(histogram_compare({"before (input)": x_in.ravel(), "after RMSNorm (normalized)": x_norm.ravel()},
+                                   title="All values of all tokens"), "ln_hist",
+                 table=lambda: pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
+    with h2:
+        show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": norm.gamma}, title="Learned γ per feature (no β)",
+                            xaxis="feature", yaxis="value", markers=False),
+                 "ln_gamma_beta", table=pd.DataFrame({"gamma": norm.gamma}))
+else:
+    mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)
+    mean_n, var_n = analysis.token_stats(x_norm)
+    mean_o, var_o = analysis.token_stats(x_out)
+    stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
+                          "var after (normalized)": var_n, "mean after γ, β": mean_o, "var after γ, β": var_o},
+                         index=idx)
+    c1, c2 = st.columns(2)
+    with c1:
+        show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": mean_n}, title="Per-token mean: before vs after LN",
+                             yaxis="mean"), "ln_means", table=stats, alt="After normalization every token's mean is 0.")
+    with c2:
+        show_fig(bar_compare(run.labels, {"variance before": var_in, "variance after": var_n},
+                             title="Per-token variance: before vs after LN", yaxis="variance (biased)"),
+                 "ln_vars", table=stats, alt="After normalization every token's variance is 1 (up to ε).")
+    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
+    h1, h2 = st.columns(2)
+    with h1:
+        show_fig(histogram_compare({"before LN (input)": x_in.ravel(), "after LN (normalized)": x_norm.ravel()},
+                                   title="All values of all tokens"), "ln_hist",
+                 table=lambda: pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
+    gamma, beta = norm.gamma, norm.beta  # (D,)
+    with h2:
+        show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": gamma, "β (shift)": beta}, title="Learned γ and β per feature",
+                            xaxis="feature", yaxis="value", markers=False),
+                 "ln_gamma_beta", table=pd.DataFrame({"gamma": gamma, "beta": beta}),
+                 alt="Fresh weights start at γ = 1, β = 0; training moves them.")
 
 st.subheader("The residual stream across layers")
 names, norms = analysis.residual_norms(run.trace)

@@ -4,13 +4,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
+from classroom import analysis, rope
 from classroom.text import token_label, token_labels
 from ui import state
 from ui.compute import comparison_position_table, current_run, md_escape
 from ui.demos import positions_matter
 from ui.show import matrix_table, show_fig
-from viz.concepts import matrix_heatmap, pe_curves, two_heatmaps
+from viz.concepts import line_chart, matrix_heatmap, pe_curves, two_heatmaps
+from viz.rope import rope_pairs
 
 st.title("Positional encoding")
 st.caption("Attention by itself ignores order. Each position gets a vector that is added to the token "
@@ -20,6 +21,54 @@ cfg = run.cfg
 D = cfg.d_model
 n_pos = min(cfg.max_len, 128)
 pe = analysis.pe_table(n_pos, D)
+
+if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and k inside every head
+    st.subheader("This model's positions: rotary (RoPE)")
+    st.markdown("Nothing is added to the token embeddings. Instead, in every attention head, each query and key "
+                f"vector is cut into {cfg.d_k // 2} pairs of numbers, and pair i is **rotated** by the angle "
+                f"position × θ^(−2i/d_k) (θ = {cfg.rope_theta:,.0f} here). Rotating q by m and k by n changes "
+                "their dot product only through m − n: attention scores see relative positions.")
+    r1, r2, r3 = st.columns(3)
+    state.bound("pe_rope_layer", 0)
+    state.fix("pe_rope_layer", list(range(cfg.n_layers)))
+    rl = r1.selectbox("Layer", list(range(cfg.n_layers)), key="pe_rope_layer")
+    state.bound("pe_rope_head", 0)
+    state.fix("pe_rope_head", list(range(cfg.n_heads)))
+    rh = r2.selectbox("Head", list(range(cfg.n_heads)), key="pe_rope_head")
+    state.bound("pe_rope_token", run.T - 1)
+    state.fix("pe_rope_token", list(range(run.T)), run.T - 1)
+    rt = r3.selectbox("Token", list(range(run.T)), key="pe_rope_token",
+                      format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+    at = run.trace.layers[rl].attn  # AttentionTrace (numpy, B = 1)
+    q_pre, q_post = at.q_pre_rope[0, rh, rt], at.q[0, rh, rt]  # (d_k,) before / after rotation
+    half = cfg.d_k // 2
+    pairs = sorted({0, 1, half // 4, half // 2, half - 1})
+    rows = rope.pair_rotation(q_pre, q_post, pairs)
+    show_fig(rope_pairs(rows, title=f"Query of token {rt} (position {rt}), layer {rl}, head {rh}: pairs before → after "
+                                    "rotation"),
+             "pe_rope_pairs", table=pd.DataFrame([{"pair": r["pair"], "dims": f"{r['dims'][0]}, {r['dims'][1]}",
+                                                    "angle turned (°)": r["angle_deg"], "length before": r["norm_before"],
+                                                    "length after": r["norm_after"]} for r in rows]).set_index("pair"),
+             alt="Fast pairs (low i) turn a lot per position, slow pairs hardly move; every length stays the same.")
+    kv = int(at.kv_head[rh]) if at.kv_head is not None else rh
+    kt = max(0, rt - 1)
+    rel = rope.relative_scores(q_pre, at.k_pre_rope[0, kv, kt], 32, cfg.rope_theta)
+    st.markdown(f"**Measured: the score depends on m − n only.** Take this query vector and the key of token {kt} "
+                f"(K/V head {kv}), both before rotation, and rotate them to every pair of positions m, n = 0 … 31 with "
+                f"the model's own rotary code. Along each diagonal (m − n fixed) the score varies by at most "
+                f"**{rel['spread']:.1e}** (float32 rounding), while across diagonals it ranges over **{rel['range']:.2f}**.")
+    g1, g2 = st.columns(2)
+    with g1:
+        show_fig(matrix_heatmap(rel["S"], [f"m={m}" for m in range(32)], [f"n={n}" for n in range(32)], tokens_rows=False,
+                                annotate=False, colorscale="Viridis", zmid=None, row_title="query position m",
+                                col_title="key position n", value_name="score",
+                                title="rot(q, m) · rot(k, n): constant along diagonals", height=380),
+                 "pe_rope_S", table=pd.DataFrame(rel["S"]))
+    with g2:
+        show_fig(line_chart(rel["offsets"], {"score": rel["by_offset"]}, title="The same score as a function of m − n",
+                            xaxis="m − n (query position − key position)", yaxis="q·k", markers=False, height=380),
+                 "pe_rope_offset", table=pd.DataFrame({"m − n": rel["offsets"], "score": rel["by_offset"]}))
+    st.caption("Below: the 2017 paper's sinusoidal table, for comparison (this model does not add it).")
 
 st.subheader("The sinusoidal table")
 dim_opts = list(range(D))
@@ -122,7 +171,7 @@ show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned:
          alt="Sinusoidal: a smooth band along the diagonal (near positions are similar, by construction). "
              "A trained table shows a band only where training has put one; a random one shows none.")
 
-if run.source is not None and run.source.kind == "pretrained":  # a real model's whole learned table
+if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encoding == "learned":  # a real model's whole learned table
     full, _, _ = comparison_position_table(run.source, cfg.max_len)  # (max_len, D)
     st.subheader(f"This model's learned position embeddings: all {full.shape[0]} × {D}")
     st.caption("Trained, not computed from a formula: one row per position the model can read. Rows that look "

@@ -36,7 +36,7 @@ CHECKPOINTS = checkpoint.CHECKPOINT_DIR
 # The pretrained models the app offers. SmolLM2 (model.pretrained) has its engine, loader and tests,
 # but no page handles its RMSNorm traces or byte-level vocabulary yet (issue 18's app part): it stays
 # out of the Model list and out of links until then.
-PRETRAINED = {name: ALL_PRETRAINED[name] for name in ("minilm-l6",)}
+PRETRAINED = dict(ALL_PRETRAINED)
 DEFAULT_SOURCE = "causal-lm"
 
 
@@ -199,7 +199,7 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
                unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab, trace=tr.numpy(),
-               source=source, unk_token=tok.vocab[tok.unk_id],
+               source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
 
