@@ -22,6 +22,10 @@ THRESHOLDS = {"previous-token": 0.4, "self/diagonal": 0.4, "first-token sink": 0
               "next-token": 0.4, "[CLS]/[SEP] sink": 0.5}
 
 
+# A label whose deciding score is within this of its threshold is "borderline": it may flip on
+# another sentence (e.g. previous-token 0.46 on one and 0.39 on the next, against 0.4).
+BORDERLINE = 0.05
+
 # Short names for small thumbnails (the overview of a 12-head model): a tenth of the chart wide.
 SHORT = {"previous-token": "prev", "next-token": "next", "self/diagonal": "self", "first-token sink": "1st sink",
          "[CLS]/[SEP] sink": "CLS/SEP", "broad/uniform": "broad", "other": "other"}
@@ -35,6 +39,21 @@ class HeadPattern:
     scores: dict  # every kind's score
     nearest: str = ""  # the kind whose score came closest to (or furthest past) its threshold
 
+    @property
+    def margin(self) -> float:
+        """How far the deciding score is past its threshold (score − threshold of `nearest`): ≥ 0
+        for a labelled head, < 0 for "other". Near 0 the label could flip on another sentence."""
+        return self.score - THRESHOLDS[self.nearest] if self.nearest else 0.0
+
+    def runner_up(self) -> tuple[str, float]:
+        """The kind with the second-largest margin (score − threshold) and that margin."""
+        margins = sorted(((v - THRESHOLDS[k], k) for k, v in self.scores.items() if k != self.nearest), reverse=True)
+        return (margins[0][1], margins[0][0]) if margins else ("", float("nan"))
+
+    def borderline(self, within: float = BORDERLINE) -> bool:
+        """True when the label rests on a margin smaller than `within` (it may flip on another sentence)."""
+        return abs(self.margin) < within
+
     def title(self) -> str:
         """Short label for a chart title: "previous-token 0.72", or for a head that clears no
         threshold "other (broad/uniform 0.85 < 0.9)": the nearest kind, its score and threshold
@@ -44,10 +63,13 @@ class HeadPattern:
         return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g})"
 
     def short(self) -> str:
-        """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"."""
+        """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"; "≈" marks a borderline label
+        (margin under BORDERLINE: "prev ≈.42"). Too narrow for an "other" head's nearest pattern:
+        the overview's table gives it."""
+        mark = "≈" if self.borderline() else ""
         if self.kind == "other":
             return "other"
-        return f"{SHORT[self.kind]} {self.score:.2f}".replace(" 0.", " .")
+        return f"{SHORT[self.kind]} {mark}{self.score:.2f}".replace(" 0.", " .").replace("≈0.", "≈.")
 
 
 def pattern_scores_all(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, np.ndarray]:

@@ -1,35 +1,68 @@
-"""All layers x all heads as thumbnails, each labelled with its dominant pattern."""
+"""All layers x all heads as thumbnails, each labelled with its dominant pattern (deep models: a
+page of layers at a time)."""
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.patterns import THRESHOLDS, label_heads
+from model.patterns import BORDERLINE, THRESHOLDS, label_heads
+from ui import state
 from ui.compute import current_run, layer_allowed
 from ui.sidebar import example_buttons
 from ui.show import download_npz, show_fig
 from viz.attention import overview_grid
 
+PER_PAGE = 6  # layers per page on deep models (SmolLM2: 30 layers × 9 heads = 5 pages of 54 thumbnails)
+
 st.title("All heads overview")
 example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
-w = np.stack([block.attn.weights[0] for block in run.trace.layers])  # (L, H, T, T)
-allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in range(L)])
-pats = label_heads(w, run.special_keys)  # [layer][head] -> HeadPattern
-# thumbnails are small: "other" heads show the kind only (the table says which pattern came closest)
-subtitles = [f"L{l} H{h}: {p.kind}" + (f" {p.score:.2f}" if p.kind != "other" else "") if H <= 6 else
-             f"L{l} H{h}<br>{p.short()}"  # many heads: narrow thumbnails, two short lines
-             for l in range(L) for h, p in enumerate(pats[l])]
-st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. The label under each title is the "
-           "head's dominant pattern (previous-token, next-token, self/diagonal, first-token sink, [CLS]/[SEP] "
-           "sink (models with those tokens), broad/uniform or other) with the score that decided it. A head is \"other\" when no score reaches its threshold; "
-           "the table below shows, for every head, the nearest pattern, its score and threshold, and all scores.")
-show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed), "overview_grid", filename="all_heads",
-         table=lambda: table, alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
-table = pd.DataFrame([{"layer": l, "head": h, "pattern": p.kind, "nearest pattern": p.nearest,
-                       "its score": round(p.score, 4), "threshold": THRESHOLDS[p.nearest],
-                       **{k: round(v, 4) for k, v in p.scores.items()}}
-                      for l in range(L) for h, p in enumerate(pats[l])])
+w_all = np.stack([block.attn.weights[0] for block in run.trace.layers])  # (L, H, T, T)
+pats = label_heads(w_all, run.special_keys)  # [layer][head] -> HeadPattern
+if L > PER_PAGE + 2:
+    groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
+    state.bound("ov_layers", groups[0])
+    state.fix("ov_layers", groups)
+    group = st.segmented_control("Layers", groups, key="ov_layers",
+                                 help=f"{L} layers × {H} heads = {L * H} heads, {PER_PAGE} layers at a time.") or groups[0]
+    first = groups.index(group) * PER_PAGE
+else:
+    first = 0
+shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
+w = w_all[shown.start:shown.stop]  # (L_shown, H, T, T)
+allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in shown])
+def wide_label(p) -> str:
+    """Few heads, wide thumbnails: the full pattern name ("previous-token ≈0.42", "other ≈self/diagonal")."""
+    mark = "≈" if p.borderline() else ""
+    return (f"{p.kind} {mark}{p.score:.2f}" if p.kind != "other" else
+            "other" + (f" {mark}{p.nearest}" if mark else ""))
+
+
+subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short()}"
+             for l in shown for h in range(H)]
+n_border = sum(p.borderline() for row in pats for p in row)
+st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thumbnail's title names the head and "
+           "its label: the pattern whose score clears its threshold by the most (prev = previous-token, next = "
+           "next-token, self = diagonal, 1st sink = first token, CLS/SEP = special tokens, broad = uniform), with "
+           f"that score; \"other\" when no score reaches its threshold. **≈** marks a borderline label (within "
+           f"{BORDERLINE} of its threshold, {n_border} of {L * H} heads here): another sentence may flip it. "
+           "Hover a thumbnail for the token pair and weight.")
+show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start),
+         "overview_grid", filename="all_heads", table=lambda: table,
+         alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
+rows = []
+for l in range(L):
+    for h, p in enumerate(pats[l]):
+        ru, ru_margin = p.runner_up()
+        rows.append({"layer": l, "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
+                     "its threshold": THRESHOLDS[p.nearest], "margin": round(p.margin, 4),
+                     "borderline": "≈" if p.borderline() else "", "runner-up": ru,
+                     "runner-up margin": round(ru_margin, 4), **{k: round(v, 4) for k, v in p.scores.items()}})
+table = pd.DataFrame(rows)
 st.subheader("Labels and scores")
+st.caption("Each pattern has its own threshold (broad/uniform needs 0.9, previous-token 0.4, …), so the label is "
+           "decided by the **margin** = score − threshold, not by the largest raw score: a head can have broad/uniform "
+           "0.55 (margin −0.35) and self/diagonal 0.26 (margin −0.14); both miss, and self/diagonal is the nearest. "
+           "The runner-up is the pattern with the next-largest margin. The last columns are every raw score.")
 st.dataframe(table, width="stretch", hide_index=True)
 download_npz(run)

@@ -113,15 +113,25 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
 
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
-                  allowed: np.ndarray | None = None, title: str = "") -> go.Figure:
-    """weights (L, H, Tq, Tk): every head of every layer as a small thumbnail (rows = layers)."""
+                  allowed: np.ndarray | None = None, title: str = "", labels: Sequence[str] | None = None,
+                  first_layer: int = 0) -> go.Figure:
+    """weights (L, H, Tq, Tk): every head of every layer as a small thumbnail (rows = layers).
+    labels (T tokens): shown on hover ("query 3:cat, key 1:the"), and as tick labels on the first
+    column and the bottom row when there are few tokens (≤ 12). first_layer: the number of the
+    first row (a page of a deep model shows layers first_layer … first_layer + L − 1)."""
     w = as_array(weights, 4, "weights", "(L, H, Tq, Tk)")
-    L, H = w.shape[:2]
+    L, H, Tq, Tk = w.shape
     if allowed is not None:
         allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), w.shape)
-    names = list(subtitles) if subtitles is not None else [f"L{l} H{h}" for l in range(L) for h in range(H)]
+    names = list(subtitles) if subtitles is not None else [f"L{first_layer + l} H{h}" for l in range(L) for h in range(H)]
     if len(names) != L * H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {L * H} heads; pass one per head")
+    if labels is not None:
+        check_labels(labels, Tq, "labels")
+        if Tq != Tk:
+            raise ValueError("labels need square (self-attention) weights: Tq == Tk")
+    cats = token_labels(labels) if labels is not None else None
+    ticks = cats is not None and Tq <= 12
     layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03, vspace=min(0.09, 0.45 / L),
                                   title_size=11 if H > 8 else 12 if H > 6 else 13)
     data = []
@@ -129,15 +139,29 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
         for h in range(H):
             xr, yr = refs[l * H + h]
             z = masked_z(w[l, h], None if allowed is None else allowed[l, h])
-            data.append(dict(type="heatmap", z=z, coloraxis="coloraxis", hoverongaps=False, name=f"L{l} H{h}",
-                             xaxis=xr, yaxis=yr, hovertemplate=f"layer {l} head {h}<br>query %{{y}}<br>key %{{x}}"
-                                                 "<br>weight %{z:.4f}<extra></extra>"))
+            trace = dict(type="heatmap", z=z, coloraxis="coloraxis", hoverongaps=False,
+                         name=f"L{first_layer + l} H{h}", xaxis=xr, yaxis=yr,
+                         hovertemplate=f"layer {first_layer + l} head {h}<br>query %{{y}}<br>key %{{x}}"
+                                       "<br>weight %{z:.4f}<extra></extra>")
+            if cats is not None:
+                trace.update(x=cats, y=cats)
+            data.append(trace)
     axes(layout, y_autorange="reversed", y_showticklabels=False, x_showticklabels=False)
+    if ticks:
+        for i, (xr, yr) in enumerate(refs):
+            l, h = divmod(i, H)
+            tick = dict(showticklabels=True, tickfont=dict(size=9), type="category")
+            if h == 0:
+                layout["yaxis" + yr[1:]].update(tick)
+            if l == L - 1:
+                layout["xaxis" + xr[1:]].update(tick, tickangle=-60)
     side = 260 if H <= 4 else 200 if H <= 8 else 125  # 12 heads: thumbnails about as tall as wide
+    left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
+    bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
-                  height=max(300, L * side + 80), margin=dict(l=10, r=10, t=60 if title else 40, b=10))
+                  height=max(300, L * side + 80 + bottom), margin=dict(l=left, r=10, t=60 if title else 40, b=bottom))
     return figure(data, layout)
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from model.config import ModelConfig
-from model.patterns import label_head
+from model.patterns import THRESHOLDS, label_head
 from model.transformer import Transformer
 from tests.helpers import app_test, decode, errors, figures
 from ui import compute, state
@@ -191,13 +191,28 @@ def test_overview_thumbnails_and_labels():
         z = decode(t["z"])
         np.testing.assert_allclose(np.nan_to_num(z), w, rtol=1e-5, atol=1e-6)
         p = label_head(w)
-        assert titles[i] == f"L{l} H{h}: {p.kind}" + (f" {p.score:.2f}" if p.kind != "other" else "")
+        mark = "≈" if p.borderline() else ""
+        assert titles[i] == f"L{l} H{h}: " + (f"{p.kind} {mark}{p.score:.2f}" if p.kind != "other"
+                                              else "other" + (f" {mark}{p.nearest}" if mark else ""))
+        assert heat[i]["x"] == heat[i]["y"] and len(heat[i]["x"]) == w.shape[0]  # token labels on hover
     table = at.dataframe[0].value
-    assert list(table["pattern"]) == [label_head(tr.layers[l].attn.weights[0, h].numpy()).kind
-                                      for l in range(3) for h in range(2)]
-    other = table["pattern"] == "other"
-    assert (table.loc[other, "its score"] < table.loc[other, "threshold"]).all()
-    assert (table.loc[~other, "its score"] >= table.loc[~other, "threshold"]).all()
+    assert list(table["label"]) == [label_head(tr.layers[l].attn.weights[0, h].numpy()).kind
+                                    for l in range(3) for h in range(2)]
+    # Issue 21 point 8: the label follows from the scores shown beside it. Recomputed here from the
+    # raw score columns and the thresholds: the label is the pattern with the largest score − threshold.
+    kinds = list(THRESHOLDS)
+    for _, row in table.iterrows():
+        margins = {k: row[k] - THRESHOLDS[k] for k in kinds}
+        best = max(margins, key=margins.get)
+        assert row["decided by"] == best
+        assert row["label"] == (best if margins[best] >= 0 else "other")
+        assert row["margin"] == pytest.approx(margins[best], abs=1e-3)
+        assert row["its threshold"] == THRESHOLDS[best]
+        second = sorted(margins.values())[-2]
+        assert row["runner-up margin"] == pytest.approx(second, abs=1e-3)
+        assert (row["borderline"] == "≈") == (abs(margins[best]) < 0.05)
+    caption = " ".join(c.value for c in at.caption)
+    assert "title names the head and its label" in caption and "under each title" not in caption
 
 
 def test_causal_vs_bidirectional_difference():
@@ -370,5 +385,5 @@ def test_overview_shows_a_pattern_planted_at_one_layer_and_head(monkeypatch):
     # exactly that cell: no other thumbnail and no other table row says previous-token
     assert [i for i, t in enumerate(titles) if "previous-token" in t] == [cell]
     table = at.dataframe[0].value
-    hits = table[table["pattern"] == "previous-token"]
+    hits = table[table["label"] == "previous-token"]
     assert list(zip(hits["layer"], hits["head"])) == [(PL, PH)]
