@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
+from classroom import analysis, gqa
 from classroom.text import token_label, token_labels
 from model.config import PRESETS, param_count
 from ui import state
@@ -23,6 +23,20 @@ st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {wi
            "another width d_v (fresh weights: “d_v” in the sidebar), which sets the width of Z_j and of W_O's input.")
 st.dataframe(pd.DataFrame(analysis.shape_rows(cfg, T)).set_index("step"), width="stretch")
 
+if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 K/V heads)
+    st.subheader("Grouped-query attention: query heads share keys and values")
+    share = gqa.groups(run.trace.layers[0].attn.kv_head)
+    st.markdown(f"This model has **{H} query heads but only {cfg.kv_heads} key/value heads**: Q is T × {H} × {dk}, "
+                f"K and V are T × {cfg.kv_heads} × {dk}. Each K/V head serves {H // cfg.kv_heads} query heads, which "
+                "still score and weight the keys in their own way (their queries differ). "
+                + "; ".join(f"K/V head {k} → query heads {', '.join(map(str, qs))}" for k, qs in share.items()) + ".")
+    sv = pd.DataFrame(gqa.savings(cfg)).set_index("variant")
+    st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}",
+                                  sv.columns[-1]: "{:,.1f}"}), width="stretch")
+    st.caption(f"What sharing saves: the KV cache that generation keeps (2 × {cfg.n_layers} layers × K/V heads × "
+               f"{dk} × 4 bytes per token) is {H // cfg.kv_heads}× smaller, and so are the K and V projections. "
+               "Llama 2/3, Mistral and SmolLM2 use it; one K/V head for all (multi-query attention) is the extreme.")
+
 layers, heads = list(range(cfg.n_layers)), list(range(H))
 for key, opts, dflt in (("mh_layer", layers, 0), ("mh_head", heads, 0), ("mh_token", list(range(T)), T - 1)):
     state.bound(key, dflt)
@@ -35,11 +49,13 @@ ti = c3.selectbox("Token", list(range(T)), key="mh_token", format_func=lambda i:
 attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B = 1)
 width = max(dk, dv)  # q, k have d_k numbers, v has d_v (blank cells when they differ)
 qkv = np.full((3, width), np.nan)
-qkv[0, :dk], qkv[1, :dk], qkv[2, :dv] = attn.q[0, head, ti], attn.k[0, head, ti], attn.v[0, head, ti]
+kv = head if attn.kv_head is None else int(attn.kv_head[head])  # grouped-query: the K/V head this query head reads
+qkv[0, :dk], qkv[1, :dk], qkv[2, :dv] = attn.q[0, head, ti], attn.k[0, kv, ti], attn.v[0, kv, ti]
 dcols = [str(j) for j in range(width)]
 show_fig(matrix_heatmap(qkv, ["q", "k", "v"], dcols, tokens_rows=False, annotate=width <= 16,
                         title=f"Q, K, V of token {ti} in head {head} (length d_k = {dk}"
-                              + (")" if dv == dk else f"; v: d_v = {dv})"), col_title="dimension",
+                              + (")" if dv == dk else f"; v: d_v = {dv})")
+                              + ("" if kv == head else f"; k, v from K/V head {kv}"), col_title="dimension",
                         height=260), "mh_qkv", table=pd.DataFrame(qkv, index=["q", "k", "v"]))
 st.markdown(f"Token **{md_escape(run.labels[ti])}**: q·k with every key gives this head's scores row; "
             "its weights mix the v vectors into row "

