@@ -101,9 +101,29 @@ def fresh_tokenizer() -> Tokenizer:
     return Tokenizer.build([state.DEFAULT_TEXT, "the cat sat on the mat . a dog ran to the park ."], add_bos=True)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the pretrained model (MiniLM-L6: 91 MB of weights "
-                                                 "from its installed package, checked and mapped to the engine)…")
+LOADING = {  # what the spinner says while a pretrained model loads (once per server process)
+    "minilm-l6": "Loading MiniLM-L6 (91 MB of weights from its installed package, checked and mapped to the engine)…",
+    "smollm2-135m": "Loading SmolLM2-135M: dequantizing 134.5M parameters from its GGUF file to float32 (about 5 s, "
+                    "once per server; every session then shares them)…",
+}
+
+
 def pretrained_model(name: str) -> tuple[Transformer, Tokenizer]:
+    """_pretrained_model with a spinner naming the model and what loading it does (cold loads only:
+    a cached model returns before the spinner would show)."""
+    if name in _loaded:  # warm: no spinner machinery on every rerun
+        return _pretrained_model(name)
+    with st.spinner(LOADING.get(name, f"Loading {name}…"), show_time=True):
+        out = _pretrained_model(name)
+    _loaded.add(name)
+    return out
+
+
+_loaded: set[str] = set()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _pretrained_model(name: str) -> tuple[Transformer, Tokenizer]:
     """A PRETRAINED model, loaded once per process (model.pretrained.load_pretrained). Raises
     ModuleNotFoundError (naming the install command) or ValueError (a damaged file, named): the
     sidebar shows the message and falls back to the default model. Failures are not cached."""
