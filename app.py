@@ -30,6 +30,7 @@ PAGES = [
     ("Concepts", "pages/cost.py", "Cost of attention", "cost", ":material/timer:"),
     ("Concepts", "pages/gradients.py", "Gradients you can see", "gradients", ":material/trending_down:"),
     ("Models", "pages/encoder-decoder.py", "Encoder–decoder", "encoder-decoder", ":material/sync_alt:"),
+    ("Models", "pages/generate.py", "Generate text", "generate", ":material/edit_note:"),
     ("Models", "pages/train.py", "Train a model", "train", ":material/model_training:"),
     ("Classroom", "pages/calculator.py", "Calculator", "calculator", ":material/calculate:"),
     ("Classroom", "pages/lesson.py", "Lesson mode", "lesson", ":material/school:"),

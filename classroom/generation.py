@@ -1,0 +1,139 @@
+"""Generation step by step for the Generate page (issue 18 point 5): a session that holds the
+prompt, the KV cache and one record per generated token. Pure Python over model.generate.
+
+    gen = Session.start(model, prompt_ids, settings)   # runs the prompt once (traced)
+    gen = gen.step(model)                               # picks a token, runs only it (KV cache)
+
+Each record keeps what the page shows for that step: the top-k of the distribution the token was
+drawn from, the token, its probability under the model (temperature 1) and under the sampling
+rule, the new token's attention over the context in every layer and head, and the cache's size.
+Sessions are immutable (a step returns a new one): a page can keep them in session state and
+several sessions share one read-only model.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from model.generate import KVCache, generate_step, greedy, kv_cache_bytes_per_token, next_token_probs
+
+STRATEGIES = ("greedy", "sample")
+
+
+@dataclass(frozen=True)
+class Settings:
+    strategy: str = "greedy"  # "greedy" | "sample"
+    temperature: float = 1.0  # sampling only
+    top_k: int | None = None  # sampling only: keep the k most likely tokens
+    top_p: float | None = None  # sampling only: keep the smallest set reaching this mass
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+
+    def distribution(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution the next token is drawn from, (V,) (greedy: all mass on the argmax)."""
+        if self.strategy == "greedy":
+            return next_token_probs(logits, temperature=0)
+        return next_token_probs(logits, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+
+@dataclass(frozen=True)
+class Record:
+    token: int  # the chosen id
+    p_model: float  # p(x_t | x_<t) under the model (softmax of the logits, temperature 1)
+    p_rule: float  # its probability under the sampling rule (greedy: 1)
+    top_ids: np.ndarray  # (k,) the model's most likely next tokens at this step
+    top_p: np.ndarray  # (k,) their model probabilities
+    attention: np.ndarray  # (L, H, T_ctx) the new token's attention over the context, once it is fed in
+    cache_bytes: int  # KV cache after feeding the token
+    context: int  # positions in the cache after feeding the token
+
+    @property
+    def logp(self) -> float:
+        return math.log(max(self.p_model, 1e-300))
+
+
+@dataclass(frozen=True)
+class Session:
+    prompt: tuple[int, ...]
+    settings: Settings
+    records: tuple[Record, ...]
+    logits: torch.Tensor  # (V,) the model's logits for the next token
+    cache: KVCache
+    prompt_attention: np.ndarray  # (L, H, T_prompt) the prompt's last token over the prompt
+    rng_state: torch.Tensor = field(repr=False)  # the seeded generator's state (reproducible draws)
+
+    @classmethod
+    def start(cls, model, prompt_ids: list[int], settings: Settings) -> "Session":
+        if not prompt_ids:
+            raise ValueError("the prompt must hold at least one token")
+        st = generate_step(model, torch.tensor([list(prompt_ids)]), None, record=True)
+        att = np.stack([lt.attn.weights[0, :, -1].numpy() for lt in st.trace.layers])  # (L, H, T)
+        g = torch.Generator().manual_seed(int(settings.seed))
+        return cls(prompt=tuple(int(i) for i in prompt_ids), settings=settings, records=(),
+                   logits=st.logits[0, -1].clone(), cache=st.cache, prompt_attention=att, rng_state=g.get_state())
+
+    @property
+    def ids(self) -> list[int]:
+        return list(self.prompt) + [r.token for r in self.records]
+
+    def next_distribution(self) -> torch.Tensor:
+        """(V,) what the next token will be drawn from."""
+        return self.settings.distribution(self.logits)
+
+    def model_probs(self) -> torch.Tensor:
+        """(V,) the model's own next-token distribution (softmax, temperature 1)."""
+        return torch.softmax(self.logits.to(torch.float64), -1)
+
+    def choose(self) -> int:
+        """The next token under the settings (greedy: argmax; sample: a seeded draw)."""
+        if self.settings.strategy == "greedy":
+            return greedy(self.logits)
+        g = torch.Generator()
+        g.set_state(self.rng_state)
+        return int(torch.multinomial(self.next_distribution(), 1, generator=g))
+
+    def step(self, model, *, k: int = 10) -> "Session":
+        """Choose the next token, feed only it through the model (the cache holds the rest)."""
+        rule = self.next_distribution()
+        g = torch.Generator()
+        g.set_state(self.rng_state)
+        tid = greedy(self.logits) if self.settings.strategy == "greedy" else int(torch.multinomial(rule, 1, generator=g))
+        probs = self.model_probs()
+        top = torch.topk(probs, min(k, probs.shape[0]))
+        st = generate_step(model, torch.tensor([[tid]]), self.cache, record=True)
+        att = np.stack([lt.attn.weights[0, :, -1].numpy() for lt in st.trace.layers])  # (L, H, T_ctx)
+        rec = Record(token=tid, p_model=float(probs[tid]), p_rule=float(rule[tid]), top_ids=top.indices.numpy(),
+                     top_p=top.values.numpy(), attention=att, cache_bytes=st.cache.nbytes, context=st.cache.length)
+        return replace(self, records=self.records + (rec,), logits=st.logits[0, -1].clone(), cache=st.cache,
+                       rng_state=g.get_state())
+
+    def uncached_logits(self, model) -> torch.Tensor:
+        """(V,) the next-token logits from running the whole text again (no cache): the check that
+        the cache changes nothing."""
+        with torch.no_grad():
+            return model.trace(torch.tensor([self.ids]), causal=True).logits[0, -1]
+
+    def factorisation(self) -> list[dict]:
+        """p(x_gen | prompt) = Π p(x_t | x_<t) token by token, with the running sum of log p."""
+        rows, total = [], 0.0
+        for i, r in enumerate(self.records):
+            total += r.logp
+            rows.append({"step": i + 1, "token id": r.token, "p(x_t | x_<t)": r.p_model, "log p": r.logp,
+                         "Σ log p so far": total, "p of the text so far": math.exp(total)})
+        return rows
+
+
+def cache_growth(cfg, n_prompt: int, n_new: int) -> dict:
+    """Bytes of the KV cache at each context length n_prompt … n_prompt + n_new, for this model
+    and for the same model without grouped-query attention (2 × L × kv_heads × d_head × 4 B per
+    token; model.generate.kv_cache_bytes_per_token)."""
+    per = kv_cache_bytes_per_token(cfg)
+    T = np.arange(n_prompt, n_prompt + n_new + 1)
+    return {"context": T, "this model": T * per["gqa"], "without grouped-query attention": T * per["mha"],
+            "per_token": per}

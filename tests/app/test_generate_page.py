@@ -1,0 +1,105 @@
+"""The Generate page (issue 18 point 5): greedy steps equal an argmax loop over the model written
+here, seeded sampling repeats, the p(x) table adds up, the KV cache size follows the formula, and
+SmolLM2 completes "The capital of France is" with " Paris"."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from model.checkpoint import load_checkpoint
+from model.pretrained import PRETRAINED, load_pretrained
+from tests.helpers import ROOT, app_test, errors
+
+PAGE = "pages/generate.py"
+
+
+def open_page(**params):
+    at = app_test(default_timeout=180)
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not errors(at), errors(at)
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def steps(at, n):
+    for _ in range(n):
+        at.button(key="gen_step").click().run()
+        assert not errors(at), errors(at)
+    return at
+
+
+def table(at):
+    return next(d.value for d in at.dataframe if "Σ log p so far" in d.value.columns)
+
+
+def test_greedy_steps_on_the_toy_model_equal_an_argmax_loop_and_add_up():
+    at = steps(open_page(gen_prompt="the cat sat on the"), 5)
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    ids = tok.encode("the cat sat on the").ids
+    logps = []
+    with torch.no_grad():
+        for _ in range(5):
+            logits = model(torch.tensor([ids]))[0, -1].double()
+            nxt = int(logits.argmax())
+            logps.append(float(torch.log_softmax(logits, -1)[nxt]))
+            ids.append(nxt)
+    t = table(at)
+    assert list(t["token id"]) == ids[-5:]
+    np.testing.assert_allclose(t["log p"], logps, atol=1e-5)
+    assert t["Σ log p so far"].iloc[-1] == pytest.approx(sum(logps), abs=1e-4)
+    # the KV cache after the 5th token holds every position: 2 × L × kv_heads × d_head × 4 B each
+    cfg = model.cfg
+    n_ctx = len(ids)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Positions cached (rows per layer)"] == str(n_ctx)
+    assert metrics["Per token"] == f"{2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * 4:,} B"
+    assert metrics["KV cache now"] == f"{2 * cfg.n_layers * cfg.kv_heads * cfg.d_k * 4 * n_ctx / 1024:,.1f} KiB"
+    at.checkbox(key="gen_check").check().run()
+    gap = [m.value for m in at.markdown if "with and without the cache" in m.value][0]
+    assert float(gap.split("**")[1]) < 1e-5
+
+
+def test_seeded_sampling_repeats_after_reset_and_stays_inside_top_k():
+    at = open_page(gen_prompt="the cat sat on the", gen_strategy="sample", gen_topk=3, gen_temp=1.5, gen_seed=4)
+    first = list(table(steps(at, 4))["token id"])
+    at.button(key="gen_reset").click().run()
+    again = list(table(steps(at, 4))["token id"])
+    assert first == again
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    ids = tok.encode("the cat sat on the").ids
+    with torch.no_grad():
+        for tid in first:  # each sampled token is one of the 3 most likely at its step
+            top3 = torch.topk(model(torch.tensor([ids]))[0, -1], 3).indices.tolist()
+            assert tid in top3
+            ids.append(tid)
+
+
+def test_models_that_cannot_continue_text_say_why():
+    at = open_page(src="masked-lm")
+    assert any("fill in blanks" in i.value for i in at.info)
+    if PRETRAINED["minilm-l6"].installed():
+        at = open_page(src="minilm-l6")
+        assert any("no output layer" in i.value for i in at.info)
+
+
+def test_a_long_prompt_is_cut_with_a_notice():
+    at = open_page(gen_prompt=" ".join(["the cat sat on the mat ."] * 20), gen_max=16)
+    assert any("it was cut to the first" in w.value for w in at.warning)
+
+
+@pytest.mark.skipif(not PRETRAINED["smollm2-135m"].installed(), reason="SmolLM2 package not installed")
+def test_smollm2_says_paris():
+    at = steps(open_page(src="smollm2-135m", gen_prompt="The capital of France is"), 1)
+    t = table(at)
+    assert t["token"].iloc[0] == "·Paris"
+    assert math.exp(t["log p"].iloc[0]) == pytest.approx(t["p(x_t | x_<t)"].iloc[0], rel=1e-6)
+    assert t["p(x_t | x_<t)"].iloc[0] > 0.5
+    model, _ = load_pretrained("smollm2-135m")
+    cfg = model.cfg
+    assert {m.label: m.value for m in at.metric}["Per token"] == f"{2 * 30 * 3 * 64 * 4:,} B"

@@ -1,0 +1,84 @@
+"""classroom/generation.py: greedy steps equal an argmax loop over the uncached model, sampling is
+seeded and follows a top-k/top-p rule written here, the factorisation adds up, the cache size
+follows the formula."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from classroom.generation import Session, Settings, cache_growth
+from model.config import ModelConfig
+from model.transformer import Transformer
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=64, n_kv_heads=2,
+                      pos_encoding="rope", norm_kind="rmsnorm", activation="swiglu", bias=False)
+    return Transformer(cfg, seed=3).eval()
+
+
+def test_greedy_steps_equal_an_uncached_argmax_loop(model):
+    gen = Session.start(model, [1, 5, 7], Settings())
+    for _ in range(6):
+        gen = gen.step(model)
+    ids = [1, 5, 7]
+    with torch.no_grad():
+        for _ in range(6):
+            ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
+    assert gen.ids == ids
+    assert float((gen.uncached_logits(model) - gen.logits).abs().max()) < 1e-5
+    # the factorisation: p_model is softmax of the uncached logits at each step
+    with torch.no_grad():
+        full = torch.log_softmax(model(torch.tensor([ids[:-1]]))[0].double(), -1)
+    want = [float(full[t - 1, ids[t]]) for t in range(3, len(ids))]
+    rows = gen.factorisation()
+    np.testing.assert_allclose([r["log p"] for r in rows], want, atol=1e-5)
+    assert rows[-1]["Σ log p so far"] == pytest.approx(sum(want), abs=1e-4)
+    assert rows[-1]["p of the text so far"] == pytest.approx(math.exp(sum(want)), rel=1e-4)
+
+
+def test_sampling_is_seeded_and_stays_inside_top_k(model):
+    s = Settings(strategy="sample", temperature=1.5, top_k=3, seed=7)
+    a, b = Session.start(model, [2, 3], s), Session.start(model, [2, 3], s)
+    for _ in range(8):
+        probs = a.model_probs()
+        allowed = set(torch.topk(probs, 3).indices.tolist())
+        a, b = a.step(model), b.step(model)
+        assert a.records[-1].token in allowed
+    assert a.ids == b.ids  # same seed, same text
+    c = Session.start(model, [2, 3], Settings(strategy="sample", temperature=1.5, top_k=3, seed=8))
+    for _ in range(8):
+        c = c.step(model)
+    assert c.ids != a.ids  # (this seed differs within 8 draws)
+
+
+def test_top_p_rule_against_a_rule_written_here(model):
+    gen = Session.start(model, [4, 9], Settings(strategy="sample", temperature=1.0, top_p=0.5))
+    p = torch.softmax(gen.logits.double(), -1).numpy()
+    order = np.argsort(-p, kind="stable")
+    keep, mass = [], 0.0
+    for i in order:
+        keep.append(i)
+        mass += p[i]
+        if mass >= 0.5:
+            break
+    rule = gen.next_distribution().numpy()
+    assert set(np.nonzero(rule)[0]) == set(keep)
+    np.testing.assert_allclose(rule[keep], p[keep] / p[keep].sum(), atol=1e-6)
+
+
+def test_cache_bytes_follow_the_formula(model):
+    gen = Session.start(model, [1, 2, 3, 4], Settings())
+    for _ in range(3):
+        gen = gen.step(model)
+    cfg = model.cfg
+    per_token = 2 * cfg.n_layers * 2 * cfg.d_k * 4  # K and V, 2 layers, 2 K/V heads, float32
+    assert [r.cache_bytes for r in gen.records] == [per_token * t for t in (5, 6, 7)]
+    g = cache_growth(cfg, 4, 3)
+    assert list(g["this model"]) == [per_token * t for t in range(4, 8)]
+    assert list(g["without grouped-query attention"]) == [2 * per_token * t for t in range(4, 8)]
+    assert gen.records[-1].attention.shape == (2, 4, 7)
+    np.testing.assert_allclose(gen.records[-1].attention.sum(-1), 1.0, atol=1e-6)
