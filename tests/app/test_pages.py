@@ -59,6 +59,7 @@ ROUND_TRIP = {
     "pages/calculator.py": {"preset": "pe-d4", "search_food": 1.5},
     "pages/lesson.py": {"lesson_head": 2, "lesson_query": 3},
     "pages/experts.py": {"ex_model": "smollm2-135m"},
+    "pages/generate.py": {"gen_prompt": "a dog ran to the", "gen_max": 8, "gen_strategy": "sample"},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",
                 "text_area", "multiselect", "checkbox", "toggle")
