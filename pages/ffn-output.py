@@ -5,12 +5,12 @@ import pandas as pd
 import streamlit as st
 
 from classroom import analysis
-from classroom.text import token_labels
+from classroom.text import token_label, token_labels
 from ui import state
 from classroom.embeddings import next_token_losses
 from classroom.text import visible
-from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view
-from ui.demos import embedding_neighbours
+from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view, trained_causal
+from ui.demos import embedding_neighbours, fill_blank
 from ui.show import show_fig
 from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
 
@@ -89,6 +89,31 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
                f"its first values are [{', '.join(f'{v:.3f}' for v in last['mean'][:6])}, …] "
                f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
                "classification read as the whole sentence's summary.")
+    neighbours_section()
+    st.stop()
+
+if trained_causal(run.source.name) is False and run.source.kind == "checkpoint":  # the masked LM
+    st.subheader("Fill in the blank: what a masked language model is for")
+    st.markdown("This model was trained like BERT: some words of each sentence were replaced by `<mask>`, and the "
+                "model learned to guess them **from both sides**. It does not predict the next word, so this page "
+                "shows no next-token table and no perplexity. Pick a word to hide:")
+    choices = [i for i in range(run.T) if run.labels[i] not in ("<bos>", "<eos>", "<pad>")]
+    state.bound("fb_pos", choices[len(choices) // 2] if choices else 0)
+    state.fix("fb_pos", choices or [0])
+    pos = st.selectbox("Hide this word", choices or [0], key="fb_pos",
+                       format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+    res = fill_blank(run.source, tuple(run.ids), int(pos), 5)
+    guesses = [run.vocab[i] for i in res["top_ids"]]
+    shown = " ".join("____" if i == pos else run.labels[i] for i in range(run.T))
+    st.code(shown, language=None, wrap_lines=True)
+    show_fig(bar_compare(guesses, {"p": res["top_p"]}, tokens=False, text_format=".3f", yaxis="probability",
+                         title=f"The model's top 5 guesses for the hidden word (the true word: “{visible(run.vocab[res['true_id']])}”)"),
+             "fb_guesses", table=pd.DataFrame({"guess": guesses, "p": res["top_p"]}))
+    st.markdown(f"The hidden word **{md_escape(run.labels[pos])}** gets p = {res['true_p']:.3f}: it is the model's guess "
+                f"number **{res['true_rank']}** of {len(run.vocab)}." + (" The model got it." if res["true_rank"] == 1 else ""))
+    if run.causal:
+        st.warning("The sidebar mask is causal, but this model was trained bidirectionally: switch the mask to "
+                   "bidirectional to see it as it learned. (The guesses above are always computed bidirectionally.)")
     neighbours_section()
     st.stop()
 

@@ -223,6 +223,19 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
 
+def trained_causal(src: str) -> bool | None:
+    """Whether the model named in the Model list was trained with the causal mask: True (causal LMs,
+    SmolLM2), False (MiniLM, the masked LM: bidirectional objectives), None (fresh weights, or a
+    model whose objective is not recorded)."""
+    if src in PRETRAINED:
+        return bool(PRETRAINED[src].causal)
+    meta = shipped_checkpoints().get(src)
+    if meta is not None:
+        objective = (meta.get("extra") or {}).get("objective")
+        return {"mlm": False, "causal": True, "clm": True}.get(objective, True)
+    return None
+
+
 def current_source() -> ModelSource:
     s = st.session_state
     src = s.get("src", DEFAULT_SOURCE)

@@ -38,3 +38,14 @@ def _neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, lis
     E = model.tok_emb.weight.detach().numpy()  # (V, d_model), shared read-only
     near = embeddings.neighbours_of_row(E, row, k, skip=_special_rows(source))
     return embeddings.row_label(tok, row), [(embeddings.row_label(tok, i), c) for i, c in near], []
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def fill_blank(source: ModelSource, ids: tuple[int, ...], position: int, k: int) -> dict | None:
+    """classroom.fill_blank.fill_in on the source's model; None when it has no mask token."""
+    from classroom import fill_blank as fb
+    model, tok = get_model(source)
+    mask = fb.mask_id(tok.vocab)
+    if mask is None:
+        return None
+    return fb.fill_in(model, ids, position, mask, k)

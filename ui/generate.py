@@ -6,7 +6,7 @@ import streamlit as st
 
 from classroom.generation import Session, Settings
 
-from .compute import PRETRAINED, ModelSource, get_model, shipped_checkpoints
+from .compute import PRETRAINED, ModelSource, get_model, trained_causal
 
 KEY = "_generation"
 
@@ -17,8 +17,7 @@ def why_not(source: ModelSource) -> str | None:
     if not model.cfg.output_head:
         return "This model has no output layer (an encoder such as MiniLM): it turns text into vectors and cannot predict words."
     if source.kind == "checkpoint":
-        objective = ((shipped_checkpoints().get(source.name) or {}).get("extra") or {}).get("objective")
-        if objective == "mlm":
+        if trained_causal(source.name) is False:
             return ("The masked LM was trained to fill in blanks with both sides visible, not to continue text "
                     "left to right, so its continuations are noise.")
     if source.kind == "pretrained" and not PRETRAINED[source.name].causal:

@@ -45,10 +45,9 @@ def source_title(option: str) -> str:
 
 
 def model_mask_default(src: str) -> str:
-    """The mask a model is shown with by default: the mask a pretrained model was trained with
-    (bidirectional for the encoders), causal for the rest (as before)."""
-    entry = compute.PRETRAINED.get(src)
-    return "causal" if entry is None or entry.causal else "bidirectional"
+    """The mask a model is shown with by default: the mask it was trained with (bidirectional for
+    the encoders: MiniLM and the masked LM), causal for the rest (fresh weights included)."""
+    return "causal" if compute.trained_causal(src) is not False else "bidirectional"
 
 
 def apply_mask_default() -> None:
@@ -144,15 +143,23 @@ def render() -> None:
             st.info(f"Max sequence length {s['T']} is more than this model allows ({cfg.max_len} positions); "
                     f"using {t_max}.", icon=":material/straighten:")
             s["T"] = t_max
+        # Re-assert the value: the slider's bounds change with the model (64 → 512), which makes it a
+        # new widget, and a new widget would start at its minimum (2) unless its key holds a value
+        # set through session state (issue 21: picking fresh weights turned every heatmap into 2×2).
+        s["T"] = int(s["T"])
         st.slider("Max sequence length", state.T_MIN, t_max, key="T",
                   help="Longer input is truncated (with a notice).")
         apply_mask_default()
         state.set_default("mask", s["_mask_default"])  # the model's own default stays out of the URL
         st.radio("Mask", ["causal", "bidirectional"], key="mask", horizontal=True,
                  help="The same weights run either way: the mask is an input, not a weight.")
-        if s["src"] in compute.PRETRAINED and s["mask"] == "causal":
+        trained_causal = compute.trained_causal(s["src"])
+        if trained_causal is False and s["mask"] == "causal":
             st.caption("This model was trained bidirectionally, not with the causal mask: its attention under it "
                        "is not what it learned.")
+        elif trained_causal is True and s["mask"] == "bidirectional" and s["src"] != state.FRESH:
+            st.caption("This model was trained with the causal mask (each token sees only the past): "
+                       "bidirectionally it sees what it never saw in training.")
         st.toggle("Presentation mode", key="present",
                   help="Large fonts, sidebar hidden. Add ?present=true to a link to open in it; "
                        "remove it from the URL to leave.")

@@ -1,0 +1,61 @@
+"""Issue 21: what a lecturer and a student hit in front of a class. Each test fails on the code
+before its fix."""
+from __future__ import annotations
+
+from tests.helpers import app_test, errors
+
+FRESH = "fresh weights (your architecture)"
+
+
+def test_picking_fresh_weights_keeps_the_max_sequence_length():
+    """Point 2: the slider's bounds change with the model (a new widget), which reset it to 2."""
+    at = app_test()
+    at.run()
+    assert at.session_state["T"] == 64
+    at.sidebar.selectbox(key="src").set_value(FRESH).run()
+    assert at.session_state["T"] == 64 and "T" not in at.query_params
+    at.sidebar.selectbox(key="src").set_value("causal-lm").run()
+    assert at.session_state["T"] == 64
+    assert not errors(at)
+
+
+def test_the_masked_lm_opens_bidirectional_and_says_so_under_causal():
+    """Point 4: the masked LM was trained bidirectionally; it opened with the causal mask, unexplained."""
+    at = app_test()
+    at.run()
+    at.sidebar.selectbox(key="src").set_value("masked-lm").run()
+    assert at.sidebar.radio(key="mask").value == "bidirectional"
+    at.sidebar.radio(key="mask").set_value("causal").run()
+    assert any("trained bidirectionally" in c.value for c in at.sidebar.caption)
+    at.sidebar.selectbox(key="src").set_value("causal-lm").run()
+    assert at.sidebar.radio(key="mask").value == "causal"
+
+
+def test_fill_in_the_blank_on_the_masked_lm():
+    """Point 4: the FFN & output page offers the masked LM's real use, not next-token tables: hide a
+    word, see the guesses (checked against the model run here with the mask put in by hand)."""
+    import numpy as np
+    import torch
+
+    from model.checkpoint import load_checkpoint
+    from tests.helpers import ROOT, decode, figures
+    at = app_test()
+    at.query_params["src"] = "masked-lm"
+    at.run()
+    at.switch_page("pages/ffn-output.py").run()
+    assert not errors(at) and not at.error
+    text = " ".join(m.value for m in at.markdown) + " ".join(s.value for s in at.subheader)
+    assert "Fill in the blank" in text and "perplexity" in text  # says why there is none
+    assert not [s for s in at.subheader if "Sequence probability" in s.value]
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "masked-lm")
+    ids = tok.encode(at.session_state["text"]).ids
+    pos = at.session_state["fb_pos"]
+    masked = list(ids)
+    masked[pos] = tok.vocab.index("<mask>")
+    with torch.no_grad():
+        p = torch.softmax(model(torch.tensor([masked]), causal=False)[0, pos].double(), -1).numpy()
+    fig = next(f for f in figures(at) if "top 5 guesses" in str(f["layout"]["title"]))
+    want = np.argsort(-p, kind="stable")[:5]
+    assert list(fig["data"][0]["x"]) == [tok.vocab[i] for i in want]
+    np.testing.assert_allclose(decode(fig["data"][0]["y"]), p[want], atol=1e-6)
+    assert ids[pos] in want  # a training-like sentence: the model knows the hidden word
