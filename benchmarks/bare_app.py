@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-text = st.text_area("Sentence", "the keys to the cabinet are on the table .", key="text")
+text = st.text_input("Sentence", "the keys to the cabinet are on the table .", key="text")
 words = text.split()[:64] or ["(empty)"]
 labels = [f"{i}:{w}" for i, w in enumerate(words)]
 rng = np.random.default_rng(len(text))

@@ -221,7 +221,7 @@ def _type(page, text: str, want: str, timeout: float = 120_000) -> float:
     box = page.get_by_role("textbox", name="Sentence", exact=True).first
     box.fill(text)
     t0 = time.perf_counter()
-    box.press("Control+Enter")
+    box.press("Enter")
     page.wait_for_function(HAS_TICK, arg=want, timeout=timeout, polling="raf")
     page.evaluate(FRAMES)
     dt = time.perf_counter() - t0
@@ -293,7 +293,7 @@ def _long_input(browser, app_url: str, quick: bool, offsite: list[str]) -> list[
             box = page.get_by_role("textbox", name="Sentence", exact=True).first
             box.fill(text)
             t0 = time.perf_counter()
-            box.press("Control+Enter")
+            box.press("Enter")
             # the new run has started (status widget) and then finished, with 12 heatmap images painted
             page.wait_for_function("() => !!document.querySelector('[data-testid=\"stStatusWidget\"]') || "
                                    "document.querySelector('[data-testid=\"stApp\"]').getAttribute('data-test-script-state') === 'running'",

@@ -89,7 +89,7 @@ async def _idle(page, timeout_ms: float) -> None:
 
 SNAPSHOT = """() => { const app = document.querySelector('[data-testid="stApp"]');
   const st = document.querySelector('[data-testid="stStatusWidget"]');
-  const box = document.querySelector('textarea[aria-label="Sentence"]');
+  const box = document.querySelector('input[aria-label="Sentence"]');
   return {ran: window.__ran, state: app && app.getAttribute('data-test-script-state'),
           status: st ? st.innerText.slice(0, 80) : null, text: box ? box.value.slice(0, 60) : null,
           dialog: !!document.querySelector('[data-testid="stDialog"]'), url: location.pathname + location.search.slice(0, 60)}; }"""
@@ -153,7 +153,7 @@ async def _session(browser, url: str, k: int, n: int, pages: list[str], loaded: 
                 await box.fill(sentence(k, i), timeout=timeout_ms)
                 n0 = runs.finished
                 t0 = time.perf_counter()
-                await box.press("Control+Enter")
+                await box.press("Enter")
             await runs.wait_after(n0, timeout_ms)  # the server finished the run we asked for
             await _idle(page, timeout_ms)  # and the page has drawn it
             await page.evaluate(FRAMES)

@@ -62,11 +62,11 @@ class HeadPattern:
             return f"{self.kind} {self.score:.2f}"
         return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g})"
 
-    def short(self) -> str:
+    def short(self, mark_borderline: bool = True) -> str:
         """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"; "≈" marks a borderline label
         (margin under BORDERLINE: "prev ≈.42"). Too narrow for an "other" head's nearest pattern:
         the overview's table gives it."""
-        mark = "≈" if self.borderline() else ""
+        mark = "≈" if mark_borderline and self.borderline() else ""
         if self.kind == "other":
             return "other"
         return f"{SHORT[self.kind]} {mark}{self.score:.2f}".replace(" 0.", " .").replace("≈0.", "≈.")

@@ -38,14 +38,15 @@ def wide_label(p) -> str:
             "other" + (f" {mark}{p.nearest}" if mark else ""))
 
 
-subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short()}"
+subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9)}"
              for l in shown for h in range(H)]
 n_border = sum(p.borderline() for row in pats for p in row)
 st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thumbnail's title names the head and "
            "its label: the pattern whose score clears its threshold by the most (prev = previous-token, next = "
            "next-token, self = diagonal, 1st sink = first token, CLS/SEP = special tokens, broad = uniform), with "
-           f"that score; \"other\" when no score reaches its threshold. **≈** marks a borderline label (within "
-           f"{BORDERLINE} of its threshold, {n_border} of {L * H} heads here): another sentence may flip it. "
+           f"that score; \"other\" when no score reaches its threshold. "
+           + (f"**≈** marks a borderline label " if H <= 9 else "The table marks borderline labels ")
+           + f"(within {BORDERLINE} of the threshold, {n_border} of {L * H} heads here): another sentence may flip them. "
            "Hover a thumbnail for the token pair and weight.")
 show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start),
          "overview_grid", filename="all_heads", table=lambda: table,

@@ -90,8 +90,11 @@ def render() -> None:
             st.warning(f"The model {name!r} was removed from the server's memory (it keeps the "
                        f"{compute.MAX_SESSION_MODELS} most recent trained or uploaded models). Upload its "
                        "downloaded checkpoint on the Train page to use it again.", icon=":material/delete:")
-        st.text_area("Sentence", key="text", height=90,
-                     help="Any text: it is lower-cased and split into words and punctuation.")
+        # A one-line box: Enter applies the text (a text area needed Ctrl+Enter, and a plain Enter
+        # only added a line break that ended up in the link; issue 21 point 3).
+        st.text_input("Sentence", key="text",
+                      help="Any text; press Enter to apply. The toy models lower-case it and split it into words "
+                           "and punctuation; the real models use their own tokenizers.")
         options = source_options()
         default_src = compute.DEFAULT_SOURCE if compute.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL

@@ -50,7 +50,9 @@ class Spec:
 
 
 def _text(raw: str) -> str:
-    return raw[:MAX_TEXT_CHARS]
+    """A link's sentence: one line (the box is single-line; old links may hold %0A), at most
+    MAX_TEXT_CHARS characters."""
+    return " ".join(raw[:MAX_TEXT_CHARS].splitlines())
 
 
 SPECS: dict[str, Spec] = {

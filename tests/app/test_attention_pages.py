@@ -122,7 +122,7 @@ def test_url_round_trip_reproduces_view():
     at = start()
     at.sidebar.selectbox(key="h").set_value(8).run()
     at.sidebar.radio(key="mask").set_value("bidirectional").run()
-    at.sidebar.text_area(key="text").set_value("a dog ran to the park .").run()
+    at.sidebar.text_input(key="text").set_value("a dog ran to the park .").run()
     at.selectbox(key="layer").set_value(1).run()
     params = dict(at.query_params)
     assert params["h"] == "8" and params["mask"] == "bidirectional" and params["layer"] == "1"
@@ -165,7 +165,7 @@ def test_empty_text_gives_a_friendly_message(page):
 def test_long_and_odd_text():
     odd = "Hi 😀 你好 שלום \x07 <script>alert(1)</script> <img src=x onerror=alert(1)> "
     at = start(text="x")  # text via the widget: the URL keeps only short texts
-    at.sidebar.text_area(key="text").set_value(odd + "word " * 2500).run()
+    at.sidebar.text_input(key="text").set_value(odd + "word " * 2500).run()
     assert not errors(at)
     assert any("tokens" in w.value and "first 64" in w.value for w in at.warning)
     x = figures(at)[0]["data"][0]["x"]
@@ -173,8 +173,8 @@ def test_long_and_odd_text():
     joined = " ".join(x)
     assert "6:&lt; 7:script 8:&gt;" in joined and "<" not in joined and "😀" in joined and "你好" in joined
     assert "\\x07" in joined  # control characters made visible
-    assert at.sidebar.text_area(key="text").value.startswith(odd)  # nothing typed is lost
-    at.sidebar.text_area(key="text").set_value("a" * 10_001).run()
+    assert at.sidebar.text_input(key="text").value.startswith(odd)  # nothing typed is lost
+    at.sidebar.text_input(key="text").set_value("a" * 10_001).run()
     assert any("10,000 characters" in w.value for w in at.warning)
 
 

@@ -129,7 +129,7 @@ def test_example_buttons_set_the_sentence(i):
     at = start("pages/heads.py")
     at.button(key=f"example_{i}").click().run()
     assert at.session_state["text"] == ATTENTION_EXAMPLES[i][1]
-    assert at.sidebar.text_area(key="text").value == ATTENTION_EXAMPLES[i][1]
+    assert at.sidebar.text_input(key="text").value == ATTENTION_EXAMPLES[i][1]
     assert not errors(at)
     assert not [c.value for c in at.caption if "toy model" in c.value]
 
@@ -143,7 +143,7 @@ def test_example_with_a_toy_model_says_it_cannot_show_it_well():
 
 def test_long_text_is_cut_to_512_tokens_with_a_notice():
     at = start("pages/heads.py", T=512)
-    at.sidebar.text_area(key="text").set_value("the bank of the river " * 2000).run()  # 10,000+ characters
+    at.sidebar.text_input(key="text").set_value("the bank of the river " * 2000).run()  # 10,000+ characters
     assert not errors(at)
     warnings = " ".join(w.value for w in at.warning)
     assert "longer than 10,000 characters" in warnings
@@ -161,7 +161,7 @@ def test_slider_allows_512_for_minilm_only():
 
 def test_unknown_characters_are_named_with_what_was_typed():
     at = start("pages/heads.py")
-    at.sidebar.text_area(key="text").set_value("the 𓀀 river").run()
+    at.sidebar.text_input(key="text").set_value("the 𓀀 river").run()
     caps = " ".join(c.value for c in at.caption)
     assert "`[UNK]`" in caps and "𓀀" in caps
 
@@ -217,7 +217,7 @@ def test_a_missing_or_damaged_model_falls_back_with_the_message(monkeypatch):
 
 def test_empty_text_is_a_message():
     at = start("pages/heads.py")
-    at.sidebar.text_area(key="text").set_value("   ").run()
+    at.sidebar.text_input(key="text").set_value("   ").run()
     assert not errors(at)
     assert any("box is empty" in i.value for i in at.info)
 

@@ -51,7 +51,7 @@ EXPECTED_CHARTS = {
     "pages/mask-lab.py": 12, "pages/scaling.py": 4, "pages/positional.py": 10, "pages/layer-norm.py": 8,
     "pages/multi-head.py": 5, "pages/ffn-output.py": 6, "pages/contextual.py": 1, "pages/cost.py": 3,
     "pages/encoder-decoder.py": 7, "pages/train.py": 0, "pages/calculator.py": 1, "pages/lesson.py": 0,
-    "pages/gradients.py": 4,
+    "pages/gradients.py": 4, "pages/experts.py": 2, "pages/generate.py": 3,
 }
 
 
@@ -139,10 +139,10 @@ def _tab_until(page, pred, limit: int = 80) -> int:
 def test_keyboard_reaches_sentence_box_and_slider(page, server):
     open_page(page, server, "")  # heads, the default page
     page.evaluate("() => document.activeElement && document.activeElement.blur()")  # start at the top
-    n = _tab_until(page, lambda f: f["tag"] == "TEXTAREA" and f["label"] == "Sentence")
+    n = _tab_until(page, lambda f: f["tag"] == "INPUT" and f["label"] == "Sentence")
     assert n > 0, "Tab never reached the Sentence box"
     page.keyboard.type(" again")
-    page.keyboard.press("Control+Enter")  # commit from the keyboard
+    page.keyboard.press("Enter")  # commit from the keyboard
     wait_idle(page)
     assert page.get_by_role("textbox", name="Sentence", exact=True).input_value().endswith(" again")
     n = _tab_until(page, lambda f: f["text"] == "stSlider" and "Max sequence length" in f["label"])

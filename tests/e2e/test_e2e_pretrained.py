@@ -58,7 +58,7 @@ def test_one_head_at_512_tokens_paints_with_thinned_labels(server, page):
     open_page(page, server, "", "src=minilm-l6&T=512&L=1")
     box = page.get_by_role("textbox", name="Sentence", exact=True)
     box.fill("the bank of the river " * 200)  # 4,400 characters, 1,000+ tokens: cut to 512
-    box.press("Control+Enter")
+    box.press("Enter")
     # the rerun has finished when the cut notice is on screen (wait_idle alone may see the old run)
     page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stAlert"]')]
         .some(a => a.innerText.includes('first 512'))""", timeout=180_000)

@@ -69,7 +69,7 @@ def test_cost_and_mask_lab_reruns_against_the_server():
             assert list(c.widget_values[wid].string_array_value.data) == ["1024"]
             r = await c.goto("mask-lab")
             assert r.ok, r.exceptions
-            assert c.widgets["Sentence"][1] == "text_area"  # not the mask lab's "Sentence" selectbox
+            assert c.widgets["Sentence"][1] == "text_input"  # not the mask lab's "Sentence" selectbox
             r = await c.set_widget("Sentence", "a dog ran to the park .")
             assert r.ok and not r.exceptions, r.exceptions
             text_id = c.widgets["Sentence"][0]

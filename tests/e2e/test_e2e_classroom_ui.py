@@ -1,0 +1,46 @@
+"""Issue 21 in a real browser: Enter applies the sentence (and the link holds no newline), the theme
+follows the system preference with a switch in the menu, and charts export as SVG."""
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.browser import Guard, exceptions, open_page, wait_idle
+
+pytestmark = pytest.mark.e2e
+
+
+def test_enter_in_the_sentence_box_applies_it_and_keeps_the_link_clean(server, page):
+    open_page(page, server)
+    box = page.get_by_role("textbox", name="Sentence", exact=True)
+    box.fill("a dog ran to the park .")
+    box.press("Enter")
+    wait_idle(page)
+    page.wait_for_function("() => [...document.querySelectorAll('g[class^=x][class$=tick] text')]"
+                           ".some(t => t.textContent === '2:dog')", timeout=60_000)
+    assert "%0A" not in page.url and "a+dog+ran" in page.url.replace("%20", "+")
+    assert exceptions(page) == 0
+
+
+def is_dark(rgb: str) -> bool:
+    r, g, b = (int(v) for v in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3])
+    return r + g + b < 150
+
+
+@pytest.mark.parametrize("scheme, dark", [("dark", True), ("light", False)])
+def test_the_theme_follows_the_system_preference(browser, server, scheme, dark):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, color_scheme=scheme)
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    try:
+        open_page(pg, server)
+        pg.wait_for_selector(".main-svg", timeout=60_000)
+        rgb = pg.evaluate("() => getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
+        assert is_dark(rgb) == dark, rgb
+        pg.get_by_test_id("stMainMenu").click()  # the switch: ⋮ → System / Light / Dark
+        pg.get_by_test_id("stMainMenuItem-theme-" + ("Light" if dark else "Dark")).click()
+        pg.wait_for_function("(d) => { const c = getComputedStyle(document.querySelector('[data-testid=stApp]'))"
+                             ".backgroundColor.match(/\\d+/g).slice(0, 3).map(Number); "
+                             "return (c[0] + c[1] + c[2] < 150) === d; }", arg=not dark, timeout=10_000)
+    finally:
+        ctx.close()
