@@ -163,6 +163,9 @@ def render() -> None:
         elif trained_causal is True and s["mask"] == "bidirectional" and s["src"] != state.FRESH:
             st.caption("This model was trained with the causal mask (each token sees only the past): "
                        "bidirectionally it sees what it never saw in training.")
+        st.radio("Chart images (camera button)", ["PNG", "SVG"], key="img_fmt", horizontal=True,
+                 help="What each chart's camera button downloads: PNG (a picture) or SVG (a vector image that "
+                      "stays sharp at any size, for papers and slides). Same title and labels as on screen.")
         st.toggle("Presentation mode", key="present",
                   help="Large fonts, sidebar hidden. Add ?present=true to a link to open in it; "
                        "remove it from the URL to leave.")

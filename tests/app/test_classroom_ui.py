@@ -59,3 +59,18 @@ def test_fill_in_the_blank_on_the_masked_lm():
     assert list(fig["data"][0]["x"]) == [tok.vocab[i] for i in want]
     np.testing.assert_allclose(decode(fig["data"][0]["y"]), p[want], atol=1e-6)
     assert ids[pos] in want  # a training-like sentence: the model knows the hidden word
+
+
+def test_charts_export_as_svg_when_asked():
+    """Point 13: the camera button downloads SVG (vector) when the sidebar says so; PNG by default."""
+    import json
+    at = app_test()
+    at.run()
+    cfg = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+    assert cfg and all(c["toImageButtonOptions"]["format"] == "png" for c in cfg)
+    at.sidebar.radio(key="img_fmt").set_value("SVG").run()
+    cfg = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+    assert cfg and all(c["toImageButtonOptions"]["format"] == "svg" for c in cfg)
+    at.switch_page("pages/scaling.py").run()  # every page's charts (the choice is shared)
+    cfg = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
+    assert cfg and all(c["toImageButtonOptions"]["format"] == "svg" for c in cfg)

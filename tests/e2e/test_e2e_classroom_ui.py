@@ -44,3 +44,27 @@ def test_the_theme_follows_the_system_preference(browser, server, scheme, dark):
                              "return (c[0] + c[1] + c[2] < 150) === d; }", arg=not dark, timeout=10_000)
     finally:
         ctx.close()
+
+
+def test_the_camera_button_downloads_an_svg_with_the_charts_title(browser, server, tmp_path):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    try:
+        open_page(pg, server, "scaling", "img_fmt=SVG")
+        pg.locator('[data-testid="stSidebar"]').get_by_text("SVG", exact=True).click()
+        wait_idle(pg)
+        chart = pg.locator('[data-testid="stPlotlyChart"]').first
+        chart.hover()
+        with pg.expect_download(timeout=30_000) as dl:
+            chart.locator('button[data-title^="Download plot"]').click()
+        path = tmp_path / "chart.svg"
+        dl.value.save_as(path)
+        svg = path.read_text()
+        assert svg.lstrip().startswith("<svg") and dl.value.suggested_filename.endswith(".svg")
+        title = pg.locator('[data-testid="stPlotlyChart"]').first.locator(".gtitle").first.text_content()
+        assert title and title in svg.replace("&amp;", "&")
+        assert guard.offsite == []
+    finally:
+        ctx.close()
