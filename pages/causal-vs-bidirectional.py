@@ -7,11 +7,12 @@ from classroom.text import token_label
 from ui import state
 from ui.sidebar import example_buttons
 from ui.compute import current_run, layer_allowed
-from ui.show import download_npz, show_fig
+from ui.show import download_npz, show_fig, show_code
 from viz.attention import compare_grid, topk_bars
 from viz.concepts import bar_compare
 
 st.title("Causal vs bidirectional")
+show_code("model.attention.causal_allowed", "model.attention.masked_softmax", what="the causal mask")
 st.markdown(
     "A language model that generates text left to right factorises the probability of a sentence as "
     "$p(x) = \\prod_t p(x_t \\mid x_{<t})$: each token is predicted from the tokens **before** it only. "

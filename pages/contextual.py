@@ -8,7 +8,7 @@ from classroom import analysis
 from ui import state
 from classroom.examples import BANK_PAIR
 from ui.compute import current_run, current_source, md_escape
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import line_chart
 
 try:  # the training corpus's polysemy pairs (the trained model has seen both senses)
@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - corpus module absent
 
 MAX_CHARS = 500
 st.title("Contextual embeddings")
+show_code("model.transformer.Transformer.run", what="the forward pass")
 st.caption("An embedding table gives a word one vector whatever it means. Self-attention mixes in the other words, "
            "so after each layer the same word has a different vector in a different sentence.")
 

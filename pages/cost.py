@@ -9,10 +9,11 @@ from classroom import analysis
 from model.config import PRESETS
 from ui import state
 from ui.compute import current_run, forward_timing
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import line_chart
 
 st.title("Cost of attention")
+show_code("model.attention.attend", what="the T × T scores")
 run = current_run()
 cfg = run.cfg
 T = run.T

@@ -10,11 +10,12 @@ from classroom.text import token_labels
 from ui import state
 from ui import translator
 from ui.compute import md_escape
-from ui.show import matrix_table, show_fig
+from ui.show import matrix_table, show_fig, show_code
 from viz.attention import mask_heatmap
 from viz.seq2seq import alignment_links, cross_attention_grid, step_bars, step_labels, three_attentions
 
 st.title("Encoder–decoder: cross-attention")
+show_code("model.seq2seq.DecoderBlock.forward", what="cross-attention")
 st.markdown(
     "A translator reads the whole source sentence with an **encoder** (bidirectional self-attention) and "
     "writes the translation word by word with a **decoder** (causal self-attention). In between sits "

@@ -8,10 +8,11 @@ from classroom.experts import TASKS
 from ui import state
 from ui.compute import current_source, md_escape
 from ui.experts import expert_scores, load_error, real_models, title
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, matrix_heatmap
 
 st.title("Heads as experts")
+show_code("classroom.experts.find_experts", what="scoring the heads")
 st.markdown("Some heads of a trained model do a job you can name, beyond \"look one token back\". "
             "Here every head of a real pretrained model is scored on a small set of built-in sentences: "
             "how much attention the **query word** (a pronoun, a verb) gives to the word it depends on "

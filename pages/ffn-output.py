@@ -11,10 +11,11 @@ from classroom.embeddings import next_token_losses
 from classroom.text import visible
 from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view, trained_causal
 from ui.demos import embedding_neighbours, fill_blank
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
 
 st.title("FFN & output layer")
+show_code("model.layers.FeedForward.forward", "model.transformer.TokenModel.output_matrix", what="FFN and output layer")
 run = current_run()
 cfg = run.cfg
 idx = token_labels(run.labels, plain=True)

@@ -8,11 +8,12 @@ from classroom.generation import Settings, cache_growth
 from ui import generate as G
 from ui import state
 from ui.compute import current_source, md_escape, tokenize
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, line_chart
 from viz.generate import topk_bars
 
 st.title("Generate text, one token at a time")
+show_code("model.generate.generate_step", "model.generate.next_token_probs", what="a generation step")
 st.caption("A language model predicts a distribution over the next token; generation picks one, appends it, and "
            "repeats. Only the new token runs through the model at each step: the keys and values of every earlier "
            "token are kept in the KV cache.")

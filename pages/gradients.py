@@ -6,10 +6,11 @@ import streamlit as st
 
 from classroom import gradients
 from ui import gradients as grad_ui
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, line_chart
 
 st.title("Gradients you can see")
+show_code("model.attention.masked_softmax", "model.layers.Block.forward", what="softmax, residuals and norms")
 st.caption("Learning follows gradients. Three design choices of the transformer exist to keep them useful; "
            "each claim below is measured on this machine with a fixed seed (the same numbers on every run).")
 

@@ -5,7 +5,7 @@ from model.patterns import label_heads
 from ui import state
 from ui.sidebar import example_buttons
 from ui.compute import current_run, layer_allowed
-from ui.show import download_npz, heads_table, matrix_table, show_fig
+from ui.show import download_npz, heads_table, matrix_table, show_fig, show_code
 from viz.attention import head_grid, head_heatmap
 from viz.lines import token_lines_html
 
@@ -85,3 +85,4 @@ def detail_body() -> None:
 
 
 head_detail()
+show_code("model.attention.attend", "model.attention.masked_softmax", what="attention weights")

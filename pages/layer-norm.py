@@ -8,10 +8,11 @@ from classroom import analysis
 from classroom.text import token_labels
 from ui import state
 from ui.compute import current_run, get_norm_placement
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, histogram_compare, line_chart, matrix_heatmap
 
 st.title("Layer norm & residuals")
+show_code("model.layers.layer_norm", "model.layers.RMSNorm.forward", "model.layers.Block.forward", what="norms and residuals")
 st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 over its d_model features, "
            "then applies a learned scale γ and shift β: y = γ · (x − μ) / √(σ² + ε) + β.")
 run = current_run()

@@ -7,7 +7,7 @@ from classroom.analysis import mask_steps
 from classroom.text import token_label
 from ui import state
 from ui.compute import current_source, get_batch_run, md_escape, takes_pairs
-from ui.show import download_npz, heads_table, matrix_table, show_fig
+from ui.show import download_npz, heads_table, matrix_table, show_fig, show_code
 from viz.attention import head_grid, head_heatmap, mask_heatmap
 from viz.common import NEG_INF
 
@@ -15,6 +15,7 @@ DEFAULTS = ["the cat sat on the mat .", "the keys to the cabinet are on the tabl
             "the old man saw the boat on the river ."]
 
 st.title("Mask lab")
+show_code("model.attention.causal_allowed", "model.attention.padding_allowed", "model.attention.combine", "model.attention.additive", "model.attention.masked_softmax", what="masks")
 st.markdown("Sentences in a batch have different lengths, so the short ones are **padded** to a common "
             "length. Padding must not be attended to, and a causal model must not look ahead: both are "
             "masks, combined and applied to the scores before the softmax.")

@@ -9,10 +9,11 @@ from classroom.text import token_label, token_labels
 from model.config import PRESETS, param_count
 from ui import state
 from ui.compute import allocated_parameters, current_run, md_escape
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, matrix_heatmap
 
 st.title("Multi-head mechanics")
+show_code("model.layers.MultiHeadAttention.split", "model.layers.MultiHeadAttention.forward", what="split, attend, concat, W_O")
 run = current_run()
 cfg = run.cfg
 D, H, dk, dv, T = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value, run.T

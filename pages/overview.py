@@ -8,12 +8,13 @@ from model.patterns import BORDERLINE, THRESHOLDS, label_heads
 from ui import state
 from ui.compute import current_run, layer_allowed
 from ui.sidebar import example_buttons
-from ui.show import download_npz, show_fig
+from ui.show import download_npz, show_fig, show_code
 from viz.attention import overview_grid
 
 PER_PAGE = 6  # layers per page on deep models (SmolLM2: 30 layers × 9 heads = 5 pages of 54 thumbnails)
 
 st.title("All heads overview")
+show_code("model.patterns.pattern_scores_all", "model.patterns._label", what="the head labels")
 example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads

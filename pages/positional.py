@@ -9,11 +9,12 @@ from classroom.text import token_label, token_labels
 from ui import state
 from ui.compute import comparison_position_table, current_run, md_escape
 from ui.demos import positions_matter
-from ui.show import matrix_table, show_fig
+from ui.show import matrix_table, show_fig, show_code
 from viz.concepts import line_chart, matrix_heatmap, pe_curves, two_heatmaps
 from viz.rope import rope_pairs
 
 st.title("Positional encoding")
+show_code("model.layers.sinusoidal_table", "model.layers.rope_tables", "model.layers.apply_rope", "model.transformer.TokenModel.embed", what="positions")
 st.caption("Attention by itself ignores order. Each position gets a vector that is added to the token "
            "embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).")
 run = current_run()

@@ -8,10 +8,11 @@ from classroom import analysis
 from classroom.text import token_label
 from ui import state
 from ui.compute import current_run
-from ui.show import show_fig
+from ui.show import show_fig, show_code
 from viz.concepts import bar_compare, line_chart
 
 st.title("Scaling & softmax")
+show_code("model.attention.attend", "model.attention.masked_softmax", what="scaling and softmax")
 st.caption("Attention weights are softmax(QKᵀ / √d_k). Why divide by √d_k? Pick a query below and "
            "compare the softmax of the raw scores with the softmax of the scaled ones.")
 run = current_run()

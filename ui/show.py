@@ -1,8 +1,13 @@
 """Display helpers: every chart with its PNG (modebar camera) and its numbers as CSV."""
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import io
 import re
+import textwrap
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -130,3 +135,37 @@ def download_npz(run, key: str = "npz", label: str = "Whole trace (.npz)", file_
                        on_click="ignore", icon=":material/download:",
                        help=f"Every intermediate of {what}; keys like layers.0.attn.weights "
                             "(axes: batch, head, query, key).")
+
+
+@functools.lru_cache(maxsize=128)
+def _source_of(dotted: str) -> tuple[str, str, int]:
+    """(source text, file relative to the repo, first line) of a function, method or class named
+    "module.path.Name[.method]", read from the running code (never a copy that could drift)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        break
+    else:
+        raise ValueError(f"cannot import {dotted!r}")
+    obj = inspect.unwrap(obj.fget if isinstance(obj, property) else obj)
+    lines, start = inspect.getsourcelines(obj)
+    path = Path(inspect.getsourcefile(obj)).resolve()
+    root = Path(__file__).resolve().parent.parent
+    rel = str(path.relative_to(root)) if path.is_relative_to(root) else path.name
+    return textwrap.dedent("".join(lines)), rel, start
+
+
+def show_code(*names: str, what: str = "") -> None:
+    """The Annotated-Transformer pairing: a collapsed "The code" expander with the engine's own
+    lines that compute what the page shows, read from the source at run time (so they never drift
+    from what runs). names: dotted paths such as "model.attention.attend"."""
+    with st.expander("The code" + (f": {what}" if what else ""), icon=":material/code:"):
+        for name in names:
+            src, rel, start = _source_of(name)
+            st.caption(f"`{name}` · {rel}, line {start}")
+            st.code(src, language="python", line_numbers=True)

@@ -74,3 +74,39 @@ def test_charts_export_as_svg_when_asked():
     at.switch_page("pages/scaling.py").run()  # every page's charts (the choice is shared)
     cfg = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
     assert cfg and all(c["toImageButtonOptions"]["format"] == "svg" for c in cfg)
+
+
+CODE_PAGES = {"pages/heads.py": "def attend", "pages/scaling.py": "def masked_softmax",
+              "pages/positional.py": "def sinusoidal_table", "pages/layer-norm.py": "def layer_norm",
+              "pages/multi-head.py": "def forward", "pages/mask-lab.py": "def causal_allowed",
+              "pages/ffn-output.py": "def output_matrix", "pages/encoder-decoder.py": "def forward",
+              "pages/overview.py": "def pattern_scores_all", "pages/contextual.py": "def run",
+              "pages/cost.py": "def attend", "pages/causal-vs-bidirectional.py": "def causal_allowed",
+              "pages/generate.py": "def generate_step", "pages/gradients.py": "def masked_softmax"}
+
+
+def test_every_concept_page_shows_the_engines_own_code():
+    """The code view: a collapsed "The code" expander with the engine's lines, read from the source
+    (compared here with inspect.getsource of the same function: it cannot drift)."""
+    import inspect
+    import textwrap
+
+    from model import attention, layers
+    for page, marker in CODE_PAGES.items():
+        at = app_test()
+        at.run()
+        at.switch_page(page).run()
+        assert not errors(at), (page, errors(at))
+        exp = [e for e in at.expander if e.label.startswith("The code")]
+        assert exp, page
+        code = "\n".join(c.value for c in exp[0].code)
+        assert marker in code, (page, code[:200])
+    at = app_test()
+    at.run()
+    exp = next(e for e in at.expander if e.label.startswith("The code"))
+    shown = [c.value.strip() for c in exp.code]
+    assert textwrap.dedent(inspect.getsource(attention.attend)).strip() in shown
+    assert textwrap.dedent(inspect.getsource(attention.masked_softmax)).strip() in shown
+    at.switch_page("pages/layer-norm.py").run()
+    exp = next(e for e in at.expander if e.label.startswith("The code"))
+    assert textwrap.dedent(inspect.getsource(layers.layer_norm)).strip() in [c.value.strip() for c in exp.code]
