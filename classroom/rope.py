@@ -46,8 +46,8 @@ def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float) -> d
         raise ValueError("n_pos must be at least 2")
     d = q.shape[-1]
     cos, sin = rope_tables(torch.arange(n_pos), d, theta)  # (n_pos, d) each
-    qt = torch.as_tensor(np.asarray(q, dtype=np.float32)).expand(n_pos, d)  # (n_pos, d)
-    kt = torch.as_tensor(np.asarray(k, dtype=np.float32)).expand(n_pos, d)
+    qt = torch.tensor(np.asarray(q, dtype=np.float32)).expand(n_pos, d)  # (n_pos, d), a copy (trace arrays are read-only)
+    kt = torch.tensor(np.asarray(k, dtype=np.float32)).expand(n_pos, d)
     qr, kr = apply_rope(qt, cos, sin), apply_rope(kt, cos, sin)  # (n_pos, d): q at m, k at n
     S = (qr.double() @ kr.double().T).numpy()  # (m, n)
     offsets = np.arange(-(n_pos - 1), n_pos)
