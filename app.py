@@ -5,7 +5,10 @@ from pathlib import Path
 
 import streamlit as st
 
-st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
+# A presentation link (?present=true) opens with the sidebar folded; Streamlit's arrow unfolds it.
+st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide",
+                   initial_sidebar_state="collapsed" if st.query_params.get("present", "").lower() in ("1", "true")
+                   else "auto")
 
 from ui import runtime  # noqa: E402,F401  torch thread settings for a multi-user server (see ui/runtime.py)
 from ui import sidebar, state  # noqa: E402  (after set_page_config)
@@ -73,7 +76,7 @@ nav = st.session_state["_nav_pages"]
 
 state.begin_run()
 sidebar.render()
-pg = st.navigation(nav)
+pg = st.navigation(nav, expanded=True)  # every page listed on first load (no "View 8 more")
 try:
     pg.run()
 finally:

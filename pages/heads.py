@@ -13,6 +13,10 @@ LINE_VIEW_MAX_T = 64
 TABS = ["Heatmap", "Lines", "Numbers"]
 
 st.title("Attention heads")
+if not st.session_state.get("present"):
+    st.markdown("**Start here.** Type a sentence in the box on the left and press Enter. Each square below is one "
+                "attention head: a row is a token *looking* (the query), a column a token it can look at (the key), "
+                "and the brighter the cell, the more attention. The menu on the left opens every other view.")
 example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
@@ -28,10 +32,8 @@ allowed = layer_allowed(run, layer)  # (T, T)
 pats = label_heads(w, run.special_keys)  # one HeadPattern per head
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
-st.caption(f"{H} heads, {run.T} tokens, {mode} mask. Each row is a query (the token doing the looking); "
-           "each column a key. Every row sums to 1. Grey cells are masked (not a learned zero). "
-           "Each head's title names its dominant pattern and the score that decided it (\"other\": no score "
-           "reached its threshold; the nearest pattern's score and threshold are shown).")
+st.caption(f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
+           "Each head's title names its pattern and the score that decided it.")
 show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
                    title=f"Layer {layer}: {mode} attention, all {H} heads"),
          "heads_grid", table=lambda: heads_table(w, run.labels, layer), filename=f"layer{layer}_heads",

@@ -25,6 +25,26 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", s).strip("-")[:60] or "chart"
 
 
+PRESENT_FONT_PX = 16  # chart text in presentation mode (Plotly's default is 12)
+
+
+def present_fonts(fig: go.Figure) -> None:
+    """Presentation mode: every chart's text at PRESENT_FONT_PX or more (ticks of every subplot,
+    panel titles, colour bars, legends), on every page alike (issue 21: the heads page's tick labels
+    stayed at 12 px while other charts grew)."""
+    fig.update_layout(font_size=PRESENT_FONT_PX)
+    fig.update_xaxes(tickfont_size=PRESENT_FONT_PX)
+    fig.update_yaxes(tickfont_size=PRESENT_FONT_PX)
+    for ann in fig.layout.annotations or ():
+        size = ann.font.size if ann.font and ann.font.size else 12
+        ann.font.size = max(size, PRESENT_FONT_PX)
+    if fig.layout.title and fig.layout.title.text:
+        fig.update_layout(title_font_size=PRESENT_FONT_PX + 4)
+    m = fig.layout.margin
+    if m is not None and m.l is not None:  # tick-label margins were sized for 14 px labels
+        fig.update_layout(margin_l=int(m.l * PRESENT_FONT_PX / 14), margin_b=int((m.b or 10) * PRESENT_FONT_PX / 14))
+
+
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,
              alt: str = "", filename: str | None = None) -> None:
     """Draw a figure (the camera button downloads it as PNG, or as SVG, a vector image for papers
@@ -32,6 +52,8 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     a caption describing it (alt text for screen readers). `table` may be a callable: the CSV is
     then only made when the button is clicked."""
     name = _slug(filename or key)
+    if st.session_state.get("present"):
+        present_fonts(fig)
     fmt = "svg" if st.session_state.get("img_fmt") == "SVG" else "png"  # the sidebar's "Chart images" choice
     st.plotly_chart(fig, key=key, width="stretch",
                     config={**PLOT_CONFIG, "toImageButtonOptions": {"format": fmt, "filename": name,

@@ -12,7 +12,6 @@ from . import compute, state, training
 
 PRESENT_CSS = """
 <style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important;}
 html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
 h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-size: 1.6rem !important;}
 .block-container {max-width: 100% !important; padding-top: 1.5rem !important;}
@@ -82,6 +81,10 @@ def render() -> None:
     s = st.session_state
     if s.get("present"):
         st.html(PRESENT_CSS)  # static CSS only, no user text
+        # Presentation mode keeps the sidebar (page menu, sentence box; Streamlit's own arrow folds
+        # it away) and a way out on the page itself (issue 21: it used to hide everything).
+        st.button("Exit presentation mode", key="present_exit", icon=":material/close_fullscreen:",
+                  on_click=_leave_presentation)
     with st.sidebar:
         st.markdown("## Attention Lab")
         state.show_url_notices()
@@ -167,8 +170,13 @@ def render() -> None:
                  help="What each chart's camera button downloads: PNG (a picture) or SVG (a vector image that "
                       "stays sharp at any size, for papers and slides). Same title and labels as on screen.")
         st.toggle("Presentation mode", key="present",
-                  help="Large fonts, sidebar hidden. Add ?present=true to a link to open in it; "
-                       "remove it from the URL to leave.")
+                  help="Large text and chart labels for a projector. A link with ?present=true opens in it with "
+                       "this sidebar folded (the arrow at the top left opens it); \"Exit presentation mode\" at the "
+                       "top of the page leaves it.")
+
+
+def _leave_presentation() -> None:
+    st.session_state["present"] = False
 
 
 def _use_example(text: str) -> None:

@@ -91,7 +91,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
             hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
          x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
-    ml, mb = label_margins(x, y) if show_ticks else (10, 10)  # fixed margins: no automargin passes
+    ml, mb = label_margins(x, y, x_title=True, y_title=True) if show_ticks else (36, 36)  # fixed: no automargin passes
     # The query labels and key labels are the same in every panel (like a shared-axis grid): only the
     # left column shows query labels (a long token never runs into the panel on its left) and only
     # the lowest panel of each column shows key labels. Half the tick labels to lay out per repaint.
@@ -101,6 +101,13 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
             layout[f"yaxis{sx}"]["showticklabels"] = False
         if i + cols < H:
             layout[f"xaxis{sx}"]["showticklabels"] = False
+    # "query" / "key" axis titles, as the mask lab's heatmaps have: one each, in the margins left
+    # free for them (axis titles with automargin off would sit on the tick labels)
+    layout["annotations"] = list(layout.get("annotations", [])) + [
+        dict(text="query (looking)", x=0, y=0.5, xref="paper", yref="paper", xanchor="left", yanchor="middle",
+             xshift=-ml + 2, textangle=-90, showarrow=False, font=dict(size=13)),
+        dict(text="key (looked at)", x=0.5, y=0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+             yshift=-mb + 2, showarrow=False, font=dict(size=13))]
     for i in range(H, rows * cols):  # empty cells of the last row
         sx = str(i + 1)
         layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False

@@ -110,3 +110,34 @@ def test_every_concept_page_shows_the_engines_own_code():
     at.switch_page("pages/layer-norm.py").run()
     exp = next(e for e in at.expander if e.label.startswith("The code"))
     assert textwrap.dedent(inspect.getsource(layers.layer_norm)).strip() in [c.value.strip() for c in exp.code]
+
+
+def test_presentation_mode_keeps_the_menu_and_a_way_out_and_grows_every_chart():
+    """Point 1: presentation mode hid the whole sidebar (no menu, no sentence box, no way out but
+    the URL), and the heads page's tick labels stayed at 12 px."""
+    from tests.helpers import figures
+    at = app_test()
+    at.query_params["present"] = "true"
+    at.run()
+    assert not errors(at)
+    assert at.sidebar.text_input(key="text").value  # the sentence box is still there
+    assert "display: none" not in " ".join(str(h.proto) for h in at.get("html"))
+    for fig in figures(at):
+        axes = [v for k, v in fig["layout"].items() if k.startswith(("xaxis", "yaxis"))]
+        assert axes and all(a.get("tickfont", {}).get("size") == 16 for a in axes)
+    at.button(key="present_exit").click().run()
+    assert at.session_state["present"] is False
+    assert not [b for b in at.button if b.key == "present_exit"]
+
+
+def test_every_page_is_listed_on_first_load_and_the_landing_page_says_where_to_start():
+    """Point 6: five pages hid behind "View 5 more"; the landing page opened with a dense caption and
+    heatmaps without "query"/"key" axis titles."""
+    from tests.helpers import figures
+    src = (__import__("pathlib").Path(__file__).resolve().parents[2] / "app.py").read_text()
+    assert "st.navigation(nav, expanded=True)" in src
+    at = app_test()
+    at.run()
+    assert any(m.value.startswith("**Start here.**") for m in at.markdown)
+    texts = [a["text"] for a in figures(at)[0]["layout"]["annotations"]]
+    assert "query (looking)" in texts and "key (looked at)" in texts

@@ -18,8 +18,10 @@ Q = "src=minilm-l6&text=" + quote(SENTENCE)
 BOXES = """() => {
   const chart = document.querySelector('[data-testid="stPlotlyChart"]');
   const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const AXIS = ["query (looking)", "key (looked at)"];  // the grid's axis titles (in the margins)
   return {
-    titles: [...chart.querySelectorAll('g.annotation text.annotation-text')].map(box),
+    titles: [...chart.querySelectorAll('g.annotation text.annotation-text')].filter(t => !AXIS.includes(t.textContent)).map(box),
+    axis: [...chart.querySelectorAll('g.annotation text.annotation-text')].filter(t => AXIS.includes(t.textContent)).map(box),
     maps: [...chart.querySelectorAll('g.hm image, g.heatmaplayer image')].map(box),
     yticks: [...chart.querySelectorAll('g[class^="y"][class$="tick"] text')].filter(t => t.textContent).map(box),
     main: [...chart.querySelectorAll('.gtitle')].map(box),
@@ -50,6 +52,9 @@ def test_twelve_heads_are_readable(server, page, path, n_panels):
     assert not clashes(b["titles"], b["main"]), "a panel title overlaps the chart title"
     assert not clashes(b["yticks"]), "query labels overlap"
     assert not clashes(b["titles"], b["yticks"]), "a panel title overlaps a query label"
+    if path == "":  # the heads grid names its axes, in the margins
+        assert len(b["axis"]) == 2
+        assert not clashes(b["axis"], b["yticks"]) and not clashes(b["axis"], b["maps"]), "an axis title overlaps"
 
 
 def test_one_head_at_512_tokens_paints_with_thinned_labels(server, page):
