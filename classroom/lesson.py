@@ -157,14 +157,14 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     ln_note = ("This model is **pre-LN** (GPT-2): attention reads LN(X), the layer-normalised rows."
                if norm == "pre" else "This model is **post-LN** (2017 paper): attention reads X itself.")
     q_shape = Question(
-        "x_shape", "notes 001, self-assessment Q2",
+        "x_shape", "the lecture on transformers for autoregressive models, self-assessment question 2",
         f"Your sentence has **{T} tokens** and this model has **d_model = {D}**. What is the shape of the input matrix X?",
         "choice", f"{T} × {D}",
         f"X is T × d_model = **{T} × {D}**: one row per token, one column per embedding dimension "
         f"(the notes' example: 10 tokens with d_m = 512 give 10 × 512).",
         options=tuple(dict.fromkeys([f"{T} × {D}", f"{D} × {T}", f"{T} × {T}", f"{D} × {D}", f"{T} × {d_k}"])))
     q_method = Question(
-        "method_arch", "notes 001, self-assessment Q1",
+        "method_arch", "the lecture on transformers for autoregressive models, self-assessment question 1",
         "Auto-regressive modelling and the Transformer: which is the *methodology* and which the *architecture*?",
         "choice", "auto-regression is the methodology; the Transformer is the architecture",
         "Auto-regression is the **methodology**: p(x) = Π p(x_t | x_<t). The Transformer is the **architecture** "
@@ -182,14 +182,14 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
 
     # ---- 2. Q, K, V
     q_dk = Question(
-        "d_k", "notes 000, self-assessment Q4",
+        "d_k", "the lecture on causal masking and multi-head attention, self-assessment question 4",
         f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
         "(and key, and value) vector have?", "number", float(d_k),
         f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)."
         + (" Usually d_v = d_k too." if d_v == d_k else f" This model's values are {d_v} wide (d_v ≠ d_k)."),
         lo=0, hi=4096, step=1)
     q_kshape = Question(
-        "k_shape", "notes 001, self-assessment Q4",
+        "k_shape", "the lecture on transformers for autoregressive models, self-assessment question 4",
         "Q has shape 10 × 64 and V has shape 10 × 128. What are the shapes of K and of the output Z = softmax(QKᵀ/√d_k)V?",
         "choice", "K: 10 × 64, Z: 10 × 128",
         "K must have the same width as Q (d_k = 64, so QKᵀ is defined) and as many rows as V (10): **10 × 64**. "
@@ -206,7 +206,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     # ---- 3. scores
     j_best = int(np.argmax(scores[i]))
     q_best = Question(
-        "argmax_score", "notes 001 (QKᵀ: the relevance of token j to token i)",
+        "argmax_score", "the lecture on autoregressive transformers (QKᵀ: the relevance of token j to token i)",
         f"Which key gets the **highest raw score** q·k from query **{tq}** ({hs})?",
         "choice", mtoks[j_best],
         f"Row {tq} of QKᵀ is {_vec(scores[i], 2, 12)}: the largest is **{mtoks[j_best]}** "
@@ -226,13 +226,13 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         expl = (f"Dividing by √d_k = √{d_k} = {math.sqrt(d_k):.3f} shrinks the scores, so the softmax is **flatter**: "
                 f"without scaling the largest weight of row {tq} would be {_f(unscaled_w.max())}; with scaling it is "
                 f"{_f(scaled_w.max())}. Without it, dot products grow with d_k (their variance is ∝ d_k) and the "
-                "softmax saturates: tiny gradients (notes 001 Q3; the [6, 4] example: [0.88, 0.12] vs [0.73, 0.27]).")
+                "softmax saturates: tiny gradients (the lecture's question 3 and its [6, 4] example: [0.88, 0.12] vs [0.73, 0.27]).")
     else:
         flat = "flatter (less peaked)"
         expl = ("This model was built with scaling **off** (scale = 1), so nothing changes here; with scaling the "
                 "softmax would be **flatter**. Without it dot products grow with d_k and the softmax saturates.")
     q_scale = Question(
-        "scale_effect", "notes 001, self-assessment Q3",
+        "scale_effect", "the lecture on transformers for autoregressive models, self-assessment question 3",
         f"The scores are divided by √d_k = √{d_k}. Compared with no scaling, the softmax of row {tq} becomes …",
         "choice", flat, expl, options=("more peaked", flat, "exactly the same"))
     steps.append(LessonStep(
@@ -243,7 +243,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     # ---- 5. mask
     n_causal = T * (T - 1) // 2
     q_count = Question(
-        "mask_count", "notes 000, self-assessment Q2",
+        "mask_count", "the lecture on causal masking and multi-head attention, self-assessment question 2",
         f"In a causal mask M for your **{T}** tokens, how many entries are −∞?", "number", float(n_causal),
         f"Everything above the diagonal (j > i): T(T−1)/2 = {T}·{T - 1}/2 = **{n_causal}**. For length 3: "
         r"$M = \begin{pmatrix}0&-\infty&-\infty\\0&0&-\infty\\0&0&0\end{pmatrix}$ — 3 entries; adding M before the "
@@ -252,7 +252,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
                            "sidebar's Mask to causal to see M.)"), lo=0, hi=1e6, step=1)
     why = "it would let a token see the future tokens it must predict"
     q_why = Question(
-        "why_causal", "notes 000 Q1 and 001 Q5",
+        "why_causal", "the lectures on causal masking (question 1) and on autoregressive transformers (question 5)",
         "Why can't a language model that predicts the next token use plain (unmasked) attention?",
         "choice", why,
         "Plain attention lets token i attend to tokens j > i — the very tokens it is trained to predict "
@@ -272,7 +272,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     # ---- 6. softmax
     self_w = float(w[i, i])
     q_self = Question(
-        "self_weight", "notes 001 (softmax rows) — predict, then check",
+        "self_weight", "the lecture on autoregressive transformers (softmax rows) — predict, then check",
         f"What attention weight does **{tq}** put on **itself** ({hs}). Within 0.10 counts as right.",
         "number", round(self_w, 4),
         f"The weight is **{self_w:.4f}**. The whole row is {_vec(w[i], 3, 12)} and sums to "
@@ -288,7 +288,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     top = np.argsort(-w[i])[:3]
     terms = " + ".join(f"{w[i, j]:.3f}·{v[j, 0]:.3f}" for j in top)
     q_avg = Question(
-        "weighted_of", "notes 001 (Z = AV)",
+        "weighted_of", "the lecture on autoregressive transformers (Z = AV)",
         f"The output row z for {tq} is a weighted average of which vectors?", "choice", "the value vectors",
         f"Of the **value** vectors: z_i = Σ_j A_ij v_j. First coordinate for {tq}: the biggest terms are {terms} "
         f"(+ the rest) = **{heads[i, 0]:.4f}**.",
@@ -300,13 +300,13 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
 
     # ---- 8. concat
     q_width = Question(
-        "concat_width", "notes 000, self-assessment Q5",
+        "concat_width", "the lecture on causal masking and multi-head attention, self-assessment question 5",
         f"Each of the **{H}** heads outputs a {T} × {d_v} matrix Z_j. How many columns does Concat(Z_1, …, Z_{H}) have?",
         "number", float(H * d_v), f"h · d_v = {H} · {d_v} = **{H * d_v}** = d_model: the heads sit side by side.",
         lo=0, hi=1e6, step=1)
     motive = "different heads can attend to different relationships at once"
     q_why_heads = Question(
-        "why_heads", "notes 000, self-assessment Q3",
+        "why_heads", "the lecture on causal masking and multi-head attention, self-assessment question 3",
         "What is the main reason for several heads instead of one big one?", "choice", motive,
         f"Each head has its own W_Q, W_K, W_V, so it can learn its own pattern (syntax, nearby words, long-range links…). "
         f"Here head {head} puts its largest weight from {tq} on {mtoks[int(np.argmax(w[i]))]}"
@@ -320,7 +320,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
 
     # ---- 9. W_O
     q_out = Question(
-        "out_shape", "notes 000, self-assessment Q5",
+        "out_shape", "the lecture on causal masking and multi-head attention, self-assessment question 5",
         f"After concatenation, the block multiplies by W_O. What is the shape of the result for your sentence?",
         "choice", f"{T} × {D}",
         f"W_O is {D} × {D}, so ({T} × {D})({D} × {D}) = **{T} × {D}** — the same shape as X, so it can be added to "
@@ -328,14 +328,14 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         options=tuple(dict.fromkeys([f"{T} × {D}", f"{T} × {d_k}", f"{D} × {D}", f"{T} × {T}"])))
     pw = "the same small network is applied to each token separately"
     q_ffn = Question(
-        "position_wise", "notes 000, self-assessment Q6",
+        "position_wise", "the lecture on causal masking and multi-head attention, self-assessment question 6",
         "Next comes the feed-forward layer, applied \"position-wise\". What does that mean?", "choice", pw,
         "The same W_1, W_2 act on every row independently; it does not mix tokens — mixing across positions is "
         "attention's job (the step you just finished).",
         options=(pw, "it looks at the positions of the tokens", "it mixes information across tokens",
                  "it has one set of weights per position"))
     q_final = Question(
-        "output_layer", "notes 000, self-assessment Q7",
+        "output_layer", "the lecture on causal masking and multi-head attention, self-assessment question 7",
         "At the very end, the output layer turns each row into scores over the vocabulary. Which function makes "
         "them a probability distribution?", "choice", "softmax",
         "A linear layer gives |V| logits per position and **softmax** turns them into probabilities that sum to 1 "

@@ -1,4 +1,4 @@
-"""Q, K, V as a search engine (notes 001): a query is matched against every document's key (dot
+"""Q, K, V as a search engine (the lecture notes): a query is matched against every document's key (dot
 products), the softmax turns the matches into a blend, and the documents' values are returned
 mixed by that blend. The numbers are those of the attention formula softmax(q Kᵀ / √d_k) V:
 computed by model.attention.attend, the one implementation."""

@@ -26,7 +26,7 @@ st.markdown(
     "source word of every output word is known.")
 st.caption("The idea is older than the Transformer: an RNN translator kept one vector per source word (its "
            "annotations h_j) and gave each output word i its own context vector c_i = Σ_j α_ij h_j "
-           "(Bahdanau et al.; notes 004, eq. 5). Cross-attention below is the same sum over the encoder's "
+           "(Bahdanau et al., 2015: the context vector is the attention-weighted sum of the encoder states). Cross-attention below is the same sum over the encoder's "
            "outputs, with dot-product scores, per head.")
 st.page_link("pages/calculator.py", label="Work c_i = Σ α_ij h_j out by hand in the calculator",
              icon=":material/calculate:", query_params={"preset": "context-vector"})

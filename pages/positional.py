@@ -205,7 +205,7 @@ sums = pd.DataFrame([ex["the"], ex["pe"][0], ex["the_sum"], ex["cat"], ex["pe"][
                     columns=[f"dim {d}" for d in range(4)])
 st.dataframe(sums.style.format("{:.4f}"), width="content")
 st.caption(
-    "Where the handwritten notes differ (their method is right; a few values slipped): "
+    "Where the lecture notes' own arithmetic differs (their method is right; a few values slipped): "
     "the cosines are written with exponents 1/4 and 3/4, but dimension 2i+1 uses the same 10000^(2i/d) as "
     "dimension 2i (the notes' values 0.5403 and 0.99995 do follow the correct exponents 0 and 2/4); "
     "the diagram's PE for 'CAT' has 0.34 where cos(1) = 0.5403; 'CAT' + PE is written "

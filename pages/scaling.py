@@ -103,7 +103,7 @@ st.markdown(
     f"- Without scaling: softmax([6, 4]) = **[{ex['weights_unscaled'][0]:.4f}, {ex['weights_unscaled'][1]:.4f}]**\n"
     f"- With scaling by √d_k = √4 = **{ex['sqrt_d_k']:g}**: [6, 4] / 2 = [3, 2], softmax([3, 2]) = "
     f"**[{ex['weights_scaled'][0]:.4f}, {ex['weights_scaled'][1]:.4f}]**")
-st.caption("A note on the handwritten notes: they write “√d_k = √4 = √2” and divide by √2; the division "
+st.caption("A slip in the lecture notes: they write “√d_k = √4 = √2” and divide by √2; the division "
            "that gives [3, 2] is by √4 = 2 (6/√2 would be 4.24). The resulting weights [0.73, 0.27] are right.")
 st.dataframe(pd.DataFrame({"score": ex["scores"], "softmax (unscaled)": ex["weights_unscaled"],
                            "score / √4": ex["scaled"], "softmax (scaled)": ex["weights_scaled"]},
