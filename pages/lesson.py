@@ -49,41 +49,61 @@ step = steps[n - 1]
 
 st.progress(n / N_STEPS, text=f"Step {n} of {N_STEPS} · layer 0 · "
             f"{'causal' if run.causal else 'bidirectional'} · {T} tokens")
-st.header(step.title)
-st.latex(step.formula)
-st.markdown(step.text)
 
-if step.matrix is not None:
-    big = L.presenting()
-    if step.heatmap:
-        finite = step.matrix[np.isfinite(step.matrix)]
-        if step.zrange is not None:
-            zmin, zmax, zmid, scale, name = *step.zrange, None, "Cividis", "weight"
+
+def show_step() -> None:
+    """The step's formula, explanation and numbers (after its questions)."""
+    st.latex(step.formula)
+    st.markdown(step.text)
+
+    if step.matrix is not None:
+        big = L.presenting()
+        if step.heatmap:
+            finite = step.matrix[np.isfinite(step.matrix)]
+            if step.zrange is not None:
+                zmin, zmax, zmid, scale, name = *step.zrange, None, "Cividis", "weight"
+            else:
+                m = float(np.abs(finite).max()) if finite.size else 1.0
+                zmin, zmax, zmid, scale, name = -m, m, 0.0, DIVERGING_SCALE, "score"
+            fig = head_heatmap(np.nan_to_num(step.matrix, nan=0.0, neginf=0.0), run.labels, allowed=step.allowed,
+                               zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, value_name=name,
+                               height=(760 if big else None))
+            if big:  # projector: explicit sizes (the app theme would otherwise keep 12 px ticks)
+                fig.update_layout(font=dict(size=20), title_font_size=24)
+                fig.update_xaxes(tickfont_size=18, title_font_size=20)
+                fig.update_yaxes(tickfont_size=18, title_font_size=20)
+                fig.update_traces(colorbar=dict(tickfont=dict(size=18), title=dict(font=dict(size=20))))
+            show_fig(fig, f"lesson_fig_{step.key}", table=L.frame(step.matrix, step.rows, step.cols),
+                     alt="Rows are queries, columns are keys; grey cells are masked.", filename=f"lesson-{step.key}")
+            if T <= 16:
+                with st.expander("The numbers", expanded=False):
+                    L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3)
         else:
-            m = float(np.abs(finite).max()) if finite.size else 1.0
-            zmin, zmax, zmid, scale, name = -m, m, 0.0, DIVERGING_SCALE, "score"
-        fig = head_heatmap(np.nan_to_num(step.matrix, nan=0.0, neginf=0.0), run.labels, allowed=step.allowed,
-                           zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, value_name=name,
-                           height=(760 if big else None))
-        if big:  # projector: explicit sizes (the app theme would otherwise keep 12 px ticks)
-            fig.update_layout(font=dict(size=20), title_font_size=24)
-            fig.update_xaxes(tickfont_size=18, title_font_size=20)
-            fig.update_yaxes(tickfont_size=18, title_font_size=20)
-            fig.update_traces(colorbar=dict(tickfont=dict(size=18), title=dict(font=dict(size=20))))
-        show_fig(fig, f"lesson_fig_{step.key}", table=L.frame(step.matrix, step.rows, step.cols),
-                 alt="Rows are queries, columns are keys; grey cells are masked.", filename=f"lesson-{step.key}")
-        if T <= 16:
-            with st.expander("The numbers", expanded=False):
-                L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3)
-    else:
-        L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3,
-                     max_cols=6 if big else 8)
+            L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3,
+                         max_cols=6 if big else 8)
 
-st.divider()
+
+def _reveal_all(ids: tuple[str, ...]) -> None:
+    for qid in ids:
+        st.session_state[f"lq_{qid}__revealed"] = True
+
+
+st.header(step.title)
+# Predict, then reveal (issue 21): the step's questions come first; its explanation, formula and
+# numbers (which hold the answers) appear once every question of the step has been checked.
+answered = all(st.session_state.get(f"lq_{q.id}__revealed") for q in step.questions)
 for q in step.questions:
     with st.container(border=True):
         L.question(q, key=f"lq_{q.id}")
+if step.questions and not answered:
+    st.info("Predict first: the explanation and the numbers of this step appear once you check your answer.",
+            icon=":material/visibility_off:")
+    st.button("Show them without predicting", key=f"lesson_show_{step.key}", on_click=_reveal_all,
+              args=(tuple(q.id for q in step.questions),))
+else:
+    show_step()
 
+st.divider()
 b1, b2, b3 = st.columns([1, 2, 1])
 b1.button("◀ Back", key="lesson_back", on_click=_go, args=(-1,), disabled=n == 1, width="stretch")
 b2.markdown(f"step {n} / {N_STEPS}", text_alignment="center")

@@ -105,7 +105,7 @@ def test_lesson_answers_notes_001_q1_and_q4_live():
     import torch
 
     from tests.app.test_lesson import _model, open_lesson
-    at = open_lesson(lesson_step="1")
+    at = open_lesson(reveal=False, lesson_step="1")
     at.radio(key="lq_method_arch__answer").set_value(
         "auto-regression is the methodology; the Transformer is the architecture").run()
     at.button(key="lq_method_arch__check").click().run()
@@ -120,7 +120,7 @@ def test_lesson_answers_notes_001_q1_and_q4_live():
     assert f"= {first:.4f}" in ok, ok
     shown_total = float(re.findall(r"log p\(x\) = (-?\d+\.\d+)", ok)[0])
     assert abs(shown_total - total) < 2e-3
-    at = open_lesson(lesson_step="2")
+    at = open_lesson(reveal=False, lesson_step="2")
     at.radio(key="lq_k_shape__answer").set_value("K: 10 × 64, Z: 10 × 128").run()
     at.button(key="lq_k_shape__check").click().run()
     ok = " ".join(m.value for m in at.success)

@@ -34,14 +34,47 @@ def numbers(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
 
 
-def open_lesson(**query):
+def open_lesson(reveal: bool = True, **query):
+    """The lesson at a step; reveal=True also presses "Show them without predicting" (the step's
+    explanation and numbers only appear after its questions)."""
     at = app_test()
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
     at.switch_page(PAGE).run()
     assert not errors(at), errors(at)
+    if reveal:
+        show(at)
     return at
+
+
+def show(at):
+    """Reveal the current step's explanation and numbers (if its questions still hide them)."""
+    btn = [b for b in at.button if (b.key or "").startswith("lesson_show_")]
+    if btn:
+        btn[0].click().run()
+        assert not errors(at), errors(at)
+    return at
+
+
+def test_questions_come_before_their_answers():
+    """Issue 21 point 5: step 1 stated the shape of X above "What is the shape of X?", step 3 showed
+    the score heatmap above "Which key gets the highest raw score?"."""
+    from tests.helpers import figures
+    at = open_lesson(reveal=False, lesson_step="1")
+    q = next(m.value for m in at.markdown if "What is the shape" in m.value or "shape of the input matrix X" in m.value)
+    assert q
+    assert not at.latex and not figures(at) and not at.dataframe  # nothing that holds the answer yet
+    assert any("Predict first" in i.value for i in at.info)
+    show(at)
+    assert at.latex  # revealed on request
+    at = open_lesson(reveal=False, lesson_step="3")
+    assert not figures(at)
+    for q in [r for r in at.radio if (r.key or "").endswith("__answer")]:
+        q.set_value(q.options[0]).run()
+    for b in [b for b in at.button if (b.key or "").endswith("__check")]:
+        b.click().run()
+    assert figures(at)  # the heatmap appears once every question of the step is checked
 
 
 def header(at) -> str:
@@ -70,7 +103,7 @@ def test_step_from_url_and_last_step():
 
 
 def test_number_question_reveals_live_answer():
-    at = open_lesson(lesson_step="2")
+    at = open_lesson(reveal=False, lesson_step="2")
     prompt = next(m.value for m in at.markdown if "How many dimensions" in m.value)
     D, H = (int(x) for x in re.findall(r"\*\*(\d+)\*\*", prompt)[:2])
     cfg, _, _ = engine_layer0(at)
@@ -86,7 +119,7 @@ def test_number_question_reveals_live_answer():
 
 
 def test_choice_question_wrong_answer_is_explained():
-    at = open_lesson(lesson_step="4")
+    at = open_lesson(reveal=False, lesson_step="4")
     r = at.radio(key="lq_scale_effect__answer")
     r.set_value("more peaked").run()
     at.button(key="lq_scale_effect__check").click().run()
@@ -108,7 +141,7 @@ def test_choice_question_wrong_answer_is_explained():
 
 
 def test_self_weight_question_uses_trace():
-    at = open_lesson(lesson_step="6")
+    at = open_lesson(reveal=False, lesson_step="6")
     at.number_input(key="lq_self_weight__answer").set_value(0.5).run()
     at.button(key="lq_self_weight__check").click().run()
     text = " ".join(x.value for x in list(at.success) + list(at.error))
@@ -128,7 +161,7 @@ def test_presentation_mode():
     at = open_lesson(present="true", lesson_step="6")
     assert not errors(at)
     css = " ".join(str(h.proto) for h in at.get("html"))
-    assert "stSidebar" in css and "font-size" in css and "katex" in css  # the lesson's own CSS too
+    assert "font-size" in css and "katex" in css  # the lesson's own CSS too
     at.button(key="lesson_leave_present").click().run()
     assert not errors(at) and not at.session_state["present"]
     # the click took effect: the button is gone, and so is the presentation CSS

@@ -110,13 +110,17 @@ def go_step(page, button: str, n: int) -> None:
 
 def test_lesson_steps_and_reveal(server, page):
     open_page(page, server, "lesson")
-    ready(page, '[data-testid="stDataFrame"]')
+    ready(page, '[data-testid="stAlert"]')
     assert exceptions(page) == 0
+    # predict first: step 1's table (which holds the answer) waits for the question (issue 21)
+    assert page.locator('[data-testid="stDataFrame"]').count() == 0
+    page.get_by_role("button", name="Show them without predicting").click()
+    ready(page, '[data-testid="stDataFrame"]')
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # step 1: a table
     for n in (2, 3, 4):
         go_step(page, "Next ▶", n)
     assert "lesson_step=4" in page.url
-    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # not before the answer
     page.get_by_text("more peaked", exact=True).click()
     check = page.get_by_role("button", name="Check my answer").first
     expect(check).to_be_enabled(timeout=30_000)  # enabled once the answer's rerun is drawn
@@ -126,6 +130,7 @@ def test_lesson_steps_and_reveal(server, page):
     page.get_by_text("You said more peaked", exact=False).first.wait_for(timeout=30_000)
     wait_idle(page)
     assert "You said more peaked" in text(page)
+    ready(page, '[data-testid="stPlotlyChart"]')  # the step's heatmap, now that the answer is in
     go_step(page, "◀ Back", 3)
     assert "lesson_step=3" in page.url
     assert exceptions(page) == 0
@@ -134,6 +139,8 @@ def test_lesson_steps_and_reveal(server, page):
 
 def test_lesson_presentation_mode(server, page):
     open_page(page, server, "lesson", "present=true&lesson_step=6")
+    ready(page, '[data-testid="stAlert"]')
+    page.get_by_role("button", name="Show them without predicting").click()
     ready(page, '[data-testid="stPlotlyChart"]')
     assert exceptions(page) == 0
     assert not page.locator('[data-testid="stSidebar"]').is_visible()

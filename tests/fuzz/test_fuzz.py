@@ -119,22 +119,23 @@ def randomise_page_widgets(at, seed: int) -> None:
     r = random.Random(seed)
     main = at.main
     for w in [*main.selectbox, *main.radio]:
-        if w.options and r.random() < 0.5:
+        if w.options and r.random() < 0.5 and not w.disabled:
             _select_option(w, w.options[r.randrange(len(w.options))])
     for w in main.slider:
-        if r.random() < 0.5 and isinstance(w.value, (int, float)) and not isinstance(w.value, bool):
+        if r.random() < 0.5 and isinstance(w.value, (int, float)) and not isinstance(w.value, bool) \
+                and not w.disabled:  # a browser user cannot move a disabled widget
             lo, hi, step = w.min, w.max, w.step or 1
             n = int(round((hi - lo) / step))
             v = lo + step * r.randint(0, max(n, 0))
             _try(lambda: w.set_value(int(v) if isinstance(w.value, int) else float(min(v, hi))))
     for w in main.number_input:
-        if r.random() < 0.5 and isinstance(w.value, (int, float)):
+        if r.random() < 0.5 and isinstance(w.value, (int, float)) and not w.disabled:
             lo = w.min if w.min is not None else -1000
             hi = w.max if w.max is not None else 1000
             v = r.uniform(lo, hi)
             _try(lambda: w.set_value(int(round(v)) if isinstance(w.value, int) else v))
     for w in [*main.checkbox, *main.toggle]:
-        if r.random() < 0.5:
+        if r.random() < 0.5 and not w.disabled:
             w.set_value(r.random() < 0.5)
     for w in [*main.text_area, *main.text_input]:
         if r.random() < 0.3:
@@ -240,9 +241,11 @@ def apply(at, c: Case) -> None:
 
 
 def figure_fingerprint(at) -> str:
-    """The page's charts and tables (a lesson step may show a table of the trace's numbers)."""
+    """The page's charts, tables and text (a lesson step shows the sentence's numbers in its
+    questions before its table; the table waits for the answer)."""
     tables = [d.value.to_json() for d in at.dataframe] + [t.value.to_json() for t in at.table]
-    return json.dumps([[f.get("data") for f in figures(at)], tables], sort_keys=True)
+    text = [m.value for m in at.main.markdown]
+    return json.dumps([[f.get("data") for f in figures(at)], tables, text], sort_keys=True)
 
 
 def uses_sentence(at) -> bool:
