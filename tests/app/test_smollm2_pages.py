@@ -97,3 +97,20 @@ def test_multi_head_page_shows_grouped_query_attention():
     tr = model.trace(torch.tensor([ids]))
     t = at.session_state["mh_token"]
     np.testing.assert_allclose(decode(qkv["data"][0]["z"])[1], tr.layers[0].attn.k[0, 2, t].numpy(), atol=1e-5)
+
+
+def test_control_characters_emoji_and_right_to_left_text():
+    """Issue 18 bad input: the byte-level tokenizer takes any text; labels show it readably
+    (control characters made visible, emoji split across tokens labelled by part), nothing breaks."""
+    text = "Bell\x07 and tab\there 😀 مرحبا بالعالم שלום 東京"
+    at = start("pages/heads.py", text=text)
+    fig = figures(at)[0]
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+    labels = heat[0]["y"]
+    assert any("␇" in lab for lab in labels) and not any("\x07" in lab for lab in labels)  # shown, not rung
+    assert any("😀" in lab for lab in labels) and any("東" in lab for lab in labels)
+    assert any("مرحبا"[:2] in lab for lab in labels) or any("\u0645" in lab for lab in labels)
+    assert not any("<" in lab and ">" in lab for lab in labels if "bos" not in lab)
+    w = decode(heat[0]["z"])
+    assert np.isfinite(np.nan_to_num(w)).all()
+    np.testing.assert_allclose(np.nansum(w, axis=1), 1.0, atol=1e-5)
