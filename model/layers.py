@@ -3,6 +3,7 @@ the arithmetic is identical (one code path). Modules never store activations."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -10,6 +11,7 @@ from torch import Tensor, nn
 
 from .attention import attend
 from .config import ModelConfig
+from .intervene import LayerIntervention, apply_to_heads, edited_weights
 from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
 
 # (cos, sin), each (T, d_k): the rotary tables of the positions in this pass (model.rope)
@@ -138,8 +140,10 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x_q: Tensor, x_kv: Tensor | None = None, allowed: Tensor | None = None,
                 record: bool = True, *, rope: RopeTables | None = None,
-                past: tuple[Tensor, Tensor] | None = None, kv_sink: list | None = None
-                ) -> tuple[Tensor, AttentionTrace | None]:
+                past: tuple[Tensor, Tensor] | None = None, kv_sink: list | None = None,
+                intervene: LayerIntervention | None = None) -> tuple[Tensor, AttentionTrace | None]:
+        """intervene (model.intervene): heads switched off (zero or mean) and edited attention rows
+        for this call only; the module's weights are never touched."""
         x_kv = x_q if x_kv is None else x_kv
         q = self.split(self.q_proj(x_q))  # (B, H, Tq, d_k)
         k = self.split(self.k_proj(x_kv), self.n_kv_heads)  # (B, H_kv, Tk, d_k)
@@ -159,8 +163,17 @@ class MultiHeadAttention(nn.Module):
             extra["kv_head"] = torch.arange(self.n_heads) // rep  # (H,)
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         a = attend(q, k_all, v_all, allowed=allowed, scale=scale)
-        B, H, Tq, dv = a.heads.shape
-        concat = a.heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, H*d_v)
+        heads = a.heads  # (B, H, Tq, d_v)
+        if intervene is not None:
+            if intervene.edits:  # edited rows: new weights, new Z rows
+                w = edited_weights(a.weights, intervene.edits, allowed)  # (B, H, Tq, Tk)
+                heads = w @ v_all  # (B, H, Tq, d_v)
+                a = replace(a, weights=w, heads=heads)
+            heads, ablated = apply_to_heads(heads, intervene)  # (B, H, Tq, d_v), (B|1, H)
+            extra["ablated"] = ablated
+            a = replace(a, heads=heads)
+        B, H, Tq, dv = heads.shape
+        concat = heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, H*d_v)
         out = self.o_proj(concat)  # (B, Tq, D)
         if not record:
             return out, None
@@ -207,10 +220,11 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, allowed: Tensor | None, record: bool = True, *,
                 rope: RopeTables | None = None, past: tuple[Tensor, Tensor] | None = None,
-                kv_sink: list | None = None) -> tuple[Tensor, BlockTrace | None]:
-        """rope, past, kv_sink: passed to the attention (rotary tables, this layer's KV cache, a
-        list that receives this layer's full-context (k, v))."""
-        kw = {"rope": rope, "past": past, "kv_sink": kv_sink}
+                kv_sink: list | None = None, intervene: LayerIntervention | None = None
+                ) -> tuple[Tensor, BlockTrace | None]:
+        """rope, past, kv_sink, intervene: passed to the attention (rotary tables, this layer's KV
+        cache, a list that receives this layer's full-context (k, v), model.intervene's changes)."""
+        kw = {"rope": rope, "past": past, "kv_sink": kv_sink, "intervene": intervene}
         if self.pre:
             h, ln1 = self.ln1(x, record)  # (B, T, D)
             a, at = self.attn(h, allowed=allowed, record=record, **kw)  # (B, T, D)

@@ -62,6 +62,9 @@ class AttentionTrace(TraceNode):
     # Grouped-query attention (cfg.n_kv_heads < n_heads): query head h reads K/V head kv_head[h]
     # = h // (H / H_kv) (HF's repeat_kv / repeat_interleave). None without GQA (head h reads h).
     kv_head: Tensor | None = None  # (H,) long
+    # Interventions (model.intervene): which heads' outputs were replaced (zero or their mean);
+    # `heads` then holds what entered W_O. None when nothing was changed in this layer.
+    ablated: Tensor | None = None  # bool (B or 1, H)
     # Rotary positions (cfg.pos_encoding "rope"): q and k above are rotated; these are before.
     q_pre_rope: Tensor | None = None  # (B, H, Tq, d_k)
     k_pre_rope: Tensor | None = None  # (B, H_kv, T_new, d_k): the keys computed in this pass. With a

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
+from .intervene import Intervention
 from .layers import Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
 from .trace import EmbeddingTrace, ForwardTrace
 
@@ -164,8 +165,10 @@ class Transformer(TokenModel):
 
     def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
             mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
-            past: KVCache | None = None, kv_sink: list | None = None):
-        """The one forward pass. past: a KVCache (model.generate) holding the keys and values of the
+            past: KVCache | None = None, kv_sink: list | None = None,
+            intervention: Intervention | None = None):
+        """The one forward pass. intervention (model.intervene): heads switched off or attention
+        rows edited for this pass only. past: a KVCache (model.generate) holding the keys and values of the
         positions before `ids`, which are then the new positions only. kv_sink: a list that
         receives each layer's full-context (k, v), from which the caller builds the next cache."""
         self.check_ids(ids, key_padding_mask, token_type_ids=token_type_ids)
@@ -189,12 +192,15 @@ class Transformer(TokenModel):
             positions = torch.arange(start, start + T)  # (T,)
         if self.cfg.pos_encoding == "rope":
             rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta)  # (T, d_k) x 2
+        if intervention is not None:
+            intervention.check(self.cfg.n_layers, self.cfg.n_heads)
         layer_traces = []
         for i, block in enumerate(self.blocks):
-            if rope is None and past is None and kv_sink is None:
+            iv = None if intervention is None else intervention.layer(i, self.cfg.n_heads)
+            if rope is None and past is None and kv_sink is None and iv is None:
                 x, bt = block(x, allowed, record)  # (B, T, D)
             else:
-                x, bt = block(x, allowed, record, rope=rope, kv_sink=kv_sink,
+                x, bt = block(x, allowed, record, rope=rope, kv_sink=kv_sink, intervene=iv,
                               past=None if past is None else (past.keys[i], past.values[i]))
             layer_traces.append(bt)
         final_ln = None
@@ -241,18 +247,26 @@ class Transformer(TokenModel):
     @torch.no_grad()
     def trace(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
               mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
-              past: KVCache | None = None) -> ForwardTrace:
+              past: KVCache | None = None, ablate_heads=None, ablation: str = "zero",
+              edit_rows=None, intervention: Intervention | None = None) -> ForwardTrace:
         """Every intermediate of one forward pass (eval mode, no grad). token_type_ids (B, T)
         long: the segment of each token, for models with token types (BERT); None = zeros.
         past: a KVCache (model.generate) of the positions before `ids`; the trace then holds the
         new rows only (q, scores, weights (B, H, T_new, past + T_new)) and k, v the whole context.
-        model.generate.generate_step returns the trace and the next cache together."""
+        model.generate.generate_step returns the trace and the next cache together.
+        ablate_heads [(layer, head), ...]: those heads' outputs Z_h are zeroed at every position
+        (ablation="mean": replaced by their mean over the sentence); edit_rows [(layer, head, query,
+        weights), ...]: attention rows replaced (renormalised). See model.intervene; the model
+        itself is never changed."""
+        if intervention is None and (ablate_heads or edit_rows):
+            intervention = Intervention(ablate=tuple(ablate_heads or ()), mode=ablation,
+                                        edit_rows=tuple(edit_rows or ()))
         was_training = self.training
         if was_training:  # eval()/train() walk every module: only when there is something to switch
             self.eval()
         try:
             return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries,
-                            token_type_ids=token_type_ids, past=past)
+                            token_type_ids=token_type_ids, past=past, intervention=intervention)
         finally:
             if was_training:
                 self.train(True)
