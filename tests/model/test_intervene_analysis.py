@@ -1,0 +1,53 @@
+"""classroom/intervene.py: head importance against a one-head-at-a-time loop, and attention rollout
+on a 2-layer example computed by hand."""
+import numpy as np
+import pytest
+import torch
+
+from classroom import intervene as iv
+from model.config import ModelConfig
+from model.transformer import Transformer
+
+
+def test_rollout_on_a_two_layer_example_by_hand():
+    # one head per layer, 2 tokens
+    A0 = np.array([[1.0, 0.0], [0.6, 0.4]])
+    A1 = np.array([[1.0, 0.0], [0.2, 0.8]])
+    w = np.stack([A0[None], A1[None]])  # (L=2, H=1, 2, 2)
+    # by hand: Â0 = 0.5 I + 0.5 A0 = [[1, 0], [0.3, 0.7]]; Â1 = [[1, 0], [0.1, 0.9]]
+    # R = Â1 Â0 = [[1, 0], [0.1 + 0.9·0.3, 0.9·0.7]] = [[1, 0], [0.37, 0.63]]
+    R = iv.rollout(w)
+    np.testing.assert_allclose(R, [[1.0, 0.0], [0.37, 0.63]], atol=1e-12)
+    np.testing.assert_allclose(R.sum(-1), 1.0)
+    # two heads are averaged first: heads A and the identity give 0.5 A + 0.5 I per layer
+    w2 = np.stack([np.stack([A0, np.eye(2)]), np.stack([A1, np.eye(2)])])
+    np.testing.assert_allclose(iv.rollout(w2, residual=0.0), iv.rollout(w, residual=0.5), atol=1e-12)
+    with pytest.raises(ValueError):
+        iv.rollout(np.ones((2, 2, 3)))
+
+
+@pytest.fixture(scope="module")
+def model():
+    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=32)
+    return Transformer(cfg, seed=5).eval()
+
+
+def test_importance_equals_ablating_each_head_alone(model):
+    ids = [1, 4, 9, 2, 7, 3]
+    res = iv.head_importance(model, ids, causal=True, batch=3)
+    x = torch.tensor([ids])
+    lp0 = torch.log_softmax(model(x)[0, -1].double(), -1)
+    t = int(lp0.argmax())
+    assert res["target"] == t
+    for l in range(2):
+        for h in range(4):
+            lp = torch.log_softmax(model.trace(x, ablate_heads=[(l, h)]).logits[0, -1].double(), -1)[t]
+            assert res["score"][l, h] == pytest.approx(float(lp0[t] - lp), abs=1e-5)
+
+
+def test_compare_reports_later_layers_changing_and_earlier_not(model):
+    out = iv.compare(model, [1, 4, 9, 2, 7, 3], [(0, 1)], causal=True)
+    np.testing.assert_array_equal(out["w_clean"][0], out["w_ablated"][0])  # layer 0's weights: unchanged
+    assert np.abs(out["w_clean"][1] - out["w_ablated"][1]).max() > 0  # layer 1 sees a changed input
+    assert out["hidden_change"].shape == (2, 6) and (out["hidden_change"][0] > 0).any()
+    assert abs(out["p_clean"].sum() - 1) < 1e-6 and abs(out["p_ablated"].sum() - 1) < 1e-6
