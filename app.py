@@ -24,6 +24,7 @@ PAGES = [
      ":material/compare_arrows:"),
     ("Attention", "pages/mask-lab.py", "Mask lab", "mask-lab", ":material/masks:"),
     ("Attention", "pages/experts.py", "Heads as experts", "experts", ":material/psychology:"),
+    ("Attention", "pages/intervene.py", "Intervene: switch heads off", "intervene", ":material/toggle_off:"),
     ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
     ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),
     ("Concepts", "pages/layer-norm.py", "Layer norm & residuals", "layer-norm", ":material/balance:"),

@@ -1,0 +1,117 @@
+"""Intervene: switch attention heads off and see what changes — the prediction, every later
+layer's attention, the hidden states — and rank every head by how much the prediction needs it.
+Attention rollout across layers at the end."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from classroom.intervene import rollout
+from classroom.text import token_label, token_labels, visible
+from ui import intervene as IV
+from ui import state
+from ui.compute import current_run, md_escape
+from ui.show import show_code, show_fig
+from viz.attention import compare_grid
+from viz.concepts import bar_compare, matrix_heatmap
+
+st.title("Intervene: switch heads off")
+show_code("model.intervene.apply_to_heads", "classroom.intervene.head_importance", "classroom.intervene.rollout",
+          what="ablation, importance, rollout")
+st.caption("Heatmaps show where a head looks, not whether it matters. Here a head's output Z_h (its slice of the "
+           "input to W_O) is set to zero, or to its mean over the sentence, at every position; the layers after it "
+           "recompute. The model itself is never changed: the intervention is an argument of this one forward pass.")
+run = current_run()
+cfg = run.cfg
+L, H, T = cfg.n_layers, cfg.n_heads, run.T
+options = [f"L{l} H{h}" for l in range(L) for h in range(H)]
+if "iv_heads" not in st.session_state:
+    st.session_state["iv_heads"] = []
+st.session_state["iv_heads"] = [o for o in st.session_state["iv_heads"] if o in options]
+c1, c2 = st.columns([3, 1])
+picked = c1.multiselect("Heads to switch off", options, key="iv_heads",
+                        help="Empty = no intervention. Pick from the list or from the ranking below.")
+mode = c2.radio("Replace Z_h by", ["zero", "mean"], key="iv_mode", horizontal=True,
+                help="zero: the head adds nothing. mean: it adds its average output at every position "
+                     "(keeps the scale of the residual stream, removes what depends on the token).")
+heads = tuple((int(o.split()[0][1:]), int(o.split()[1][1:])) for o in picked)
+res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode)
+labels = run.labels
+
+if not heads:
+    st.info("No head switched off: pick heads above (or use the ranking below) to see what changes.")
+elif res["p_clean"] is not None:
+    st.subheader("The next-token prediction, before and after")
+    pc, pa = res["p_clean"], res["p_ablated"]
+    top = list(dict.fromkeys(list(np.argsort(-pc)[:5]) + list(np.argsort(-pa)[:5])))
+    names = [run.vocab[i] for i in top]
+    show_fig(bar_compare(names, {"before": pc[top], "after": pa[top]}, tokens=False, text_format=".2f",
+                         yaxis="probability", title=f"After “{visible(labels[-1])}”: top tokens before and after "
+                                                   f"switching off {', '.join(picked)}"),
+             "iv_topk", table=pd.DataFrame({"token": names, "before": pc[top], "after": pa[top]}))
+    before, after = int(np.argmax(pc)), int(np.argmax(pa))
+    st.markdown(f"Top prediction **{md_escape(run.vocab[before])}** ({pc[before]:.3f}) → "
+                f"**{md_escape(run.vocab[after])}** ({pa[after]:.3f})" +
+                (": the prediction changed." if before != after else ": the same token."))
+else:
+    st.info("This model has no output layer (no next-token prediction): see how the hidden states change below.")
+
+if heads:
+    first = min(l for l, _ in heads)
+    st.subheader("What changes downstream")
+    dh = res["hidden_change"]  # (L, T)
+    show_fig(matrix_heatmap(dh, [f"after layer {l}" for l in range(L)], labels, tokens_rows=False, tokens_cols=True,
+                            colorscale="Viridis", zmid=None, annotate=dh.size <= 120, fmt=".2f",
+                            row_title="layer output", col_title="token", value_name="‖Δh‖",
+                            title="‖hidden state after − before‖ per layer and token"),
+             "iv_hidden", table=pd.DataFrame(dh, index=[f"layer {l}" for l in range(L)], columns=token_labels(labels, plain=True)),
+             alt=f"Rows before layer {first} are zero: an ablation only changes what comes after it.")
+    later = list(range(first, L))
+    state.fix("iv_layer", later, later[-1])
+    lay = st.selectbox("Attention maps of layer", later, key="iv_layer",
+                       help="Each head before, after, and the difference (after − before).")
+    show_fig(compare_grid(res["w_clean"][lay], res["w_ablated"][lay], labels, names=("before", "after")),
+             "iv_diff", table=lambda: pd.DataFrame((res["w_ablated"][lay] - res["w_clean"][lay]).reshape(H * T, T)),
+             alt="Layer by layer the attention of later heads moves once their input changed; the ablated head's own "
+                 "weights are unchanged (only its output is replaced).")
+
+st.subheader("Which heads matter? Ablate each one alone")
+st.caption("Every head is switched off on its own (" + ("drop in log p of the top prediction at the last position"
+           if cfg.output_head else "change of the last layer's output, mean over tokens") + f"); {L * H} heads, in batches.")
+if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch of heads."):
+    bar = st.progress(0.0, text="Ablating heads…")
+    imp = IV.importance(run.source, tuple(run.ids), run.causal, mode, progress=lambda f: bar.progress(f))
+    bar.empty()
+    score = imp["score"]
+    what = (f"drop in log p(“{run.vocab[imp['target']]}”)" if imp["target"] is not None else "‖Δ final hidden state‖")
+    show_fig(matrix_heatmap(score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
+                            colorscale="RdBu_r", zmid=0.0, annotate=L * H <= 96, fmt=".2f", row_title="layer",
+                            col_title="head", value_name="importance", title=f"Importance of each head: {what}",
+                            height=max(300, 22 * L + 120)),
+             "iv_importance", table=pd.DataFrame(score, index=[f"layer {l}" for l in range(L)], columns=[f"head {h}" for h in range(H)]))
+    order = np.argsort(-score, axis=None)[:10]
+    st.markdown("**Top 10** (click to switch it off above):")
+    cols = st.columns(5)
+    for n, i in enumerate(order):
+        l, h = int(i // H), int(i % H)
+        name = f"L{l} H{h}"
+        cols[n % 5].button(f"{name}: {score[l, h]:.3f}", key=f"iv_top_{n}", width="stretch",
+                           on_click=lambda nm=name: st.session_state.__setitem__(
+                               "iv_heads", list(dict.fromkeys(st.session_state.get("iv_heads", []) + [nm]))))
+
+st.subheader("Attention rollout across layers")
+R = rollout(np.stack([lt.attn.weights[0] for lt in run.trace.layers]))  # (T, T)
+st.caption("Abnar & Zuidema (2020): per layer, the heads' attention is averaged and mixed with the residual path, "
+           "Â = 0.5·A + 0.5·I (rows renormalised); multiplying the layers gives how much each input token flows into "
+           "each position's last-layer vector. Heads are averaged, so this is a rough map, not a proof.")
+r1, r2 = st.columns([3, 2])
+with r1:
+    show_fig(matrix_heatmap(R, labels, labels, tokens_cols=True, colorscale="Cividis", zmid=None, zmin=0,
+                            zmax=float(R.max()), annotate=T <= 10, row_title="position (last layer)",
+                            col_title="input token", value_name="share", title=f"Rollout over {L} layers ({T} × {T})"),
+             "iv_rollout", table=pd.DataFrame(R, index=token_labels(labels, plain=True), columns=token_labels(labels, plain=True)))
+with r2:
+    state.fix("iv_tok", list(range(T)), T - 1)
+    ti = st.selectbox("Token", list(range(T)), key="iv_tok", format_func=lambda i: token_label(i, labels[i], sep=": "))
+    show_fig(bar_compare(labels, {"share": R[ti]}, yaxis="share of the input", height=320,
+                         title=f"What flows into {visible(labels[ti])}"), "iv_rollout_tok",
+             table=pd.DataFrame({"share": R[ti]}, index=token_labels(labels, plain=True)))

@@ -1,0 +1,40 @@
+"""Cached calls for the Intervene page (classroom/intervene.py on the sidebar's model)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import streamlit as st
+
+from classroom import intervene
+
+from .compute import ModelSource, get_model
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def compare(source: ModelSource, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...], causal: bool,
+            mode: str) -> dict:
+    model, _ = get_model(source)
+    return intervene.compare(model, list(ids), list(heads), causal=causal, mode=mode)
+
+
+_IMPORTANCE: "OrderedDict[tuple, dict]" = OrderedDict()  # server-wide, the 32 most recent rankings
+_lock = threading.Lock()
+
+
+def importance(source: ModelSource, ids: tuple[int, ...], causal: bool, mode: str, progress=None) -> dict:
+    """classroom.intervene.head_importance, kept per (model, sentence, mask, mode). Not an
+    st.cache_data: the progress bar it drives lives outside it (a cached call may not draw on a
+    block made elsewhere), so results are kept here instead."""
+    key = (source, ids, causal, mode)
+    with _lock:
+        if key in _IMPORTANCE:
+            _IMPORTANCE.move_to_end(key)
+            return _IMPORTANCE[key]
+    model, _ = get_model(source)
+    res = intervene.head_importance(model, list(ids), causal=causal, mode=mode, progress=progress)
+    with _lock:
+        _IMPORTANCE[key] = res
+        while len(_IMPORTANCE) > 32:
+            _IMPORTANCE.popitem(last=False)
+    return res
