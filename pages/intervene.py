@@ -8,6 +8,7 @@ import streamlit as st
 from classroom.intervene import rollout
 from classroom.text import token_label, token_labels, visible
 from ui import intervene as IV
+from ui.generate import token_texts
 from ui import state
 from ui.compute import current_run, md_escape
 from ui.show import show_code, show_fig
@@ -43,14 +44,15 @@ elif res["p_clean"] is not None:
     st.subheader("The next-token prediction, before and after")
     pc, pa = res["p_clean"], res["p_ablated"]
     top = list(dict.fromkeys(list(np.argsort(-pc)[:5]) + list(np.argsort(-pa)[:5])))
-    names = [run.vocab[i] for i in top]
+    names = token_texts(run.source, [int(i) for i in top])  # readable ("·Paris", not "ĠParis")
     show_fig(bar_compare(names, {"before": pc[top], "after": pa[top]}, tokens=False, text_format=".2f",
                          yaxis="probability", title=f"After “{visible(labels[-1])}”: top tokens before and after "
                                                    f"switching off {', '.join(picked)}"),
              "iv_topk", table=pd.DataFrame({"token": names, "before": pc[top], "after": pa[top]}))
     before, after = int(np.argmax(pc)), int(np.argmax(pa))
-    st.markdown(f"Top prediction **{md_escape(run.vocab[before])}** ({pc[before]:.3f}) → "
-                f"**{md_escape(run.vocab[after])}** ({pa[after]:.3f})" +
+    tb, ta = token_texts(run.source, [before, after])
+    st.markdown(f"Top prediction **{md_escape(tb)}** ({pc[before]:.3f}) → "
+                f"**{md_escape(ta)}** ({pa[after]:.3f})" +
                 (": the prediction changed." if before != after else ": the same token."))
 else:
     st.info("This model has no output layer (no next-token prediction): see how the hidden states change below.")
@@ -82,7 +84,8 @@ if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch 
     imp = IV.importance(run.source, tuple(run.ids), run.causal, mode, progress=lambda f: bar.progress(f))
     bar.empty()
     score = imp["score"]
-    what = (f"drop in log p(“{run.vocab[imp['target']]}”)" if imp["target"] is not None else "‖Δ final hidden state‖")
+    what = (f"drop in log p(“{visible(token_texts(run.source, [imp['target']])[0])}”)" if imp["target"] is not None
+            else "‖Δ final hidden state‖")
     show_fig(matrix_heatmap(score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
                             colorscale="RdBu_r", zmid=0.0, annotate=L * H <= 96, fmt=".2f", row_title="layer",
                             col_title="head", value_name="importance", title=f"Importance of each head: {what}",
