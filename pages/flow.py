@@ -1,0 +1,30 @@
+"""The end-to-end flow: token ids → embeddings (+ positions) → each block → final norm → logits →
+probabilities, with the current model's real tensor shapes, each stage linked to its page."""
+import pandas as pd
+import streamlit as st
+
+from classroom.flow import stages
+from ui.compute import current_run
+from ui.show import show_code, show_fig
+from viz.flow import flow_diagram
+
+st.title("The whole model, end to end")
+show_code("model.transformer.Transformer.run", what="the forward pass, top to bottom")
+run = current_run()
+cfg = run.cfg
+rows = stages(run.trace, cfg)
+st.caption(f"Your sentence through {cfg.n_layers} block(s) of this model ({cfg.norm}-LN, {cfg.n_heads} heads, "
+           f"d_model {cfg.d_model}): each box is one step, each arrow's label the shape of the tensor it passes on "
+           "(batch axis left out). Colours: the page that explains the step (links below).")
+show_fig(flow_diagram(rows, title=f"{run.T} tokens, from ids to {'probabilities' if run.trace.probs is not None else 'hidden states'}"),
+         "flow_diagram", table=pd.DataFrame([{"step": r["name"], "shape": " × ".join(map(str, r["shape"])),
+                                               "page": r["page"], "what": r["what"]} for r in rows]),
+         alt="A vertical chain of boxes from token ids to the output, each arrow labelled with a tensor shape.")
+st.subheader("Each step explained")
+seen = []
+for r in rows:
+    if r["page"] in seen:
+        continue
+    seen.append(r["page"])
+    names = [x["name"] for x in rows if x["page"] == r["page"]]
+    st.page_link(f"pages/{r['page']}.py", label=f"{', '.join(names)}", icon=":material/arrow_forward:")
