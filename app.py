@@ -24,6 +24,7 @@ PAGES = [
      ":material/compare_arrows:"),
     ("Attention", "pages/mask-lab.py", "Mask lab", "mask-lab", ":material/masks:"),
     ("Attention", "pages/experts.py", "Heads as experts", "experts", ":material/psychology:"),
+    ("Attention", "pages/model-view.py", "Model view (lines)", "model-view", ":material/timeline:"),
     ("Attention", "pages/intervene.py", "Intervene: switch heads off", "intervene", ":material/toggle_off:"),
     ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
     ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),

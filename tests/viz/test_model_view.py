@@ -1,0 +1,39 @@
+"""viz/model_view.py: the lines drawn are exactly the weights at or above 0.05, grouped by level;
+isolating a token keeps only its lines; labels are escaped."""
+import numpy as np
+import pytest
+
+from viz.model_view import LEVELS, OPACITY, model_view, multi_head_lines
+
+
+def n_lines(traces) -> int:
+    return sum(sum(1 for v in t.x if v is None) for t in traces)
+
+
+def test_every_weight_above_the_first_level_is_one_line():
+    g = np.random.default_rng(0)
+    w = g.dirichlet(np.ones(5), size=(2, 3, 5))  # (L, H, T, T), rows sum to 1
+    fig = model_view(w, ["a", "b", "<c>", "d", "e"])
+    assert n_lines(fig.data) == int((w >= LEVELS[0]).sum())
+    # the strongest lines are in the most opaque trace of their panel
+    top_level = max(k for k, lo in enumerate(LEVELS) if w.max() >= lo)
+    assert max(t.opacity for t in fig.data) == OPACITY[top_level]
+    only = model_view(w, ["a", "b", "<c>", "d", "e"], only=2)
+    assert n_lines(only.data) == int((w[:, :, 2] >= LEVELS[0]).sum())
+    T = 5
+    starts = [y for t in only.data for y in t.y[0::3]]
+    assert starts and all((-y) % (T + 3.0) == 2 for y in starts)  # every line starts at query 2 of its panel
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert "2:&lt;c&gt;" in ticks and "<c>" not in " ".join(ticks)
+    with pytest.raises(ValueError):
+        model_view(w, ["a", "b"])
+
+
+def test_multi_head_lines_one_colour_per_head():
+    w = np.zeros((3, 4, 4))
+    for h in range(3):
+        w[h, np.arange(4), (np.arange(4) + h) % 4] = 1.0  # head h: query i -> key i + h
+    fig = multi_head_lines(w, list("abcd"))
+    colours = {t.legendgroup: t.line.color for t in fig.data}
+    assert len(colours) == 3 and len(set(colours.values())) == 3
+    assert n_lines(fig.data) == 12
