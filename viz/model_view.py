@@ -60,10 +60,10 @@ def model_view(weights: np.ndarray, labels: Sequence[str], *, first_layer: int =
         fig.add_annotation(x=-0.02, y=-l * (T + gap_y) + 1.4, xref="x", yref="y", showarrow=False, xanchor="left",
                            text=f"<b>layer {first_layer + l}</b>", font=dict(size=11))
     for h in range(H):
-        fig.add_annotation(x=h * (1 + gap_x) + 0.5, y=1.4, xref="x", yref="y", showarrow=False,
+        fig.add_annotation(x=h * (1 + gap_x) + 0.5, y=2.6, xref="x", yref="y", showarrow=False,
                            text=f"H{h}", font=dict(size=11))
     fig.update_xaxes(visible=False, range=[-0.05, H * (1 + gap_x) - gap_x + 0.05], fixedrange=True)
-    fig.update_yaxes(range=[-(L - 1) * (T + gap_y) - T + 0.5, 2.2], tickvals=tickvals, ticktext=ticktext,
+    fig.update_yaxes(range=[-(L - 1) * (T + gap_y) - T + 0.5, 3.4], tickvals=tickvals, ticktext=ticktext,
                      showgrid=False, zeroline=False, tickfont=dict(size=9), fixedrange=True)
     side = max(120, min(220, 6 * T))
     fig.update_layout(title=dict(text=title, x=0, xanchor="left") if title else None, font=FONT,
