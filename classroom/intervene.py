@@ -82,3 +82,33 @@ def rollout(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
         A = A / A.sum(-1, keepdims=True)
         R = A @ R
     return R
+
+
+def attention_flow(weights: np.ndarray, residual: float = 0.5, max_tokens: int = 24) -> np.ndarray:
+    """Attention flow (Abnar & Zuidema, 2020): the layers as a graph, token i of layer l + 1 linked
+    to token j of layer l with capacity Â_l[i, j] (the head-averaged attention mixed with the
+    residual path, as in rollout); F[i, j] = the maximum flow from output token i down to input
+    token j. Unlike rollout's products, a flow is limited by the narrowest link of every path.
+    Exact max-flow per pair (networkx); ValueError above max_tokens tokens (T² flows)."""
+    import networkx as nx
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"weights must be (L, H, T, T); got {w.shape}")
+    L, _, T, _ = w.shape
+    if T > max_tokens:
+        raise ValueError(f"attention flow solves {T}² max-flow problems: at most {max_tokens} tokens here "
+                         "(rollout has no limit)")
+    g = nx.DiGraph()
+    for l in range(L):
+        A = residual * np.eye(T) + (1 - residual) * w[l].mean(0)
+        A = A / A.sum(-1, keepdims=True)
+        for i in range(T):
+            for j in range(T):
+                if A[i, j] > 0:
+                    g.add_edge((l + 1, i), (l, j), capacity=float(A[i, j]))
+    F = np.zeros((T, T))
+    for i in range(T):
+        for j in range(T):
+            if g.has_node((L, i)) and g.has_node((0, j)):
+                F[i, j] = nx.maximum_flow_value(g, (L, i), (0, j))
+    return F

@@ -17,6 +17,7 @@ from viz.concepts import bar_compare, matrix_heatmap
 
 st.title("Intervene: switch heads off")
 show_code("model.intervene.apply_to_heads", "classroom.intervene.head_importance", "classroom.intervene.rollout",
+          "classroom.intervene.attention_flow",
           what="ablation, importance, rollout")
 st.caption("Heatmaps show where a head looks, not whether it matters. Here a head's output Z_h (its slice of the "
            "input to W_O) is set to zero, or to its mean over the sentence, at every position; the layers after it "
@@ -101,16 +102,26 @@ if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch 
                            on_click=lambda nm=name: st.session_state.__setitem__(
                                "iv_heads", list(dict.fromkeys(st.session_state.get("iv_heads", []) + [nm]))))
 
-st.subheader("Attention rollout across layers")
-R = rollout(np.stack([lt.attn.weights[0] for lt in run.trace.layers]))  # (T, T)
+st.subheader("Attention rollout and attention flow across layers")
+W_all = np.stack([lt.attn.weights[0] for lt in run.trace.layers])  # (L, H, T, T)
+how = st.radio("Combine the layers by", ["rollout", "flow"], key="iv_how", horizontal=True,
+               help="rollout: multiply the layers' matrices. flow: the maximum flow through the layers' graph.")
 st.caption("Abnar & Zuidema (2020): per layer, the heads' attention is averaged and mixed with the residual path, "
-           "Â = 0.5·A + 0.5·I (rows renormalised); multiplying the layers gives how much each input token flows into "
-           "each position's last-layer vector. Heads are averaged, so this is a rough map, not a proof.")
+           "Â = 0.5·A + 0.5·I (rows renormalised). **Rollout** multiplies the layers: how much each input token flows "
+           "into each position's last-layer vector. **Flow** treats each Â as pipe capacities and computes the maximum "
+           "flow from an output token to an input token (limited by the narrowest link of each path). Heads are "
+           "averaged, so both are rough maps, not proofs.")
+if how == "flow" and T > 24:
+    st.warning(f"Attention flow solves {T}² max-flow problems: it is offered up to 24 tokens (this sentence has {T}). "
+               "Showing rollout instead.")
+    how = "rollout"
+R = rollout(W_all) if how == "rollout" else IV.flow(run.source, tuple(run.ids), run.causal)  # (T, T)
 r1, r2 = st.columns([3, 2])
 with r1:
     show_fig(matrix_heatmap(R, labels, labels, tokens_cols=True, colorscale="Cividis", zmid=None, zmin=0,
                             zmax=float(R.max()), annotate=T <= 10, row_title="position (last layer)",
-                            col_title="input token", value_name="share", title=f"Rollout over {L} layers ({T} × {T})"),
+                            col_title="input token", value_name="share",
+                            title=f"{'Rollout' if how == 'rollout' else 'Attention flow'} over {L} layers ({T} × {T})"),
              "iv_rollout", table=pd.DataFrame(R, index=token_labels(labels, plain=True), columns=token_labels(labels, plain=True)))
 with r2:
     state.fix("iv_tok", list(range(T)), T - 1)

@@ -38,3 +38,13 @@ def importance(source: ModelSource, ids: tuple[int, ...], causal: bool, mode: st
         while len(_IMPORTANCE) > 32:
             _IMPORTANCE.popitem(last=False)
     return res
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the maximum flows…")
+def flow(source: ModelSource, ids: tuple[int, ...], causal: bool):
+    """classroom.intervene.attention_flow over the run's attention weights."""
+    import numpy as np
+    import torch
+    model, _ = get_model(source)
+    tr = model.trace(torch.tensor([list(ids)]), causal=causal)
+    return intervene.attention_flow(np.stack([lt.attn.weights[0].numpy() for lt in tr.layers]))

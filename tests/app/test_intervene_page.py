@@ -68,3 +68,15 @@ def test_rollout_on_the_page_is_the_rollout_of_the_trace():
     want = rollout(np.stack([lt.attn.weights[0].numpy() for lt in tr.layers]))
     np.testing.assert_allclose(decode(fig(at, "Rollout over")["data"][0]["z"]), want, atol=1e-6)
     assert np.allclose(np.triu(want, 1), 0)  # causal: nothing flows from later tokens
+
+
+def test_attention_flow_on_the_page():
+    from classroom.intervene import attention_flow
+    at = open_page()
+    at.radio(key="iv_how").set_value("flow").run()
+    assert not errors(at)
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    ids = tok.encode(at.session_state["text"]).ids
+    tr = model.trace(torch.tensor([ids]))
+    want = attention_flow(np.stack([lt.attn.weights[0].numpy() for lt in tr.layers]))
+    np.testing.assert_allclose(decode(fig(at, "Attention flow over")["data"][0]["z"]), want, atol=1e-6)

@@ -51,3 +51,16 @@ def test_compare_reports_later_layers_changing_and_earlier_not(model):
     assert np.abs(out["w_clean"][1] - out["w_ablated"][1]).max() > 0  # layer 1 sees a changed input
     assert out["hidden_change"].shape == (2, 6) and (out["hidden_change"][0] > 0).any()
     assert abs(out["p_clean"].sum() - 1) < 1e-6 and abs(out["p_ablated"].sum() - 1) < 1e-6
+
+
+def test_attention_flow_on_the_two_layer_example_by_hand():
+    A0 = np.array([[1.0, 0.0], [0.6, 0.4]])
+    A1 = np.array([[1.0, 0.0], [0.2, 0.8]])
+    w = np.stack([A0[None], A1[None]])
+    # Â0 = [[1, 0], [0.3, 0.7]], Â1 = [[1, 0], [0.1, 0.9]]. From output token 1 to input token 0:
+    # via token 0 of layer 1: min(0.1, 1) = 0.1; via token 1: min(0.9, 0.3) = 0.3 -> 0.4.
+    # To input token 1: only via token 1: min(0.9, 0.7) = 0.7. Output token 0 keeps 1 on itself.
+    F = iv.attention_flow(w)
+    np.testing.assert_allclose(F, [[1.0, 0.0], [0.4, 0.7]], atol=1e-9)
+    with pytest.raises(ValueError, match="at most"):
+        iv.attention_flow(np.ones((1, 1, 30, 30)) / 30)
