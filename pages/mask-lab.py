@@ -7,7 +7,7 @@ from classroom.analysis import mask_steps
 from classroom.text import token_label
 from ui import state
 from ui.compute import current_source, get_batch_run, md_escape, takes_pairs
-from ui.show import download_npz, heads_table, matrix_table, show_fig, show_code
+from ui.show import download_npz, heads_table, matrix_table, show_code, show_fig
 from viz.attention import head_grid, head_heatmap, mask_heatmap
 from viz.common import NEG_INF
 
@@ -86,30 +86,51 @@ steps = mask_steps(run.key_padding_mask, b, causal=causal, mask_queries=mask_q)
 lab = run.labels[b]
 
 
-def pair(title: str, m01: np.ndarray, madd: np.ndarray, key: str, rows=None, explain: str = "") -> None:
-    st.markdown(f"**{title}**")
-    if explain:
-        st.caption(explain)
-    rows = lab if rows is None else rows
-    a, c = st.columns(2)
-    with a:
-        show_fig(mask_heatmap(m01, rows, lab, title="as 1 / 0 (multiply)"), f"{key}_01",
-                 table=matrix_table(m01, rows, lab), filename=f"{key}_01")
-    with c:
-        show_fig(mask_heatmap(madd, rows, lab, additive=True, title=f"as 0 / {NEG_INF} (add to the scores)"),
-                 f"{key}_add", table=matrix_table(madd, rows, lab), filename=f"{key}_additive")
+# One caption per chart (its alt text, specific to it) and one CSV for the whole page at the bottom:
+# twelve identical "CSV of these numbers" buttons and captions made the page ~6,000 px tall (issue 21,
+# point 12). Every matrix drawn here goes into `tables` for that CSV.
+tables: dict[str, pd.DataFrame] = {}
+
+
+def chart(fig, key: str, alt: str, table: pd.DataFrame) -> None:
+    """show_fig (PNG/SVG camera, presentation fonts, alt caption) without its own CSV button: the
+    page's one CSV holds this chart's numbers."""
+    show_fig(fig, key, alt=alt, csv=False)
+    tables[key] = table
 
 
 st.subheader(f"2. Masks for {row_names[b]}")
-pair("Padding mask, 1-D (one entry per key)", steps.pad_1d[None, :], steps.pad_1d_add[None, :], "pad1d", rows=["key allowed"],
-     explain="1 = a real token, 0 = padding.")
-pair("Padding mask as a 2-D key mask (every query row gets the same key mask)"
-     + (", with padded query rows masked too" if mask_q else ""), steps.pad_2d, steps.pad_2d_add, "pad2d")
-pair("Look-ahead (causal) mask" if causal else "Look-ahead mask: off (bidirectional) — all ones",
-     steps.look_ahead, steps.look_ahead_add, "lookahead",
-     explain="Query i may attend to keys j ≤ i." if causal else "Every query may attend to every key.")
-pair("Combined mask = padding × look-ahead (elementwise product; in additive form: the sum)",
-     steps.combined, steps.combined_add, "combined")
+state.bound("ml_form", "1 / 0")
+state.fix("ml_form", ["1 / 0", "0 / −∞"])
+form = st.radio("Show the masks as", ["1 / 0", "0 / −∞"], key="ml_form", horizontal=True,
+                format_func=lambda f: {"1 / 0": "1 / 0 (multiply the weights)",
+                                       "0 / −∞": f"0 / {NEG_INF} (add to the scores)"}[f],
+                help="The same masks in their two forms: 1 keeps, 0 removes (multiplicative); 0 keeps, −∞ removes "
+                     "(additive, what the model adds to the scores before the softmax).")
+additive = form != "1 / 0"
+pick = (lambda m01, madd: madd) if additive else (lambda m01, madd: m01)
+how = f"as 0 / {NEG_INF} (add to the scores)" if additive else "as 1 / 0 (multiply)"
+chart(mask_heatmap(pick(steps.pad_1d[None, :], steps.pad_1d_add[None, :]), ["key allowed"], lab, additive=additive,
+                   title=f"Padding mask, 1-D, one entry per key, {how}", height=150),
+      "pad1d", "One entry per key: " + ("0 for a real token, −∞ for padding." if additive
+                                        else "1 for a real token, 0 for padding."),
+      matrix_table(pick(steps.pad_1d[None, :], steps.pad_1d_add[None, :]), ["key allowed"], lab))
+m1, m2, m3 = st.columns(3)
+with m1:
+    chart(mask_heatmap(pick(steps.pad_2d, steps.pad_2d_add), lab, lab, additive=additive,
+                       title=f"Padding, 2-D {how.split(' (')[0]}"), "pad2d",
+          "Every query row gets the same key mask" + (", and padded query rows are masked too." if mask_q else "."),
+          matrix_table(pick(steps.pad_2d, steps.pad_2d_add), lab, lab))
+with m2:
+    chart(mask_heatmap(pick(steps.look_ahead, steps.look_ahead_add), lab, lab, additive=additive,
+                       title=f"Look-ahead {how.split(' (')[0]}" + ("" if causal else " (off)")), "lookahead",
+          "Causal: query i may attend to keys j ≤ i." if causal else "Bidirectional: every query may attend to every key.",
+          matrix_table(pick(steps.look_ahead, steps.look_ahead_add), lab, lab))
+with m3:
+    chart(mask_heatmap(pick(steps.combined, steps.combined_add), lab, lab, additive=additive,
+                       title=f"Combined {how.split(' (')[0]}"), "combined",
+          "Padding × look-ahead, cell by cell (in the additive form: their sum).",
+          matrix_table(pick(steps.combined, steps.combined_add), lab, lab))
 
 st.subheader(f"3. Scores → masked scores → softmax ({row_names[b]}, layer {layer}, head {h})")
 attn = run.trace.layers[layer].attn  # AttentionTrace (numpy, B sentences)
@@ -122,19 +143,19 @@ fully = attn.fully_masked[b, 0 if attn.fully_masked.shape[1] == 1 else h]  # (T,
 c1, c2 = st.columns(2)
 c3, c4 = st.columns(2)
 with c1:
-    show_fig(head_heatmap(scaled, lab, title="raw scores q·k / √d_k", zmin=None, zmax=None,
-                          colorscale="Viridis", value_name="score"), "ml_scores",
-             table=matrix_table(scaled, lab, lab), filename="scores")
+    chart(head_heatmap(scaled, lab, title="raw scores q·k / √d_k", zmin=None, zmax=None,
+                       colorscale="Viridis", value_name="score"), "ml_scores",
+          "Every query–key pair, before any mask.", matrix_table(scaled, lab, lab))
 with c2:
     text = np.where(np.isfinite(masked), "", NEG_INF)
-    show_fig(head_heatmap(np.where(np.isfinite(masked), masked, np.nan), lab, allowed=np.isfinite(masked),
-                          title="masked scores (+ combined mask)", zmin=None, zmax=None, colorscale="Viridis",
-                          value_name="score", cell_text=text), "ml_masked",
-             table=matrix_table(masked, lab, lab), filename="masked_scores")
+    chart(head_heatmap(np.where(np.isfinite(masked), masked, np.nan), lab, allowed=np.isfinite(masked),
+                       title="masked scores (+ combined mask)", zmin=None, zmax=None, colorscale="Viridis",
+                       value_name="score", cell_text=text), "ml_masked",
+          f"The combined mask added: grey cells hold {NEG_INF}.", matrix_table(masked, lab, lab))
 with c3:
     shown = allowed | fully[:, None]  # fully masked rows are all zeros: show them as 0, not grey
-    show_fig(head_heatmap(weights, lab, allowed=shown, title="softmax (attention weights)"), "ml_weights",
-             table=matrix_table(weights, lab, lab), filename="weights")
+    chart(head_heatmap(weights, lab, allowed=shown, title="softmax (attention weights)"), "ml_weights",
+          "Each row's weights: masked keys get exactly 0.", matrix_table(weights, lab, lab))
 with c4:
     st.markdown("**How to read these three**")
     st.caption("Raw scores: every query-key pair, before any mask. Masked scores: the combined mask added "
@@ -156,7 +177,18 @@ all_w = attn.weights[b]  # (H, T, T)
 st.caption(f"The mask has shape {tuple(attn.allowed.shape)} = (batch, 1, query, key): the head "
            f"axis has size 1 and is broadcast to all {H} heads, so the grey cells are the same in every panel; "
            "only the weights on the allowed cells differ.")
-show_fig(head_grid(all_w, lab, allowed=np.broadcast_to(allowed, all_w.shape) | fully[None, :, None],
-                   title=f"{row_names[b].capitalize()}, layer {layer}: all heads"), "ml_heads", filename="mask_all_heads",
-         table=lambda: heads_table(all_w, lab, layer))
-download_npz(run, key="npz_batch", label="Whole batch trace (.npz)", file_name="attention_lab_batch_trace.npz")
+chart(head_grid(all_w, lab, allowed=np.broadcast_to(allowed, all_w.shape) | fully[None, :, None],
+                title=f"{row_names[b].capitalize()}, layer {layer}: all heads"), "ml_heads",
+      f"One panel per head: the grey (masked) cells are the same in all {H}.",
+      heads_table(all_w, lab, layer))
+
+st.divider()
+d1, d2 = st.columns(2)
+with d1:
+    st.download_button("CSV of every matrix on this page", lambda: pd.concat(
+        {k: (t.stack().rename("value").reset_index() if "weight" not in t.columns else t)
+         for k, t in tables.items()}, names=["chart"]).to_csv().encode("utf-8"),
+        file_name="mask_lab.csv", mime="text/csv", key="ml_csv", on_click="ignore", icon=":material/download:",
+        help="One long table: chart, row, column, value, for each chart above.")
+with d2:
+    download_npz(run, key="npz_batch", label="Whole batch trace (.npz)", file_name="attention_lab_batch_trace.npz")

@@ -46,7 +46,7 @@ def present_fonts(fig: go.Figure) -> None:
 
 
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,
-             alt: str = "", filename: str | None = None) -> None:
+             alt: str = "", filename: str | None = None, csv: bool = True) -> None:
     """Draw a figure (the camera button downloads it as PNG, or as SVG, a vector image for papers
     and slides, when "Chart images" in the sidebar says so; made in the browser, offline) with an optional CSV download of its numbers and
     a caption describing it (alt text for screen readers). `table` may be a callable: the CSV is
@@ -61,6 +61,8 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     # Accessibility (issue 8): every chart gets alt text and a numeric table. A page that passes
     # neither gets ones made from the figure itself (its title, chart kind and axes; its data).
     st.caption(alt or md_escape(describe_fig(fig)))
+    if not csv:  # the page offers one CSV for several charts (the mask lab)
+        return
     if table is None:
         table = lambda: fig_table(fig)  # noqa: E731  made only when the button is clicked
     if table is not None:

@@ -267,8 +267,10 @@ def test_mask_lab_steps(mask_q):
     np.testing.assert_array_equal(z[1].astype(bool), pad2)
     np.testing.assert_array_equal(z[2].astype(bool), np.tril(np.ones((T, T), bool)))
     np.testing.assert_array_equal(z[3], z[1] * z[2])  # combined = elementwise product
+    at.radio(key="ml_form").set_value("0 / −∞").run()  # the same masks in additive form
     add = [f for f in figures(at) if "−∞" in str(f["layout"].get("title"))]
-    assert "−∞" in str(add[3]["data"][0]["text"])
+    assert len(add) == 4 and "−∞" in str(add[3]["data"][0]["text"])
+    np.testing.assert_array_equal(decode(add[3]["data"][0]["z"]), z[3])  # 0 where 1, −∞ where 0
     w = tr.layers[0].attn.weights[2, 1].numpy()
     soft = figs["softmax (attention weights)"]
     ws = decode(soft["data"][0]["z"])
@@ -304,7 +306,10 @@ def test_npz_export_has_contract_keys():
 def test_every_heatmap_has_csv_and_page_has_npz(page):
     at = start(page)
     buttons = [b.proto.label for b in at.get("download_button")]
-    assert buttons.count("CSV of these numbers") == len(figures(at)) >= 1
+    if page == "pages/mask-lab.py":  # one CSV for the whole page (issue 21, point 12)
+        assert buttons.count("CSV of every matrix on this page") == 1 and len(figures(at)) >= 1
+    else:
+        assert buttons.count("CSV of these numbers") == len(figures(at)) >= 1
     assert any(b.endswith("(.npz)") for b in buttons), buttons
     for el in at.get("plotly_chart"):  # PNG from the chart itself: the modebar's camera button
         cfg = json.loads(el.proto.config)
