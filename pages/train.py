@@ -13,9 +13,11 @@ from viz.training import loss_curve, score_curves
 POLL_S = 1.0
 
 st.title("Train a model")
-st.caption("Train a small transformer on the app's generated English corpus (training/corpus.py) right here: "
-           "it runs in the background on the server, so the other pages stay usable. Training reuses "
-           "`training.train.train` — the same forward code path the other pages trace.")
+st.caption("Train a small transformer right here, on thousands of short generated English sentences "
+           "(“the keys to the cabinet are on the table .”). The model learns to guess each next word (or, for "
+           "the masked objective, a hidden word); as it does, its attention heads pick up patterns — one head "
+           "looks at the first token, another at the word itself, another at the word before. Training runs "
+           "in the background on the server, so the other pages stay usable. The defaults take about 5–15 s.")
 
 s = st.session_state
 job = train_ui.my_job()
@@ -23,13 +25,13 @@ view = job.view() if job is not None else None
 running = view is not None and view.running
 
 # --- the architecture ----------------------------------------------------------------------------
-for key, default in (("train_d", 32), ("train_L", 2), ("train_steps", train_ui.DEFAULT_STEPS), ("train_pe", "sinusoidal"),
+for key, default in (("train_d", train_ui.DEFAULT_D_MODEL), ("train_L", train_ui.DEFAULT_LAYERS), ("train_steps", train_ui.DEFAULT_STEPS), ("train_pe", "sinusoidal"),
                      ("train_norm", "pre"), ("train_obj", "causal"), ("train_seed", 0),
                      ("train_probe", corpus.DEFAULT_SENTENCE)):
     s.setdefault(key, default)
 heads = valid_heads(s["train_d"])
 if s.get("train_h") not in heads:
-    s["train_h"] = 2 if 2 in heads else heads[0]
+    s["train_h"] = train_ui.DEFAULT_HEADS if train_ui.DEFAULT_HEADS in heads else heads[0]
 
 with st.container(border=True):
     c = st.columns(4)
@@ -39,8 +41,9 @@ with st.container(border=True):
                         "are offered (d_k = d_model / heads ≥ 4).")
     c[2].slider("Layers", 1, train_ui.MAX_LAYERS, key="train_L", disabled=running)
     c[3].slider("Steps", train_ui.MIN_STEPS, train_ui.MAX_STEPS, step=10, key="train_steps", disabled=running,
-                help=f"Optimizer steps of {train_ui.BATCH_SIZE} sentences each. 100 steps of a small model take "
-                     "a few seconds to half a minute, depending on the size and how busy the server is.")
+                help=f"Each step shows the model {train_ui.BATCH_SIZE} sentences and nudges every weight. The default "
+                     f"{train_ui.DEFAULT_STEPS} steps of d_model {train_ui.DEFAULT_D_MODEL} take about 5 s on an idle "
+                     "server, longer when it is busy.")
     c = st.columns(4)
     c[0].radio("Positional encoding", ["sinusoidal", "learned"], key="train_pe", disabled=running)
     c[1].radio("Norm placement", ["pre", "post"], key="train_norm", disabled=running,
@@ -86,7 +89,8 @@ def snapshot_grid(v, snap, layer: int, key: str) -> None:
                        title=f"Step {snap.step} ({loss_txt}): layer {layer}, {mode} attention"),
              key, filename=f"train_step{snap.step}_layer{layer}",
              alt="Attention weights of the probe sentence at this step; rows are queries, columns keys, "
-                 "grey cells masked. Each title names the head's pattern (model/patterns.py).")
+                 "grey cells masked. Each title names the pattern the head shows (looks at the previous word, "
+                 "at itself, at the first token, spreads evenly) and how strongly.")
 
 
 @st.fragment(run_every=POLL_S if running else None)
@@ -140,7 +144,7 @@ if view is not None and not running:
                                  mime="application/octet-stream", key="train_download", on_click="ignore",
                                  icon=":material/download:",
                                  help="One .safetensors file with the config and vocabulary in its metadata; "
-                                      "load it below or with model.checkpoint.from_bytes.")
+                                      "load it below to use it again.")
     elif view.status == "cancelled":
         st.info(f"Cancelled at step {view.step} of {view.total}; that partial model was discarded.",
                 icon=":material/stop_circle:")
@@ -160,12 +164,13 @@ if view is not None and not running:
                                   help="Drag to watch the heads change from random (step 0) to trained.")
         layer = c[1].selectbox("Layer", list(range(n_layers)), key="train_snap_layer")
         snapshot_grid(view, view.snapshots[steps.index(step)], layer, "train_snapshot")
-        ts, scores, names = train_ui.score_trajectories(view, "previous-token")
-        show_fig(score_curves(ts, scores, names, score_name="previous-token score", highlight=step,
-                              title="How much each head looks at the previous token"),
-                 "train_scores", filename="train_previous_token_scores",
-                 alt="Mean attention from each token to the one before it, per head, at every snapshot "
-                     "(the score the overview page labels heads with).")
+        ts, scores, names = train_ui.pattern_trajectories(view)
+        show_fig(score_curves(ts, scores, names, score_name="pattern score", highlight=step,
+                              title="How each head's pattern grew during training"),
+                 "train_scores", filename="train_pattern_scores",
+                 alt="One line per head: the strength (0 to 1) of the pattern the head ends with, at every "
+                     "snapshot — e.g. the mean weight a 'self' head puts on the token itself. A line that "
+                     "rises from the random start is a head learning its job.")
 
 # --- upload ----------------------------------------------------------------------------------------
 st.divider()
