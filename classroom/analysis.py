@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from model.attention import additive, causal_allowed, combine, masked_softmax, padding_allowed
+from model.attention import additive, attend, causal_allowed, combine, masked_softmax, padding_allowed
 from model.config import ModelConfig, param_breakdown, param_count
 from model.layers import layer_norm as engine_layer_norm
 from model.layers import sinusoidal_table
@@ -520,6 +520,117 @@ def fit_theory(Ts: Sequence[int], seconds: np.ndarray, cfg: ModelConfig) -> dict
     coef = np.clip(coef, 0, None) / scale
     return {"fit": A @ coef, "constant": np.full(len(Ts), coef[0]), "linear": A[:, 1] * coef[1],
             "quadratic": A[:, 2] * coef[2], "coef": coef}
+
+
+def block_time_grid(max_len: int, n: int = 9, at_least: int = 1024) -> list[int]:
+    """Lengths for the block timing: n lengths from 16 to max(max_len, at_least), geometric. The
+    quadratic term only shows at long lengths, so the grid goes past a toy model's 128 positions
+    (timed on a block with the model's sizes, which has no position limit)."""
+    hi = max(int(max_len), int(at_least))
+    return sorted({int(round(x)) for x in np.geomspace(16, hi, n)})
+
+
+@torch.no_grad()
+def measure_block_time(cfg: ModelConfig, Ts: Sequence[int], repeats: int = 7, seed: int = 0) -> dict[str, np.ndarray]:
+    """Wall-clock seconds (best of `repeats`, interleaved rounds after one warm-up) per T of
+    - "attention": the engine's attend() alone on random q, k, v of shape (1, H, T, d_k) with the
+      causal mask: the QKᵀ scores, softmax and weights·V, the T² part;
+    - "block": one whole transformer block (norms, Q/K/V/O projections, attend, FFN) of this
+      architecture with fresh weights (seed), on random input (1, T, d_model).
+    Fresh weights: the time does not depend on the values, and a block has no position limit."""
+    from model.layers import Block
+    torch.manual_seed(seed)
+    block = Block(cfg.replace(max_len=max(cfg.max_len, max(int(t) for t in Ts)))).eval()
+    g = torch.Generator().manual_seed(seed)
+    H, dk, D = cfg.n_heads, cfg.d_k, cfg.d_model
+    inputs = []
+    for T in Ts:
+        T = int(T)
+        q, k, v = (torch.randn(1, H, T, dk, generator=g) for _ in range(3))
+        inputs.append((q, k, v, causal_allowed(T), torch.randn(1, T, D, generator=g)))
+    scale = 1.0 / math.sqrt(dk)
+
+    def run_attn(x):
+        attend(x[0], x[1], x[2], allowed=x[3], scale=scale)
+
+    def run_block(x):
+        block(x[4], x[3], record=False)
+
+    best = {"attention": np.full(len(inputs), np.inf), "block": np.full(len(inputs), np.inf)}
+    for x in inputs:  # warm-up
+        run_attn(x)
+        run_block(x)
+    for _ in range(max(1, int(repeats))):
+        for i, x in enumerate(inputs):
+            for name, fn in (("attention", run_attn), ("block", run_block)):
+                t0 = time.perf_counter()
+                fn(x)
+                best[name][i] = min(best[name][i], time.perf_counter() - t0)
+    return best
+
+
+def fit_linear_quadratic(Ts: Sequence[int], seconds: Sequence[float]) -> dict:
+    """Least squares seconds ≈ c + a·T + b·T² with c, a, b >= 0 (a term whose coefficient comes out
+    negative is dropped and the rest refitted). Returns the coefficients, the fitted curve, its
+    T² part, the T² share of the fit at each T, and `crossover`: the T where b·T² = c + a·T (the
+    quadratic term is half the time beyond it; None when b = 0)."""
+    T = np.asarray(Ts, dtype=np.float64)
+    y = np.asarray(seconds, dtype=np.float64)
+    if T.shape != y.shape or T.size < 3:
+        raise ValueError("need the same number (at least 3) of lengths and times")
+    cols = {"c": np.ones_like(T), "a": T, "b": T ** 2}
+    keep = list(cols)
+    coef = {k: 0.0 for k in cols}
+    while keep:
+        A = np.stack([cols[k] / cols[k].max() for k in keep], 1)
+        sol, *_ = np.linalg.lstsq(A, y, rcond=None)
+        if (sol >= 0).all():
+            coef.update({k: float(v / cols[k].max()) for k, v in zip(keep, sol)})
+            break
+        keep.pop(int(np.argmin(sol)))  # the most negative term goes
+    c, a, b = coef["c"], coef["a"], coef["b"]
+    fit = c + a * T + b * T ** 2
+    quad = b * T ** 2
+    share = np.divide(quad, fit, out=np.zeros_like(fit), where=fit > 0)
+    crossover = (a + math.sqrt(a * a + 4 * b * c)) / (2 * b) if b > 0 else None
+    return {"c": c, "a": a, "b": b, "fit": fit, "quadratic": quad, "share": share, "crossover": crossover}
+
+
+def timing_summary(Ts: Sequence[int], block_s: Sequence[float], attn_s: Sequence[float], max_len: int) -> str:
+    """What the measurement shows, in sentences computed from the numbers (never a canned claim):
+    where the fitted T² term passes half of the block time (inside or beyond the measured lengths),
+    the attention's share of the block at the longest length, and whether the timings went down
+    anywhere as T grew (noise)."""
+    T = [int(t) for t in Ts]
+    blk, att = np.asarray(block_s, dtype=float), np.asarray(attn_s, dtype=float)
+    f = fit_linear_quadratic(T, blk)
+    out = []
+    x = f["crossover"]
+    if x is None:
+        out.append(f"The fit found no T² term in the block's time up to T = {T[-1]}: at these lengths the time "
+                   "grows no faster than linearly (fixed overhead and the T-linear projections and FFN dominate).")
+    elif x <= T[-1]:
+        out.append(f"The fitted T² term is half of the block's time at T ≈ {x:,.0f} and more beyond it "
+                   f"({100 * f['share'][-1]:.0f}% at T = {T[-1]:,}).")
+    else:
+        out.append(f"Up to T = {T[-1]:,} the T² term stays under half of the block's time ({100 * f['share'][-1]:.0f}% "
+                   f"at T = {T[-1]:,}); the fit puts the crossing at T ≈ {x:,.0f}, beyond the lengths measured.")
+    out.append(f"Attention alone (scores, softmax, weights·V) took {1e3 * att[-1]:.2f} ms beside the whole block's "
+               f"{1e3 * blk[-1]:.2f} ms at T = {T[-1]:,}, and {1e3 * att[0]:.3f} ms beside {1e3 * blk[0]:.3f} ms "
+               f"at T = {T[0]}.")
+    over = [T[i] for i in range(len(T)) if att[i] > blk[i]]
+    if over:
+        out.append("Attention alone was measured slower than the whole block, which contains it, at T = " +
+                   ", ".join(map(str, over)) + ": the machine was busy during those runs.")
+    drops = [(T[i], T[i + 1]) for i in range(len(T) - 1) if blk[i + 1] < blk[i]]
+    if drops:
+        out.append("The block was measured faster at a longer length in " +
+                   ", ".join(f"T = {a} → {b}" for a, b in drops) + ": timing noise on a shared machine "
+                   "(each point is the best of several runs), not a real speed-up.")
+    if T[-1] > max_len:
+        out.append(f"This model reads at most {max_len} tokens; the longer lengths time a block of its size, "
+                   "which has no such limit.")
+    return " ".join(out)
 
 
 # --------------------------------------------------------------------------------------------

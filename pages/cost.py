@@ -1,5 +1,8 @@
-"""Cost of attention: T² scores per head per layer, memory vs T, the engine's measured forward time
-vs T next to the theoretical curve, and GPT-2 small at 1,024 tokens in numbers."""
+"""Cost of attention: T² scores per head per layer, memory vs T, one block's measured time (and its
+attention alone) vs T up to 1,024 with a fitted c + a·T + b·T² and what it shows, and GPT-2 small at
+1,024 tokens in numbers."""
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -8,8 +11,8 @@ import streamlit as st
 from classroom import analysis
 from model.config import PRESETS
 from ui import state
-from ui.compute import current_run, forward_timing
-from ui.show import show_fig, show_code
+from ui.compute import block_timing, current_run
+from ui.show import show_code, show_fig
 from viz.concepts import line_chart
 
 st.title("Cost of attention")
@@ -49,29 +52,39 @@ with l2:
              alt=f"The T² part overtakes the linear part at T ≈ {2 * cfg.d_model + cfg.d_ff:,} for this model "
                  "(where 4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)).")
 
-st.subheader("Measured: the engine on this machine")
+st.subheader("Measured: one block on this machine")
+st.caption("Theory says the T² part wins at long lengths. Here is where it actually does on this server: one "
+           "block of this model's sizes (norms, projections, attention, FFN) and its attention alone (scores, "
+           "softmax, weights·V), timed at lengths up to 1,024 tokens, the best of several runs each.")
 
-
-REPEATS = 5
-t_grid = tuple(analysis.default_time_grid(cfg.max_len))
+REPEATS = 7
+t_grid = tuple(analysis.block_time_grid(cfg.max_len))
 measure = True
 if run.source is not None and run.source.kind == "pretrained":  # seconds of measuring: on request
     state.bound("cost_measure", False)
-    measure = st.toggle(f"Measure this model's forward pass at {len(t_grid)} lengths up to {t_grid[-1]} "
+    measure = st.toggle(f"Measure one block of this model at {len(t_grid)} lengths up to {t_grid[-1]:,} "
                         "(takes a few seconds for a model this size)", key="cost_measure")
 
 
 def measured() -> None:
-    secs, fit = forward_timing(run.source, t_grid, REPEATS)
-    tt = pd.DataFrame({"T": t_grid, "measured ms": np.array(secs) * 1e3, "fit a + b·T-FLOPs + c·T²-FLOPs (ms)": np.array(fit) * 1e3}).set_index("T")
-    show_fig(line_chart(t_grid, {f"measured (best of {REPEATS})": np.array(secs) * 1e3, "theory: fitted FLOP curve": np.array(fit) * 1e3},
-                        title=f"Forward time of the current model vs T (T up to its max_len {cfg.max_len})", xaxis="sequence length T",
-                        yaxis="milliseconds", dashed=["theory: fitted FLOP curve"]),
+    tm = block_timing(json.dumps(cfg.to_dict(), sort_keys=True), t_grid, REPEATS)
+    blk, att = np.array(tm["block"]), np.array(tm["attention"])
+    f = analysis.fit_linear_quadratic(t_grid, blk)
+    tt = pd.DataFrame({"T": t_grid, "whole block (ms)": blk * 1e3, "attention alone (ms)": att * 1e3,
+                       "fit c + a·T + b·T² (ms)": f["fit"] * 1e3, "T² part of the fit (ms)": f["quadratic"] * 1e3,
+                       "T² share of the fit (%)": f["share"] * 100}).set_index("T")
+    show_fig(line_chart(t_grid, {"whole block (measured)": blk * 1e3, "attention alone (measured)": att * 1e3,
+                                 "fit c + a·T + b·T²": f["fit"] * 1e3, "T² part of the fit": f["quadratic"] * 1e3},
+                        title=f"Time of one block vs T (best of {REPEATS} runs each)", xaxis="sequence length T",
+                        yaxis="milliseconds", dashed=["fit c + a·T + b·T²", "T² part of the fit"]),
              "cost_time", table=tt,
-             alt="Small models on a CPU are dominated by fixed overhead at short T; the T² term shows at the longest lengths.")
+             alt=f"Measured milliseconds at T = {', '.join(map(str, t_grid))}, with the least-squares fit "
+                 f"c + a·T + b·T² (c = {f['c'] * 1e3:.3f} ms, a = {f['a'] * 1e6:.3f} µs per token, "
+                 f"b = {f['b'] * 1e9:.3f} ns per token²).")
+    st.markdown(analysis.timing_summary(t_grid, blk, att, cfg.max_len))
     st.dataframe(tt.style.format("{:.2f}"), width="stretch")
-    st.caption("Measured once per model and cached; the machine is shared, so timings are noisy. The theory curve is "
-               "time ≈ a + b·(linear FLOPs) + c·(attention FLOPs), fitted to these points with a, b, c ≥ 0.")
+    st.caption("Measured once per architecture and cached. The machine is shared, so single timings are noisy; "
+               "each point is the fastest of its runs, and the sentences above are computed from these numbers.")
 
 
 if measure:

@@ -394,6 +394,15 @@ def forward_timing(source: ModelSource, Ts: tuple[int, ...], repeats: int) -> tu
     return secs.tolist(), fit["fit"].tolist()
 
 
+@st.cache_data(max_entries=8, show_spinner="Timing one block and its attention at lengths up to 1,024…")
+def block_timing(cfg_json: str, Ts: tuple[int, ...], repeats: int) -> dict[str, list[float]]:
+    """Best-of-`repeats` seconds per T of attention alone and of one whole block with this
+    architecture (analysis.measure_block_time, fresh weights); once per architecture."""
+    cfg = ModelConfig.from_dict(json.loads(cfg_json))
+    r = analysis.measure_block_time(cfg, Ts, repeats=repeats, seed=0)
+    return {k: v.tolist() for k, v in r.items()}
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def comparison_position_table(source: ModelSource, n: int) -> tuple[np.ndarray, str, str]:
     """A learned position table to set beside the sinusoidal one, (n', D) with n' <= n, and where

@@ -106,3 +106,44 @@ def test_pattern_trajectories_follow_each_heads_final_pattern():
            for s in snaps]
     np.testing.assert_allclose(scores, ref, atol=1e-6)
     assert list(steps) == [0, 10, 20] and scores[-1, 0] > scores[0, 0]
+
+
+# ---------------------------------------------------------------- point 10: the cost page
+def test_timing_summary_follows_the_numbers():
+    """'a fitted "theory" … and a caption saying the T² term shows at the longest lengths': the
+    caption must be computed from the measurement. Fake timings with a known crossover."""
+    from classroom.analysis import fit_linear_quadratic, timing_summary
+    Ts = [16, 32, 64, 128, 256, 512, 1024]
+    c, a, b = 2e-4, 1e-6, 4e-9  # b·T² = c + a·T at T = (a + sqrt(a² + 4bc)) / 2b
+    x = (a + np.sqrt(a * a + 4 * b * c)) / (2 * b)
+    blk = [c + a * t + b * t * t for t in Ts]
+    f = fit_linear_quadratic(Ts, blk)
+    np.testing.assert_allclose([f["c"], f["a"], f["b"]], [c, a, b], rtol=1e-6)
+    att = [0.5 * v for v in blk]
+    text = timing_summary(Ts, blk, att, max_len=128)
+    assert f"half of the block's time at T ≈ {x:,.0f}" in text
+    share = b * 1024 ** 2 / blk[-1]
+    assert f"({100 * share:.0f}% at T = 1,024)" in text
+    assert "reads at most 128 tokens" in text and "faster at a longer length" not in text
+    # linear timings: no T² claim at all; a dip is called noise
+    lin = [1e-4 + 1e-6 * t for t in Ts]
+    lin[3] = lin[2] * 0.9
+    text = timing_summary(Ts, lin, [0.1 * v for v in lin], max_len=2048)
+    assert "no T² term" in text or "stays under half" in text
+    assert "T = 64 → 128" in text and "reads at most" not in text
+    # a tiny T² term: the crossing is beyond the lengths measured
+    small = [1e-3 + 1e-6 * t + 1e-12 * t * t for t in Ts]
+    assert "beyond the lengths measured" in timing_summary(Ts, small, small, max_len=128)
+
+
+def test_cost_page_measures_long_lengths_and_attention_alone():
+    at = _open("pages/cost.py")
+    fig = next(f for f in figures(at) if "block" in str(f["layout"].get("title", {}).get("text", "")))
+    names = [t.get("name") for t in fig["data"]]
+    assert "attention alone (measured)" in names and "whole block (measured)" in names
+    from tests.helpers import decode
+    x = decode(fig["data"][0]["x"])
+    assert x.max() >= 512  # past the toy model's 128
+    text = _all_text(at)
+    assert "the T² term shows at the longest lengths" not in text
+    assert "ms beside the whole block's" in text
