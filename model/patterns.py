@@ -9,7 +9,12 @@ Scores (each in 0..1, averaged over the query rows that have a choice):
                   which keys are special (`special`, e.g. BERT's [CLS] and [SEP]); 0 otherwise.
                   Real BERT heads park most of their mass there when they have nothing to do.
   broad/uniform:  mean normalised entropy of the rows (1 = perfectly uniform over allowed keys)
-The head gets the kind whose score clears its threshold by the largest margin, else "other".
+  focused:        mean of each row's largest weight, over rows with at least 4 allowed keys: each
+                  query puts most of its weight on ONE key, but which key depends on the words, not
+                  on a fixed offset (content-based heads: a verb looking at its subject). The shipped
+                  masked LM's heads are mostly like this; before this kind they were all "other".
+The head gets the positional kind (all but "focused") whose score clears its threshold by the
+largest margin; if none does, "focused" when its score clears its threshold; else "other".
 Pure numpy: used by the app's overview, the training tests and the train page.
 """
 from __future__ import annotations
@@ -19,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 THRESHOLDS = {"previous-token": 0.4, "self/diagonal": 0.4, "first-token sink": 0.5, "broad/uniform": 0.9,
-              "next-token": 0.4, "[CLS]/[SEP] sink": 0.5}
+              "next-token": 0.4, "[CLS]/[SEP] sink": 0.5, "focused": 0.6}
+FALLBACK = ("focused",)  # kinds that only label a head no positional kind fits
 
 
 # A label whose deciding score is within this of its threshold is "borderline": it may flip on
@@ -28,13 +34,13 @@ BORDERLINE = 0.05
 
 # Short names for small thumbnails (the overview of a 12-head model): a tenth of the chart wide.
 SHORT = {"previous-token": "prev", "next-token": "next", "self/diagonal": "self", "first-token sink": "1st sink",
-         "[CLS]/[SEP] sink": "CLS/SEP", "broad/uniform": "broad", "other": "other"}
+         "[CLS]/[SEP] sink": "CLS/SEP", "broad/uniform": "broad", "focused": "focus", "other": "other"}
 
 
 @dataclass(frozen=True)
 class HeadPattern:
     kind: str  # a key of THRESHOLDS ("previous-token", "next-token", "self/diagonal", "first-token sink",
-    #            "[CLS]/[SEP] sink", "broad/uniform") or "other"
+    #            "[CLS]/[SEP] sink", "broad/uniform", "focused") or "other"
     score: float  # the score that decided it (for "other": the nearest kind's score, below its threshold)
     scores: dict  # every kind's score
     nearest: str = ""  # the kind whose score came closest to (or furthest past) its threshold
@@ -112,8 +118,13 @@ def pattern_scores_all(weights: np.ndarray, special: np.ndarray | None = None) -
     ratio = np.divide(h, np.log(np.maximum(n_allowed, 2)), out=np.zeros_like(h), where=multi)
     n_multi = multi.sum(axis=-1)
     uniform = np.divide(ratio.sum(axis=-1), n_multi, out=np.zeros(lead), where=n_multi > 0)
+    # focused: the largest weight of each live row with >= 4 allowed keys (a causal row 1 has 2 keys:
+    # a peak there says little), averaged
+    wide = live & (n_allowed >= 4)
+    n_wide = wide.sum(axis=-1)
+    focus = np.divide((W.max(axis=-1) * wide).sum(axis=-1), n_wide, out=np.zeros(lead), where=n_wide > 0)
     return {"previous-token": prev, "self/diagonal": diag, "first-token sink": sink, "broad/uniform": uniform,
-            "next-token": nxt, "[CLS]/[SEP] sink": spec}
+            "next-token": nxt, "[CLS]/[SEP] sink": spec, "focused": focus}
 
 
 def pattern_scores(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, float]:
@@ -146,7 +157,12 @@ def label_heads(weights: np.ndarray, special: np.ndarray | None = None) -> list:
 
 def _label(s: dict[str, float]) -> HeadPattern:
     margins = {k: s[k] - THRESHOLDS[k] for k in s}
-    best = max(margins, key=margins.get)
-    if margins[best] >= 0:
+    positional = {k: m for k, m in margins.items() if k not in FALLBACK}
+    best = max(positional, key=positional.get)
+    if positional[best] >= 0:
         return HeadPattern(kind=best, score=s[best], scores=s, nearest=best)
+    for k in FALLBACK:
+        if margins[k] >= 0:
+            return HeadPattern(kind=k, score=s[k], scores=s, nearest=k)
+    best = max(margins, key=margins.get)
     return HeadPattern(kind="other", score=s[best], scores=s, nearest=best)
