@@ -129,3 +129,34 @@ with r2:
     show_fig(bar_compare(labels, {"share": R[ti]}, yaxis="share of the input", height=320,
                          title=f"What flows into {visible(labels[ti])}"), "iv_rollout_tok",
              table=pd.DataFrame({"share": R[ti]}, index=token_labels(labels, plain=True)))
+
+st.subheader("Edit one attention row")
+st.caption("Choose a head and a query token, type the weights you want it to give the keys (any non-negative "
+           "numbers: the row is divided by its sum; masked keys must stay 0), and see what the model predicts when "
+           "that head looks where you say. The layers after it recompute.")
+e1, e2, e3 = st.columns(3)
+state.fix("iv_e_layer", list(range(L)), 0)
+el = e1.selectbox("Layer", list(range(L)), key="iv_e_layer")
+state.fix("iv_e_head", list(range(H)), 0)
+eh = e2.selectbox("Head", list(range(H)), key="iv_e_head")
+state.fix("iv_e_query", list(range(T)), T - 1)
+eq = e3.selectbox("Query token", list(range(T)), key="iv_e_query",
+                  format_func=lambda i: token_label(i, labels[i], sep=": "))
+current = np.asarray(run.trace.layers[el].attn.weights[0, eh, eq], dtype=np.float64)  # (T,)
+cols = token_labels(labels, plain=True)
+edited = st.data_editor(pd.DataFrame([np.round(current, 4)], columns=cols, index=["weight"]),
+                        key=f"iv_e_row_{el}_{eh}_{eq}", width="stretch")
+row = edited.iloc[0].to_numpy(dtype=np.float64)
+res_e = IV.edit(run.source, tuple(run.ids), run.causal, (el, eh, eq, tuple(float(x) for x in row)))
+if res_e["error"]:
+    st.error(res_e["error"])
+elif res_e["p_clean"] is not None:
+    pc, pe = res_e["p_clean"], res_e["p_edited"]
+    top = list(dict.fromkeys(list(np.argsort(-pc)[:5]) + list(np.argsort(-pe)[:5])))
+    names = token_texts(run.source, [int(i) for i in top])
+    show_fig(bar_compare(names, {"as trained": pc[top], "edited row": pe[top]}, tokens=False, text_format=".2f",
+                         yaxis="probability", title=f"Next token with layer {el} head {eh}'s row {eq} edited"),
+             "iv_edit", table=pd.DataFrame({"token": names, "as trained": pc[top], "edited row": pe[top]}))
+    st.caption(f"The edited row, renormalised: {', '.join(f'{v:.3f}' for v in res_e['row'])}.")
+else:
+    st.info(f"Largest change of a last-layer vector: {res_e['hidden_change']:.4f} (this model has no output layer).")

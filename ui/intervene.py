@@ -48,3 +48,24 @@ def flow(source: ModelSource, ids: tuple[int, ...], causal: bool):
     model, _ = get_model(source)
     tr = model.trace(torch.tensor([list(ids)]), causal=causal)
     return intervene.attention_flow(np.stack([lt.attn.weights[0].numpy() for lt in tr.layers]))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def edit(source: ModelSource, ids: tuple[int, ...], causal: bool, row: tuple) -> dict:
+    """One attention row replaced (model.intervene edit_rows): the next-token distributions as trained
+    and edited, or the message saying why the row was refused."""
+    import torch
+    model, _ = get_model(source)
+    x = torch.tensor([list(ids)])
+    clean = model.trace(x, causal=causal)
+    try:
+        ed = model.trace(x, causal=causal, edit_rows=[row])
+    except ValueError as e:
+        return {"error": str(e)}
+    l, h, q, _ = row
+    out = {"error": None, "row": ed.layers[l].attn.weights[0, h, q].numpy(), "p_clean": None, "p_edited": None,
+           "hidden_change": float((ed.final - clean.final).norm(dim=-1).max())}
+    if clean.probs is not None:
+        out["p_clean"] = clean.probs[0, -1].double().numpy()
+        out["p_edited"] = ed.probs[0, -1].double().numpy()
+    return out

@@ -80,3 +80,35 @@ def test_attention_flow_on_the_page():
     tr = model.trace(torch.tensor([ids]))
     want = attention_flow(np.stack([lt.attn.weights[0].numpy() for lt in tr.layers]))
     np.testing.assert_allclose(decode(fig(at, "Attention flow over")["data"][0]["z"]), want, atol=1e-6)
+
+
+def test_editing_one_attention_row():
+    """Point 1's row editing on the page: typed weights are renormalised, the prediction follows the
+    engine's own edited pass, and a row that sums to 0 is refused with a message."""
+    at = open_page()
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    ids = tok.encode(at.session_state["text"]).ids
+    T = len(ids)
+    key = f"iv_e_row_0_0_{T - 1}"
+    row = [0.0] * T
+    row[1], row[2] = 1.0, 3.0
+    # set the data editor's state as the browser would (an edited cell per key)
+    at.session_state[key] = {"edited_rows": {0: {c: v for c, v in zip(_cols(at, T), row)}},
+                             "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not errors(at)
+    want = model.trace(torch.tensor([ids]), edit_rows=[(0, 0, T - 1, row)]).probs[0, -1].double().numpy()
+    f = fig(at, "edited")
+    names = list(f["data"][0]["x"])
+    np.testing.assert_allclose(decode(f["data"][1]["y"]), [want[tok.vocab.index(n)] for n in names], atol=1e-6)
+    at.session_state[key] = {"edited_rows": {0: {c: 0.0 for c in _cols(at, T)}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert any("sums to 0" in e.value for e in at.error)
+
+
+def _cols(at, T):
+    from classroom.text import token_labels
+    labels = at.session_state["text"]  # the toy tokenizer's labels: <bos> + the words
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    enc = tok.encode(labels)
+    return token_labels(enc.labels, plain=True)
