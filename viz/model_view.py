@@ -51,6 +51,18 @@ def model_view(weights: np.ndarray, labels: Sequence[str], *, first_layer: int =
             fig.add_trace(go.Scatter(x=xs_all, y=ys_all, mode="lines", hoverinfo="skip", showlegend=False,
                                      line=dict(color=color, width=1 + 1.5 * k), opacity=OPACITY[k]))
     tl = token_labels(labels)
+    # one faint marker per query token of every panel: hovering names the token, clicking it (the
+    # page's on_select) shows only its lines; customdata = the token's index
+    mx, my, mt, mc = [], [], [], []
+    for l in range(L):
+        for h in range(H):
+            for i in range(T):
+                mx.append(h * (1 + gap_x))
+                my.append(-l * (T + gap_y) - i)
+                mt.append(f"{tl[i]} (layer {first_layer + l}, head {h}): click to see only its lines")
+                mc.append(i)
+    fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", marker=dict(size=7, color=color, opacity=0.25),
+                             hovertext=mt, hoverinfo="text", customdata=mc, showlegend=False, name="tokens"))
     every = max(1, -(-T // 8))  # at most 8 labels per panel side: every n-th token
     tickvals, ticktext = [], []
     for l in range(L):

@@ -7,7 +7,11 @@ from viz.model_view import LEVELS, OPACITY, model_view, multi_head_lines
 
 
 def n_lines(traces) -> int:
-    return sum(sum(1 for v in t.x if v is None) for t in traces)
+    return sum(sum(1 for v in t.x if v is None) for t in traces if t.mode == "lines")
+
+
+def lines(fig):
+    return [t for t in fig.data if t.mode == "lines"]
 
 
 def test_every_weight_above_the_first_level_is_one_line():
@@ -17,14 +21,17 @@ def test_every_weight_above_the_first_level_is_one_line():
     assert n_lines(fig.data) == int((w >= LEVELS[0]).sum())
     # the strongest lines are in the most opaque trace of their panel
     top_level = max(k for k, lo in enumerate(LEVELS) if w.max() >= lo)
-    assert max(t.opacity for t in fig.data) == OPACITY[top_level]
+    assert max(t.opacity for t in lines(fig)) == OPACITY[top_level]
     only = model_view(w, ["a", "b", "<c>", "d", "e"], only=2)
     assert n_lines(only.data) == int((w[:, :, 2] >= LEVELS[0]).sum())
     T = 5
-    starts = [y for t in only.data for y in t.y[0::3]]
+    starts = [y for t in lines(only) for y in t.y[0::3]]
     assert starts and all((-y) % (T + 3.0) == 2 for y in starts)  # every line starts at query 2 of its panel
     ticks = list(fig.layout.yaxis.ticktext)
     assert "2:&lt;c&gt;" in ticks and "<c>" not in " ".join(ticks)
+    dots = next(t for t in fig.data if t.mode == "markers")  # one per query token per panel, to click
+    assert len(dots.x) == 2 * 3 * 5 and list(dots.customdata[:5]) == [0, 1, 2, 3, 4]
+    assert "&lt;c&gt;" in dots.hovertext[2]
     with pytest.raises(ValueError):
         model_view(w, ["a", "b"])
 
