@@ -160,3 +160,28 @@ def plain_peak_elements(t_q: int, t_k: int) -> int:
 def tiled_peak_elements(t_q: int, t_k: int, tile_k: int, tile_q: int | None = None) -> int:
     """Score-block elements the tiled loop holds at once: tile_q x tile_k (tile_q None = Tq)."""
     return min(t_q, tile_q or t_q) * min(t_k, tile_k)
+
+
+def plain_attention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor:
+    """The plain computation the benchmark compares against: softmax(q k^T * scale) @ v with the
+    whole (Tq, Tk) score matrix in memory, nothing else kept (attend() also keeps every
+    intermediate for the trace, which would only make plain look worse)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
+
+
+def measure_peak_bytes(fn) -> tuple[int, object]:
+    """(peak bytes of CPU tensor memory allocated while fn() runs, fn's result), measured with
+    torch's profiler (profile_memory=True): every allocation and free is an event; their running
+    sum in time order, at operator granularity, gives the peak above what existed before. The
+    result itself counts (it is allocated inside)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    events = sorted(prof.events(), key=lambda e: e.time_range.start)
+    cur = peak = 0
+    for e in events:  # self_* = this op's own net allocation (children counted on their own)
+        cur += e.self_cpu_memory_usage
+        peak = max(peak, cur)
+    return peak, result
