@@ -27,6 +27,7 @@ PAGES = [
     ("Concepts", "pages/ffn-output.py", "FFN & output layer", "ffn-output", ":material/output:"),
     ("Concepts", "pages/contextual.py", "Contextual embeddings", "contextual", ":material/hub:"),
     ("Concepts", "pages/cost.py", "Cost of attention", "cost", ":material/timer:"),
+    ("Concepts", "pages/flash.py", "Tiled attention (FlashAttention)", "flash", ":material/view_week:"),
     ("Concepts", "pages/gradients.py", "Gradients you can see", "gradients", ":material/trending_down:"),
     ("Models", "pages/encoder-decoder.py", "Encoder–decoder", "encoder-decoder", ":material/sync_alt:"),
     ("Models", "pages/train.py", "Train a model", "train", ":material/model_training:"),
