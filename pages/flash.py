@@ -43,12 +43,12 @@ tile = c3.number_input("Key tile size", min_value=0, max_value=4096, step=1, key
 try:
     walk = flash.tile_walk(run, layer, head, int(tile))
 except ValueError as e:  # tile 0: model.flash explains
-    st.error(f"{md_escape(str(e)).capitalize()}. Pick a tile size between 1 and T = {T}.", icon=":material/error:")
+    st.error(f"{flash.sentence(md_escape(str(e)))}. Pick a tile size between 1 and T = {T}.", icon=":material/error:")
     st.stop()
 res = walk.tiled
 for note in res.notices:
     if note.startswith("key tile"):
-        st.info(md_escape(note.capitalize()) + ".", icon=":material/info:")
+        st.info(flash.sentence(md_escape(note)) + ".", icon=":material/info:")
 if T == 1:
     st.info("One token: one key, one tile, weight 1. The output is simply v of that token.", icon=":material/info:")
 

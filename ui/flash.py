@@ -33,6 +33,11 @@ class TileWalk:
     diff_model: float  # max |tiled - model_heads|
 
 
+def sentence(text: str) -> str:
+    """The message with its first letter in upper case (str.capitalize would lower "T" too)."""
+    return text[:1].upper() + text[1:]
+
+
 def head_inputs(run: Run, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(q (Tq, d_k), k (Tk, d_k), v (Tk, d_v), allowed (Tq, Tk)) of one head, from the run's trace.
     Grouped-query models: the K/V head this query head reads (attn.kv_head)."""

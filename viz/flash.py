@@ -55,7 +55,7 @@ def tile_scores(scaled: np.ndarray, allowed: np.ndarray | None, labels: Sequence
                   line=dict(color=CURRENT, width=4), xref="x", yref="y")
     fig.update_yaxes(autorange="reversed", type="category", title="query")
     fig.update_xaxes(type="category", title="key", tickangle=-60, showticklabels=Tk <= 64)
-    return _layout(fig, title, height or min(720, 200 + 18 * Tq))
+    return _layout(fig, title, height or min(720, max(320, 200 + 18 * Tq)))
 
 
 def running_stats(m: np.ndarray, l: np.ndarray, m_final: np.ndarray, l_final: np.ndarray,
