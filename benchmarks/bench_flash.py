@@ -8,11 +8,11 @@ Time: median of `repeats` calls (time.perf_counter). Peak memory: torch's profil
 profile_memory=True (model.flash.measure_peak_bytes: running sum of every allocation and free,
 operator granularity), the result tensor included.
 
-Honest note: the tiled loop runs in Python, one small matmul per tile, so at small T it is SLOWER
-than one big matmul (FlashAttention is fast on GPUs because it is one fused kernel whose tile stays
-in on-chip SRAM; this is not that). At T >= 2048 it measured faster here: plain attention's
-T x T matrix (16-64 MB) no longer fits in the CPU caches, and softmax over it is memory-bound.
-What the tiling always buys is memory: linear in T instead of T².
+Honest note: the tiled loop runs in Python, one small matmul per tile, so at small T it is as fast
+or SLOWER than one big matmul (FlashAttention is fast on GPUs because it is one fused kernel whose
+tile stays in on-chip SRAM; this is not that). At T = 4096 it measured faster here in two runs
+(plain attention's 64 MB matrices no longer fit in the CPU caches and softmax over them is
+memory-bound); on this shared, loaded 2-core machine the timings are noisy. What the tiling always buys is memory: linear in T instead of T².
 
     .venv/bin/python benchmarks/bench_flash.py            # prints a markdown table
     .venv/bin/python benchmarks/bench_flash.py --quick    # T = 512, 1024 only
@@ -74,7 +74,7 @@ def run(quick: bool = False) -> list[dict]:
         name = f"tiled vs plain attention (T={r['T']}, d_k={D_K}, 1 head, tile {r['tile']}, 1 thread)"
         rows.append(dict(benchmark=name, metric="time (ms)", app=round(r["tiled_ms"], 2),
                          bare=round(r["plain_ms"], 2), ratio=round(r["tiled_ms"] / r["plain_ms"], 2),
-                         target="none (Python loop: slower, see note)"))
+                         target="none (a Python loop; see the note in bench_flash.py)"))
         rows.append(dict(benchmark=name, metric="peak memory (MB)", app=round(r["tiled_peak_MB"], 2),
                          bare=round(r["plain_peak_MB"], 2), ratio=round(r["tiled_peak_MB"] / r["plain_peak_MB"], 3),
                          target="tiled < plain", ok=r["tiled_peak_MB"] < r["plain_peak_MB"] and r["max_abs_diff"] < 1e-5))
