@@ -39,7 +39,7 @@ def start(**widgets):
     return at
 
 
-def test_scores_and_first_step(reference):
+def test_scores_steps_and_last_step_equal_plain_attention(reference):
     q, k, v, T = reference
     at = start(flash_tile=3)
     assert not at.error
@@ -58,11 +58,7 @@ def test_scores_and_first_step(reference):
     expect = np.where(causal[:, :3], s[:, :3], -np.inf).max(1)
     assert np.allclose(m, expect, atol=1e-4)
     assert at.slider(key="flash_step").max == math.ceil(T / 3)
-
-
-def test_last_step_equals_plain_attention(reference):
-    q, k, v, T = reference
-    at = start(flash_tile=3)
+    # the last step: everything read, the output so far is the final one = plain attention
     at.slider(key="flash_step").set_value(math.ceil(T / 3)).run()
     assert not errors(at)
     figs = figures(at)
