@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .attention import causal_allowed, combine
 from .trace import TraceNode
 
 
@@ -78,12 +79,13 @@ def check_tile(tile, t: int, name: str = "tile") -> tuple[int, str | None]:
 
 def tiled_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None, *,
                     tile: int = 64, tile_q: int | None = None, scale: float | None = None,
-                    record: bool = False) -> TiledResult:
+                    causal: bool = False, record: bool = False) -> TiledResult:
     """Attention computed key tile by key tile with the online softmax (see the module doc).
 
     q: (..., Tq, d_k)  k: (..., Tk, d_k)  v: (..., Tk, d_v); leading axes broadcast like attend's
     (usually (B, H)). allowed: bool broadcastable to (..., Tq, Tk), True = may attend.
-    tile: key-tile size; tile_q: query-tile size (None = all queries at once). record=True keeps a
+    causal=True ANDs model.attention.causal_allowed(Tq, Tk) into `allowed` (the engine's masks,
+    not re-implemented here). tile: key-tile size; tile_q: query-tile size (None = all queries at once). record=True keeps a
     TileStep per (query tile, key tile) for the page (copies of m, l and the output so far).
     Equals model.attention.attend(q, k, v, allowed, scale).heads."""
     if q.shape[-1] != k.shape[-1]:
@@ -95,6 +97,8 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = No
         raise ValueError(f"need at least one query and one key (got Tq = {t_q}, Tk = {t_k})")
     if allowed is not None and allowed.dtype != torch.bool:
         raise ValueError("allowed must be a bool tensor (True = may attend)")
+    if causal:
+        allowed = combine(causal_allowed(t_q, t_k), allowed)
     notices = []
     tile_k, note = check_tile(tile, t_k, "key tile")
     if note:

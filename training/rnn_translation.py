@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from model.checkpoint import CHECKPOINT_DIR as SHIPPED_DIR
 from model.rnn import RNNConfig, RNNSeq2Seq, load_rnn, param_count, save_rnn
-from model.tokenizer import BOS, EOS, Tokenizer
+from model.tokenizer import BOS, Tokenizer
 from model.trace import RNNSeq2SeqTrace
 from training.translation import MAX_SENTENCE, Example, build_tokenizer, encode_batch, make_splits, one_thread
 

@@ -161,3 +161,10 @@ def test_bad_mask_shape_and_dtype():
         tiled_attention(q, k, v, torch.ones(4, 4), tile=2)
     with pytest.raises(ValueError, match="broadcast"):
         tiled_attention(q, k, v, torch.ones(3, 4, dtype=torch.bool), tile=2)
+
+
+def test_causal_flag_uses_the_engine_mask():
+    q, k, v = qkv(Tq=9, Tk=9)
+    got = tiled_attention(q, k, v, tile=2, causal=True).output
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert torch.allclose(got, ref, atol=1e-6, rtol=0)
