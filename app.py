@@ -33,6 +33,7 @@ PAGES = [
     ("Concepts", "pages/ffn-output.py", "FFN & output layer", "ffn-output", ":material/output:"),
     ("Concepts", "pages/contextual.py", "Contextual embeddings", "contextual", ":material/hub:"),
     ("Concepts", "pages/cost.py", "Cost of attention", "cost", ":material/timer:"),
+    ("Concepts", "pages/flash.py", "Tiled attention (FlashAttention)", "flash", ":material/view_week:"),
     ("Concepts", "pages/gradients.py", "Gradients you can see", "gradients", ":material/trending_down:"),
     ("Models", "pages/flow.py", "The whole model", "flow", ":material/account_tree:"),
     ("Models", "pages/encoder-decoder.py", "Encoder–decoder", "encoder-decoder", ":material/sync_alt:"),

@@ -176,3 +176,28 @@ def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:
         for i, item in enumerate(obj):
             out.update(flat_arrays(item, f"{prefix}.{i}" if prefix else str(i)))
     return out
+
+
+@dataclass(frozen=True)
+class AdditiveAttentionTrace(TraceNode):
+    """Additive (Bahdanau) attention of the RNN encoder–decoder (model.rnn): the decoder's previous
+    state s_{i-1} scores every encoder annotation h_j with e_ij = v^T tanh(W_q s_{i-1} + W_k h_j)."""
+    query_proj: Tensor  # (B, T_out, d_attn)  W_q s_{i-1} (+ b_q)
+    key_proj: Tensor  # (B, T_in, d_attn)  W_k h_j: computed once per source sentence
+    energies: Tensor  # (B, T_out, T_in)  e_ij = v^T tanh(W_q s_{i-1} + W_k h_j), -inf where not allowed
+    allowed: Tensor  # bool (B, 1, T_in)  True = a real source word (padding is not allowed)
+    weights: Tensor  # (B, T_out, T_in)  alpha_ij = softmax_j(e_ij): the alignment; rows sum to 1
+    context: Tensor  # (B, T_out, d_enc)  c_i = sum_j alpha_ij h_j
+
+
+@dataclass(frozen=True)
+class RNNSeq2SeqTrace(TraceNode):
+    """One teacher-forced pass of the RNN encoder–decoder (model.rnn.RNNSeq2Seq.trace)."""
+    src_ids: Tensor  # (B, T_in) long
+    tgt_in: Tensor  # (B, T_out) long: <bos> y_1 .. y_{T_out-1}, the decoder's inputs
+    annotations: Tensor  # (B, T_in, d_enc)  h_j: forward and backward GRU states side by side
+    init_state: Tensor  # (B, d_dec)  s_0 = tanh(W_init mean_j h_j)
+    states: Tensor  # (B, T_out, d_dec)  s_i after reading y_{i-1} and c_i
+    attn: AdditiveAttentionTrace
+    logits: Tensor  # (B, T_out, V)  from [s_i; c_i; embedding of y_{i-1}]
+    probs: Tensor  # (B, T_out, V)

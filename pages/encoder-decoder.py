@@ -8,11 +8,11 @@ import streamlit as st
 
 from classroom.text import token_labels
 from ui import state
-from ui import translator
+from ui import rnn, translator
 from ui.compute import md_escape
 from ui.show import matrix_table, show_fig, show_code
 from viz.attention import mask_heatmap
-from viz.seq2seq import alignment_links, cross_attention_grid, step_bars, step_labels, three_attentions
+from viz.seq2seq import alignment_beside, alignment_links, cross_attention_grid, step_bars, step_labels, three_attentions
 
 st.title("Encoder–decoder: cross-attention")
 show_code("model.seq2seq.DecoderBlock.forward", what="cross-attention")
@@ -196,3 +196,50 @@ if al:
     st.dataframe(per.style.format("{:.1%}"), width="stretch")
 else:
     st.info("The translator checkpoint carries no evaluation numbers (run python -m training.translation --train).")
+
+# ----------------------------------------------------------------------------- the RNN before it
+st.subheader("Before transformers: an RNN with additive attention")
+st.markdown(
+    "The first neural translators squeezed the whole source sentence into **one fixed-length vector** (the "
+    "encoder RNN's last state) and decoded the translation from it: a bottleneck, and the notes show its cost "
+    "(the longer the sentence, the lower the BLEU score). Bahdanau et al. kept one annotation h_j per source "
+    "word and gave each output word i its **own context vector** c_i = Σ_j α_ij h_j, with weights from a small "
+    "network: e_ij = vᵀ tanh(W s_(i−1) + U h_j), α_ij = softmax_j(e_ij). Cross-attention above is the same "
+    "idea with dot-product scores, several heads and no recurrence. Below, a small GRU translator with "
+    "additive attention, trained on the same sentences, translates the same source sentence.")
+_, _, rnn_info = rnn.get_rnn()
+rr = rnn.get_rnn_translation(tuple(r.src_tokens))
+rnn_w = rr.trace.attn.weights[0]  # (T_out, T_src): alpha_ij, model.rnn
+rnn_rows = step_labels(rr.dec_labels, rr.produced)
+rnn_gold = rnn.gold_rows(r.src_tokens, rr.produced)
+rnn_out = " ".join(md_escape(w) for w in rr.tgt_tokens) or "(nothing)"
+same_text = "the same as" if rr.tgt_tokens == r.tgt_tokens else "different from"
+st.markdown(f"RNN's translation: **{rnn_out}** ({same_text} the Transformer's)"
+            + ("" if rr.finished else " — it did not produce `<eos>` within the length limit"))
+show_fig(alignment_beside(("RNN: additive attention α_ij", rnn_w, rnn_rows),
+                          (f"Transformer: cross-attention (layer {layer}, {'avg' if head is None else f'head {head}'})",
+                           cross, rows),
+                          r.src_labels, gold_left=rnn_gold, gold_right=ref.gold),
+         "s2s_rnn_vs_tf", filename="rnn_vs_transformer_alignment",
+         table=lambda: pd.concat({"RNN additive attention": matrix_table(rnn_w, rnn_rows, r.src_labels).stack(),
+                                  "Transformer cross-attention": matrix_table(cross, rows, r.src_labels).stack()}
+                                 ).rename("weight").to_frame(),
+         alt="Left: the RNN's alignment (rows: its output words, columns: the source words; each row sums to 1). "
+             "Right: the Transformer's cross-attention for the same source sentence. Open squares: the reference "
+             "alignment of each model's own output.")
+rh, rn = rnn.alignment_hits(rnn_w, rnn_gold)
+th, tn = rnn.alignment_hits(cross, ref.gold)
+if rn or tn:
+    st.caption(f"On this sentence the argmax points to the reference source word for {rh} of {rn} RNN output "
+               f"words and {th} of {tn} Transformer output words ({which}, layer {layer}).")
+if rnn_info:
+    k1, k2, k3 = st.columns(3)
+    k1.metric("RNN: exact match (held-out)", f"{rnn_info['exact_match_heldout']:.1%}",
+              help=f"{rnn_info['n_heldout']} sentences never seen in training, greedy decoding.")
+    k2.metric("RNN: token accuracy (held-out)", f"{rnn_info['token_acc_heldout']:.1%}")
+    k3.metric("RNN: alignment accuracy (held-out)", f"{rnn_info['alignment_acc_heldout']:.1%}",
+              help="Teacher-forced: does argmax_j α_ij of the step producing each word point to its source word?")
+    st.caption(f"Trained with `python -m training.rnn_translation --train` ({rnn_info['steps']} steps, "
+               f"{rnn_info['train_cpu_seconds']:.0f} s of CPU): a bidirectional GRU encoder and a GRU decoder "
+               "with "
+               f"{rnn_info['parameters']:,} parameters (model/rnn.py).")

@@ -187,3 +187,18 @@ def alignment_links(weights: np.ndarray, src_labels: Sequence[str], tgt_labels: 
 
 __all__ = ["step_labels", "cross_attention_grid", "attention_panel", "three_attentions", "step_bars",
            "alignment_links"]
+
+
+def alignment_beside(left: tuple[str, np.ndarray, Sequence[str]], right: tuple[str, np.ndarray, Sequence[str]],
+                     src_labels: Sequence[str], *, gold_left: Sequence[int | None] | None = None,
+                     gold_right: Sequence[int | None] | None = None, height: int = 520) -> go.Figure:
+    """Two alignments of the same source sentence side by side on one 0..1 scale, e.g. the RNN's
+    additive attention and the Transformer's cross-attention: left/right = (title, weights
+    (T_out, T_src), row labels). Open squares: each side's reference alignment (gold_*)."""
+    fig = three_attentions([(left[0], left[1], left[2], src_labels, None),
+                            (right[0], right[1], right[2], src_labels, None)],
+                           gold=gold_right, gold_panel=1, height=height)
+    cells = _gold(gold_left, *as_array(left[1], 2, "left weights", "(T_out, T_src)").shape)
+    if cells:
+        fig.add_trace(_gold_markers(cells, token_labels(src_labels), token_labels(left[2])), row=1, col=1)
+    return fig

@@ -74,7 +74,7 @@ def test_defaults_equal_the_trace(model):
     assert "Equals the reference translation" in text
     L, H = 2, 4
     figs = figures(at)
-    assert len(figs) == 7
+    assert len(figs) == 8  # the seven Transformer figures + the RNN section (tests/app/test_rnn_section.py)
     # cross-attention grid: layer L-1 (the default), panel h == weights[0, h]; nothing masked
     w = tr.decoder.layers[L - 1].cross_attn.weights[0].numpy()  # (H, T_dec, T_src)
     heat = heatmaps(figs[GRID])

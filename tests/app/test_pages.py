@@ -55,6 +55,7 @@ ROUND_TRIP = {
     "pages/ffn-output.py": {"ffn_layer": 1, "ffn_k": 3, "emb_word": "red"},
     "pages/contextual.py": {"ctx_b": "an apple a day ."},
     "pages/cost.py": {"cost_tmax": 1024},
+    "pages/flash.py": {"flash_tile": 3, "flash_step": 2, "flash_mem_tile": 128},
     "pages/encoder-decoder.py": {"s2s_layer": 0, "s2s_head": 2, "s2s_step": 3},
     "pages/calculator.py": {"preset": "pe-d4", "search_food": 1.5},
     "pages/lesson.py": {"lesson_head": 2, "lesson_query": 3},

@@ -39,10 +39,10 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
     assert exceptions(page) == 0
     assert translation(page).endswith("woru gran ta kasa vek ta ni miso lit ke vidu .")
     # charts arrive one by one (the first can be there before the last): wait for all, then count
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 7",
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 8",
                            timeout=60_000)
     wait_idle(page)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() == 7
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 8  # 7 Transformer charts + the RNN section's
     page.wait_for_timeout(800)
     screenshot(page, "encoder_decoder_default")
 

@@ -241,6 +241,6 @@ def test_shipped_checkpoints_one_list():
     assert "causal-lm" in dec and "translator" not in dec
     assert all(meta.get("kind", "transformer") == "transformer" for meta in dec.values())
     every = shipped_checkpoints(kind=None)
-    assert set(every) == set(dec) | set(shipped_checkpoints(kind="seq2seq"))
+    assert set(every) == set(dec) | set(shipped_checkpoints(kind="seq2seq")) | set(shipped_checkpoints(kind="rnn-seq2seq"))
     assert list(every) == sorted(every) and all((CHECKPOINT_DIR / n / "model.safetensors").is_file() for n in every)
     assert shipped_checkpoints(CHECKPOINT_DIR / "does-not-exist") == {}
