@@ -77,12 +77,12 @@ def test_train_tiny_model_progress_and_sidebar(server, page):
     # the sidebar's Model list now offers the trained model; the current model is still selected
     model_box = page.get_by_role("combobox", name="Model", exact=True)
     model_box.click()
-    option = page.get_by_role("option", name=re.compile(r"^trained #1: d32·2h·1L"))
+    option = page.get_by_role("option", name=re.compile(r"^trained #1: d64·4h·1L"))
     assert option.count() == 1
     option.click()
     wait_idle(page)
     assert exceptions(page) == 0
-    caption = page.locator('[data-testid="stSidebar"]').get_by_text("d_model 32 · 2 heads · 1 layers")
+    caption = page.locator('[data-testid="stSidebar"]').get_by_text("d_model 64 · 4 heads · 1 layers")
     assert caption.count() == 1
 
 
