@@ -27,6 +27,8 @@ PAGES = [
     ("Concepts", "pages/ffn-output.py", "FFN & output layer", "ffn-output", ":material/output:"),
     ("Concepts", "pages/contextual.py", "Contextual embeddings", "contextual", ":material/hub:"),
     ("Concepts", "pages/cost.py", "Cost of attention", "cost", ":material/timer:"),
+    ("Concepts", "pages/variants.py", "Attention variants", "variants", ":material/alt_route:"),
+    ("Concepts", "pages/kv-cache.py", "KV-cache calculator", "kv-cache", ":material/memory:"),
     ("Concepts", "pages/gradients.py", "Gradients you can see", "gradients", ":material/trending_down:"),
     ("Models", "pages/encoder-decoder.py", "Encoder–decoder", "encoder-decoder", ":material/sync_alt:"),
     ("Models", "pages/train.py", "Train a model", "train", ":material/model_training:"),
