@@ -52,8 +52,8 @@ VARIANTS: tuple[Variant, ...] = (
             "Relative position inside the q·k product, no table: RoFormer, then Llama, Mistral, SmolLM2 and "
             "most open models since."),
     Variant("alibi", "ALiBi",
-            "no position vector; adds −slope_h·|i − j| to head h's scores (slopes 1/2, 1/4, … per head: "
-            "steep heads look near, gentle heads look far).",
+            "no position vector; adds −slope_h·|i − j| to head h's scores (slopes 2^(−8h/n) for n heads: "
+            "1/4, 1/16, 1/64, 1/256 here; steep heads look near, gentle heads look far).",
             "Trained on short inputs, it extrapolates to longer ones (Press et al. 2022): BLOOM, MPT."),
     Variant("none", "No positions",
             "nothing tells the model where a word stands: attention is permutation-equivariant — shuffle "

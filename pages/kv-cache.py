@@ -60,7 +60,8 @@ if gqa_opts:
     gdefault = shape.n_kv_heads if shape.n_kv_heads in gqa_opts else gqa_opts[-1]
     state.bound("kv_gqa", gdefault)
     state.fix("kv_gqa", gqa_opts, gdefault)
-    gqa = st.select_slider("K/V heads in the GQA row", gqa_opts, key="kv_gqa")
+    gqa = st.columns(4)[0].selectbox("K/V heads in the GQA row", gqa_opts, key="kv_gqa",
+                       help=f"Divisors of {shape.n_heads} between 1 (MQA) and {shape.n_heads} (MHA).")
 else:
     st.caption(f"{shape.n_heads} query head{'s' if shape.n_heads > 1 else ''}: no grouping between MHA and MQA; "
                "the GQA row equals MHA.")
@@ -89,7 +90,9 @@ st.caption(f"The engine stores float32 ({kvcache.DTYPES[kvcache.ENGINE_DTYPE]} b
 big = kvcache.attention_parameters(shape, shape.n_heads) > 60_000_000
 if big:
     st.caption("This shape is too large to build here (over 60 M attention weights); the presets can be checked.")
-elif st.toggle("Measure the engine's cache", key="kv_check"):
+else:
+    state.bound("kv_check", False)
+if not big and st.toggle("Measure the engine's cache", key="kv_check"):
     n = 4
     check = []
     for name, kv in (("MHA", shape.n_heads), ("GQA", gqa), ("MQA", 1)):
@@ -99,4 +102,5 @@ elif st.toggle("Measure the engine's cache", key="kv_check"):
         calc = kvcache.bytes_per_token(shape, kv, kvcache.DTYPES[kvcache.ENGINE_DTYPE]) * n
         check.append({"variant": name, "K/V heads": kv, "tokens run": n, "calculator (fp32)": calc,
                       "engine KVCache.nbytes": real, "equal": "yes" if real == calc else "NO"})
-    st.dataframe(pd.DataFrame(check).set_index("variant"), width="stretch")
+    st.dataframe(pd.DataFrame(check).set_index("variant").style.format(
+        {"calculator (fp32)": "{:,}", "engine KVCache.nbytes": "{:,}"}), width="stretch")

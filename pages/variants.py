@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from classroom import variants
-from classroom.text import md_escape
+from classroom.text import md_escape, token_labels
 from ui import state
 from ui import variants as var_ui
 from ui.show import show_fig
@@ -53,6 +53,14 @@ elif window >= T:
 win = window if window_ok else None
 
 
+def weights_table(w: np.ndarray) -> pd.DataFrame:
+    """(H, T, T) weights as rows head, query, key, weight (the CSV download)."""
+    H, n = w.shape[0], w.shape[1]
+    idx = pd.MultiIndex.from_product([range(H), token_labels(s.labels, plain=True), token_labels(s.labels, plain=True)],
+                                     names=["head", "query", "key"])
+    return pd.DataFrame({"weight": w.reshape(-1)}, index=idx)
+
+
 def show_variant(key: str) -> None:
     v = variants.BY_KEY[key]
     r = var_ui.variant_heads(key, s, seed, win, n_kv, causal)
@@ -62,8 +70,8 @@ def show_variant(key: str) -> None:
     if key in ("gqa", "mqa", "mha"):
         title += f": {r['kv_heads']} K/V head{'s' if r['kv_heads'] > 1 else ''} for 4 query heads"
     show_fig(variant_heads(r["weights"], list(s.labels), allowed=r["allowed"], kv_head=r["kv_head"], title=title),
-             f"var_{key}", alt=f"**What it changes:** {v.changes} **Why:** {v.why}",
-             table=lambda: pd.DataFrame(r["weights"].reshape(len(r["weights"]), -1)))
+             f"varfig_{key}", alt=f"**What it changes:** {v.changes} **Why:** {v.why}",
+             table=lambda: weights_table(r["weights"]))
     if key == "alibi" and r["bias"] is not None:
         show_fig(bias_grid(r["bias"], list(s.labels), r["slopes"], allowed=r["allowed"],
                            title="ALiBi's bias −slope_h·|i − j|, added to each head's scores"), "var_alibi_bias",
