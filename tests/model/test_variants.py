@@ -248,3 +248,74 @@ def test_old_config_json_loads_with_the_variants_off():
     assert (cfg.alibi, cfg.window, cfg.attn_score) == (False, None, "dot")
     with pytest.raises(ValueError, match="attn_score must be one of"):
         ModelConfig(attn_score="bilinear")
+
+
+# ---- the KV-cache calculator (classroom/kvcache.py) against the engine's real cache -------------
+
+from classroom import kvcache  # noqa: E402
+from classroom import variants as V  # noqa: E402
+from model.generate import KVCache  # noqa: E402
+
+
+@pytest.mark.parametrize("kv", [1, 2, 4])
+def test_calculator_equals_the_engine_cache(kv):
+    shape = kvcache.KVShape("t", n_layers=3, n_heads=4, n_kv_heads=kv, d_head=8)
+    n = 5
+    # a seeded model run through the ordinary trace, its cache summed here tensor by tensor
+    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_kv_heads=kv, n_layers=3)
+    cache = KVCache.from_trace(Transformer(cfg, seed=0).trace(IDS[:, :n], causal=True))
+    real = sum(t.numel() * t.element_size() for t in (*cache.keys, *cache.values))
+    assert real == 2 * 3 * kv * 8 * 4 * n  # hand formula: K and V, layers, K/V heads, d_head, fp32
+    assert kvcache.bytes_per_token(shape, kv, 4) * n == real
+    assert kvcache.engine_cache_bytes(shape, kv, n) == real
+
+
+def test_calculator_table_presets():
+    smol = kvcache.PRESETS["SmolLM2-135M"]
+    rows = {r["K/V heads"]: r for r in kvcache.cache_table(smol, 1000, 4)}
+    assert rows[3]["bytes per token"] == 2 * 30 * 3 * 64 * 4 == 46_080
+    assert rows[9]["bytes per token"] == 138_240 and rows[1]["bytes per token"] == 15_360
+    t = kvcache.cache_table(kvcache.PRESETS["GPT-2 small"], 1000, 2, window=256)
+    assert [r["K/V heads"] for r in t] == [12, 6, 1, 12]  # MHA, GQA (default 6), MQA, window
+    assert t[0]["bytes per token"] == 2 * 12 * 12 * 64 * 2
+    assert t[3]["tokens cached"] == 256 and t[3]["bytes for the context"] == 2 * 12 * 12 * 64 * 2 * 256
+    assert kvcache.cache_table(smol, 100, 4, window=500)[3]["tokens cached"] == 100  # w > context: no cap
+    for bad in (dict(context=0), dict(window=0)):
+        with pytest.raises(ValueError, match="at least 1"):
+            kvcache.cache_table(smol, **{"context": 10, "bytes_per_number": 4, **bad})
+    with pytest.raises(ValueError, match="cannot be shared evenly"):
+        kvcache.KVShape("x", 2, 9, 2, 64).check()
+    assert kvcache.human_bytes(1536) == "1.5 KiB" and kvcache.human_bytes(46_080 * 1000) == "43.9 MiB"
+
+
+# ---- the Variants page's models (classroom/variants.py) ------------------------------------------
+
+def test_variants_share_the_base_weights_and_pool_kv_heads():
+    base = V.build_variant("sinusoidal", 40, seed=7)
+    gqa = V.build_variant("gqa", 40, seed=7, n_kv_heads=2)
+    learned = V.build_variant("learned", 40, seed=7)
+    bq = base.blocks[0].attn.q_proj.weight
+    assert torch.equal(learned.blocks[0].attn.q_proj.weight, bq) and torch.equal(gqa.blocks[0].attn.q_proj.weight, bq)
+    bk = base.blocks[0].attn.k_proj.weight.numpy()  # (4 * 8, 32): heads 0,1 -> K/V 0, heads 2,3 -> K/V 1
+    want = np.concatenate([(bk[0:8] + bk[8:16]) / 2, (bk[16:24] + bk[24:32]) / 2])
+    np.testing.assert_allclose(gqa.blocks[0].attn.k_proj.weight.numpy(), want, rtol=1e-6)
+    ids = [1, 5, 9, 12, 7]
+    np.testing.assert_allclose(V.variant_heads(V.build_variant("mha", 40, seed=7), ids, True)["weights"],
+                               V.variant_heads(base, ids, True)["weights"])  # MHA is the base itself
+    with pytest.raises(ValueError, match="window must be a positive integer"):
+        V.build_variant("window", 40, window=0)
+
+
+def test_shuffle_gaps_no_positions_zero_sinusoidal_not():
+    ids = [1, 5, 9, 12, 7, 3]
+    models = {k: V.build_variant(k, 40, seed=0) for k in ("none", "sinusoidal", "alibi")}
+    res = V.shuffle_gaps(models, ids, seed=3)
+    perm = res["perm"]
+    # independent check of the claim: the no-position weights of the shuffle are P W P^T, by indexing
+    w = V.variant_heads(models["none"], ids, False)["weights"]
+    ws = V.variant_heads(models["none"], [ids[i] for i in perm], False)["weights"]
+    np.testing.assert_allclose(ws, w[:, perm][:, :, perm], atol=1e-6)
+    assert res["none"]["weight_gap"] < 1e-6
+    assert res["sinusoidal"]["weight_gap"] > 1e-2 and res["alibi"]["weight_gap"] > 1e-2
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        V.shuffle_gaps(models, [4], seed=0)
