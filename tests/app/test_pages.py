@@ -58,6 +58,8 @@ ROUND_TRIP = {
     "pages/encoder-decoder.py": {"s2s_layer": 0, "s2s_head": 2, "s2s_step": 3},
     "pages/calculator.py": {"preset": "pe-d4", "search_food": 1.5},
     "pages/lesson.py": {"lesson_head": 2, "lesson_query": 3},
+    "pages/variants.py": {"var_window": 2, "var_kv": 1, "var_shuffle": 4},
+    "pages/kv-cache.py": {"kv_preset": "GPT-2 small", "kv_context": 4096, "kv_window": 1024, "kv_gqa": 4},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",
                 "text_area", "multiselect", "checkbox", "toggle")
