@@ -23,6 +23,7 @@ class Sentence:
     n_tokens: int  # before the cut to MAX_T
     unknown: tuple[str, ...]  # typed words that map to the toy vocabulary's unknown token
     vocab_size: int
+    text_cut: bool = False  # the text was longer than state.MAX_TEXT_CHARS (only the start is used)
 
 
 def sentence() -> Sentence | None:
@@ -36,7 +37,8 @@ def sentence() -> Sentence | None:
     n = min(int(st.session_state.get("T", 64)), MAX_T)
     ids, labels = tuple(enc.ids[:n]), tuple(enc.labels[:n])
     unknown = tuple(dict.fromkeys(lab for i, lab in zip(ids, labels) if i == tok.unk_id))
-    return Sentence(ids=ids, labels=labels, n_tokens=len(enc.ids), unknown=unknown, vocab_size=len(tok))
+    return Sentence(ids=ids, labels=labels, n_tokens=len(enc.ids), unknown=unknown, vocab_size=len(tok),
+                    text_cut=len(text) > state.MAX_TEXT_CHARS)
 
 
 def _norm(key: str, window: int | None, n_kv_heads: int) -> tuple[int | None, int]:

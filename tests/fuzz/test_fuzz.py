@@ -261,7 +261,7 @@ def uses_sentence(at) -> bool:
 # cost, calculator: numbers; train: its corpus).
 SENTENCE_PAGES = {"pages/heads.py", "pages/overview.py", "pages/causal-vs-bidirectional.py",
                   "pages/scaling.py", "pages/positional.py", "pages/layer-norm.py",
-                  "pages/multi-head.py", "pages/ffn-output.py", "pages/lesson.py"}
+                  "pages/multi-head.py", "pages/ffn-output.py", "pages/lesson.py", "pages/variants.py"}
 
 
 def ci_cases(page: str) -> list[Case]:
