@@ -34,6 +34,8 @@ PAGES = [
     ("Concepts", "pages/contextual.py", "Contextual embeddings", "contextual", ":material/hub:"),
     ("Concepts", "pages/cost.py", "Cost of attention", "cost", ":material/timer:"),
     ("Concepts", "pages/flash.py", "Tiled attention (FlashAttention)", "flash", ":material/view_week:"),
+    ("Concepts", "pages/variants.py", "Attention variants", "variants", ":material/alt_route:"),
+    ("Concepts", "pages/kv-cache.py", "KV-cache calculator", "kv-cache", ":material/memory:"),
     ("Concepts", "pages/gradients.py", "Gradients you can see", "gradients", ":material/trending_down:"),
     ("Models", "pages/flow.py", "The whole model", "flow", ":material/account_tree:"),
     ("Models", "pages/encoder-decoder.py", "Encoder–decoder", "encoder-decoder", ":material/sync_alt:"),

@@ -40,6 +40,61 @@ def combine(*masks: Tensor | None) -> Tensor | None:
     return out
 
 
+def window_allowed(t_q: int, t_k: int | None = None, window: int | None = None) -> Tensor | None:
+    """(Tq, Tk) bool band of sliding-window (local) attention: query row i (at position
+    t_k - t_q + i: the last t_q of t_k positions, as in a KV-cached step) may attend to key j when
+    |pos_i - j| < window. Combined with the causal mask this is Mistral's i - window < j <= i
+    (window tokens including itself); bidirectional, a band of 2·window - 1 around the diagonal.
+    window 1: each token sees only itself; window >= Tk: nothing is removed. None -> None (no window)."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive integer (1 = each token sees only itself), got {window!r}")
+    t_k = t_q if t_k is None else t_k
+    return relative_distance(t_q, t_k) < window
+
+
+def relative_distance(t_q: int, t_k: int) -> Tensor:
+    """(Tq, Tk) long |pos_i - j|, query row i at position t_k - t_q + i (self-attention, with or
+    without a KV cache in front of the new rows)."""
+    q_pos = torch.arange(t_k - t_q, t_k)[:, None]  # (Tq, 1)
+    return (q_pos - torch.arange(t_k)[None, :]).abs()  # (Tq, Tk)
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """(H,) float32 ALiBi slopes (Press et al. 2022): for n a power of two the geometric sequence
+    2^(-8/n), 2^(-16/n), ..., 2^(-8) (n = 8: 1/2 .. 1/256); otherwise the slopes of the nearest
+    lower power of two 2^a, then every other slope of 2^(a+1) heads for the rest (the paper's code)."""
+    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+
+    def power_of_2(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]
+
+    a = 2 ** int(math.floor(math.log2(n_heads)))
+    slopes = power_of_2(a)
+    if a != n_heads:
+        slopes += power_of_2(2 * a)[0::2][: n_heads - a]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(slopes: Tensor, t_q: int, t_k: int | None = None) -> Tensor:
+    """(H, Tq, Tk) float32: -slope_h · |pos_i - j|, added to the scaled scores of head h. Under
+    the causal mask this is the paper's -slope_h · (i - j); bidirectional, distance both ways."""
+    t_k = t_q if t_k is None else t_k
+    return -slopes[:, None, None] * relative_distance(t_q, t_k).to(torch.float32)[None]
+
+
+def additive_energies(q: Tensor, k: Tensor, w_q: Tensor, w_k: Tensor, v_a: Tensor) -> Tensor:
+    """Bahdanau's additive score e_ij = v_h · tanh(q_i W_q,h + k_j W_k,h), per head.
+    q (..., H, Tq, d_k), k (..., H, Tk, d_k), w_q and w_k (H, d_k, d_a), v_a (H, d_a)
+    -> energies (..., H, Tq, Tk). Holds a (..., H, Tq, Tk, d_a) temporary: small models only."""
+    qa = q @ w_q  # (..., H, Tq, d_a)
+    ka = k @ w_k  # (..., H, Tk, d_a)
+    hidden = torch.tanh(qa[..., :, None, :] + ka[..., None, :, :])  # (..., H, Tq, Tk, d_a)
+    return (hidden * v_a[:, None, None, :]).sum(-1)  # (..., H, Tq, Tk)
+
+
 def additive(allowed: Tensor) -> Tensor:
     """The additive form of a mask: 0.0 where allowed, -inf where not."""
     zero = torch.zeros((), dtype=torch.float32)
@@ -76,23 +131,38 @@ def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float 
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
-           scale: float | None = None) -> AttentionTrace:
+           scale: float | None = None, *, bias: Tensor | None = None,
+           energy_weights: tuple[Tensor, Tensor, Tensor] | None = None) -> AttentionTrace:
     """Scaled dot-product attention, every intermediate recorded.
 
     q: (..., Tq, d_k)  k: (..., Tk, d_k)  v: (..., Tk, d_v)
     allowed: bool broadcastable to (..., Tq, Tk), True = may attend; None = everything allowed.
     scale: None -> 1/sqrt(d_k). Fully masked query rows get all-zero weights (never NaN) and are
     flagged in `fully_masked`.
+    bias: float, broadcastable to (..., Tq, Tk), added to the scaled scores before the mask and the
+    softmax (ALiBi: alibi_bias); recorded as `bias`, `scaled` stays scores * scale.
+    energy_weights: (W_q, W_k, v_a) of additive (Bahdanau) attention: the scores are then the
+    energies v·tanh(q W_q + k W_k) (recorded as `scores` and `energies`), scale None -> 1.
     """
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same last dimension (d_k); got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of positions; got {k.shape[-2]} and {v.shape[-2]}")
     d_k = q.shape[-1]
-    scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
-    scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
+    extra = {}
+    if energy_weights is None:
+        scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
+        scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
+    else:
+        scale = 1.0 if scale is None else float(scale)
+        scores = additive_energies(q, k, *energy_weights)  # (..., Tq, Tk)
+        extra["energies"] = scores
     scaled = scores * scale  # (..., Tq, Tk)
-    masked, weights, row_ok = masked_softmax(scaled, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
+    logits = scaled
+    if bias is not None:
+        logits = scaled + bias  # (..., Tq, Tk)
+        extra["bias"] = bias
+    masked, weights, row_ok = masked_softmax(logits, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
     if allowed is None:
         allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)  # (Tq, Tk)
     heads = weights @ v  # (..., Tq, d_v)
@@ -101,4 +171,4 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
     fully_masked = (~row_ok[..., 0]).expand(scores.shape[:-1])
     return AttentionTrace(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled,
                           allowed=allowed, masked=masked, weights=weights,
-                          fully_masked=fully_masked, heads=heads)
+                          fully_masked=fully_masked, heads=heads, **extra)

@@ -13,6 +13,7 @@ POS_ENCODINGS = ("sinusoidal", "learned", "rope", "none")  # "none": no position
 NORMS = ("pre", "post")
 ACTIVATIONS = ("gelu", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
+ATTN_SCORES = ("dot", "additive")  # how a query scores a key: scaled dot product or Bahdanau's MLP
 
 # The architecture choices the app offers (sidebar's fresh weights and the Train page): one list and
 # one rule for both. 48, 96, 192 are multiples of 12 (BERT-style 12 heads).
@@ -62,6 +63,12 @@ class ModelConfig:
     d_v: int = 0  # per-head value width; 0 = d_k. W_V is d_model × h·d_v, W_O is h·d_v × d_model
     residual: bool = True  # False: blocks drop the skip connections (x + f(x) becomes f(x))
     use_norm: bool = True  # False: no layer norm anywhere (the LN steps are the identity)
+    # Attention variants (issue 20; defaults keep every model bit-identical):
+    alibi: bool = False  # ALiBi (Press et al. 2022): add -slope_h·|i - j| to head h's scores
+    #                      (layers.alibi_slopes); the paper pairs it with pos_encoding="none"
+    window: int | None = None  # sliding-window (local) attention: query i sees keys j with
+    #                            |i - j| < window (causal: i - window < j <= i); None = everything
+    attn_score: str = "dot"  # "dot" (q·k, scaled) | "additive" (Bahdanau: v_h·tanh(W_q q + W_k k))
 
     def __post_init__(self) -> None:
         def need_pos_int(name: str) -> None:
@@ -91,6 +98,14 @@ class ModelConfig:
                 ok = [h for h in range(1, self.n_heads + 1) if self.n_heads % h == 0]
                 raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}; "
                                  f"choose n_kv_heads from {ok} (each K/V head serves the same number of query heads)")
+        if not isinstance(self.alibi, bool):
+            raise ValueError(f"alibi must be True or False, got {self.alibi!r}")
+        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int)
+                                        or self.window < 1):
+            raise ValueError(f"window must be a positive integer (1 = each token sees only itself) or None "
+                             f"(no window), got {self.window!r}")
+        if self.attn_score not in ATTN_SCORES:
+            raise ValueError(f"attn_score must be one of {ATTN_SCORES}, got {self.attn_score!r}")
         if self.norm_kind not in NORM_KINDS:
             raise ValueError(f"norm_kind must be one of {NORM_KINDS}, got {self.norm_kind!r}")
         if (isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float))
@@ -162,6 +177,8 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     HV = cfg.n_heads * cfg.d_value  # width of the concatenated heads (= D when d_v = d_k)
     # W_Q (D×D), W_K (kv×D), W_V (kv_v×D), W_O (D×HV), + biases
     attn = (D * D + b * D) + (D * kv + b * kv) + (D * kv_v + b * kv_v) + (HV * D + b * D)
+    if cfg.attn_score == "additive":  # Bahdanau: per head W_q, W_k (d_k × d_k) and v (d_k)
+        attn += cfg.n_heads * (2 * cfg.d_k * cfg.d_k + cfg.d_k)
     ffn = D * F + b * F + F * D + b * D
     if cfg.activation == "swiglu":
         ffn += D * F + b * F  # W_gate beside W_up (fc1)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import attend
+from .attention import alibi_bias, alibi_slopes, attend, combine, window_allowed
 from .config import ModelConfig
 from .intervene import LayerIntervention, apply_to_heads, edited_weights
 from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
@@ -133,6 +133,15 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(D, kv, bias=cfg.bias)
         self.v_proj = nn.Linear(D, self.n_kv_heads * cfg.d_value, bias=cfg.bias)  # (H_kv*d_v, D)
         self.o_proj = nn.Linear(cfg.n_heads * cfg.d_value, D, bias=cfg.bias)  # (D, H*d_v)
+        # Attention variants (issue 20), for self-attention: ALiBi biases, a sliding window, and
+        # Bahdanau's additive score (its parameters registered last: other models' order unchanged)
+        self.alibi, self.window = cfg.alibi, cfg.window
+        self.add_wq = self.add_wk = self.add_v = None
+        if cfg.attn_score == "additive":
+            H, dk = cfg.n_heads, cfg.d_k
+            self.add_wq = nn.Parameter(torch.empty(H, dk, dk))  # (H, d_k, d_a), d_a = d_k
+            self.add_wk = nn.Parameter(torch.empty(H, dk, dk))  # (H, d_k, d_a)
+            self.add_v = nn.Parameter(torch.empty(H, dk))  # (H, d_a)
 
     def split(self, x: Tensor, heads: int | None = None) -> Tensor:
         B, T, _ = x.shape
@@ -162,7 +171,18 @@ class MultiHeadAttention(nn.Module):
             k_all, v_all = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # (B, H, Tk, .)
             extra["kv_head"] = torch.arange(self.n_heads) // rep  # (H,)
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
-        a = attend(q, k_all, v_all, allowed=allowed, scale=scale)
+        bias, energy = None, None
+        if x_kv is x_q and (self.alibi or self.window is not None):  # self-attention only
+            Tq, Tk = q.shape[2], k.shape[2]  # query row i sits at position Tk - Tq + i
+            if self.window is not None:
+                extra["band"] = window_allowed(Tq, Tk, self.window)  # (Tq, Tk) |i - j| < window
+                allowed = combine(allowed, extra["band"])
+            if self.alibi:
+                extra["alibi_slopes"] = alibi_slopes(self.n_heads)  # (H,)
+                bias = alibi_bias(extra["alibi_slopes"], Tq, Tk)  # (H, Tq, Tk)
+        if self.add_wq is not None:  # Bahdanau: no 1/sqrt(d_k) (tanh bounds each term)
+            energy, scale = (self.add_wq, self.add_wk, self.add_v), 1.0
+        a = attend(q, k_all, v_all, allowed=allowed, scale=scale, bias=bias, energy_weights=energy)
         heads = a.heads  # (B, H, Tq, d_v)
         if intervene is not None:
             if intervene.edits:  # edited rows: new weights, new Z rows

@@ -70,6 +70,14 @@ class AttentionTrace(TraceNode):
     k_pre_rope: Tensor | None = None  # (B, H_kv, T_new, d_k): the keys computed in this pass. With a
     #                                   KV cache (model.generate) the cached keys are stored rotated,
     #                                   so this covers only the new positions (the last T_new of Tk)
+    # Attention variants (issue 20); None when the option is off:
+    bias: Tensor | None = None  # (H, Tq, Tk)  added to `scaled` before the mask (ALiBi:
+    #                             -slope_h·|i - j|); masked = scaled + bias, -inf where not allowed
+    alibi_slopes: Tensor | None = None  # (H,)  ALiBi's slope of each head (attention.alibi_slopes)
+    band: Tensor | None = None  # (Tq, Tk) bool  sliding window |i - j| < cfg.window (already
+    #                             AND-ed into `allowed`)
+    energies: Tensor | None = None  # (B, H, Tq, Tk)  additive (Bahdanau) attention:
+    #                                 v_h·tanh(q W_q + k W_k); `scores` is the same tensor, scale 1
 
 
 @dataclass(frozen=True)

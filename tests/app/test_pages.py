@@ -61,6 +61,8 @@ ROUND_TRIP = {
     "pages/lesson.py": {"lesson_head": 2, "lesson_query": 3},
     "pages/experts.py": {"ex_model": "smollm2-135m"},
     "pages/generate.py": {"gen_prompt": "a dog ran to the", "gen_max": 8, "gen_strategy": "sample"},
+    "pages/variants.py": {"var_window": 2, "var_kv": 1, "var_shuffle": 4},
+    "pages/kv-cache.py": {"kv_preset": "GPT-2 small", "kv_context": 4096, "kv_window": 1024, "kv_gqa": 4},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",
                 "text_area", "multiselect", "checkbox", "toggle")
