@@ -62,6 +62,9 @@ CONFIGS = {
     "2017 base: d_model 512, 8 heads, 6 layers, T=64": dict(
         query=urlencode({"src": FRESH, "d": 512, "h": 8, "L": 6, "norm": "post", "act": "relu", "T": 64}),
         n_tokens=64),
+    "2017 base: d_model 512, 8 heads, 6 layers, T=128": dict(
+        query=urlencode({"src": FRESH, "d": 512, "h": 8, "L": 6, "norm": "post", "act": "relu", "T": 128}),
+        n_tokens=128),
 }
 
 

@@ -104,6 +104,9 @@ class StClient:
         self.widget_values: dict[str, WidgetState] = {}
         self.select_sliders: dict[str, bool] = {}  # slider widget id -> is an st.select_slider
         self.runs = 0
+        # the browser's message cache: ForwardMsgs the server marked cacheable, by hash. Each rerun
+        # request lists these hashes, and the server then sends a reference instead of the message.
+        self.msg_cache: dict[str, bytes] = {}
 
     async def __aenter__(self) -> "StClient":
         await self.connect()
@@ -132,6 +135,7 @@ class StClient:
         else:
             cs.page_name = self.page_name
         cs.widget_states.widgets.extend(self.widget_values.values())
+        cs.cached_message_hashes.extend(self.msg_cache)
         return msg.SerializeToString()
 
     async def rerun(self) -> RunResult:
@@ -158,6 +162,10 @@ class StClient:
             nbytes += len(raw)
             fm = ForwardMsg()
             fm.ParseFromString(raw)
+            if fm.WhichOneof("type") == "ref_hash":  # a message we hold: read it from the cache
+                fm.ParseFromString(self.msg_cache[fm.ref_hash])
+            elif fm.metadata.cacheable and fm.hash:
+                self.msg_cache[fm.hash] = raw
             kind = fm.WhichOneof("type")
             if kind == "new_session":
                 self.session_id = fm.new_session.initialize.session_id or self.session_id
