@@ -25,9 +25,7 @@ def _paint(browser, url: str, offsite: list[str]) -> float:
     page = ctx.new_page()
     t0 = time.perf_counter()
     page.goto(url)
-    page.wait_for_function("() => { const c = document.querySelector('[data-testid=stPlotlyChart]');"
-                           " return c && c.querySelectorAll('g.scatterlayer g.trace path.js-line').length >= 4; }",
-                           timeout=180_000)
+    page.wait_for_function("() => document.querySelectorAll('#mv-grid .p').length === 72", timeout=180_000)
     dt = time.perf_counter() - t0
     ctx.close()
     return dt

@@ -7,7 +7,7 @@ from classroom.text import token_label
 from ui import state
 from ui.compute import current_run
 from ui.show import show_code, show_fig
-from viz.model_view import model_view, multi_head_lines
+from viz.model_view import model_view_html, multi_head_lines
 
 PER_PAGE = 6
 
@@ -16,20 +16,10 @@ show_code("model.attention.attend", what="the weights the lines are drawn from")
 run = current_run()
 L, H, T = run.cfg.n_layers, run.cfg.n_heads, run.T
 w = np.stack([lt.attn.weights[0] for lt in run.trace.layers])  # (L, H, T, T)
-st.caption("Each small panel is one head: tokens on the left look at tokens on the right, and a line's width and "
-           "strength grow with the attention weight (weights under 0.05 are not drawn). Hover a token's dot on the "
-           "left of any panel to see which it is; click it (or pick it below) to see only its lines in every head.")
+st.caption("Each small panel is one head: tokens on the left look at tokens on the right, and a line's strength "
+           "grows with the attention weight (weights under 0.05 are not drawn). Hover a token, in the column of "
+           "names or on the left half of any panel, to see only its lines in every head; pick one below to keep it.")
 opts = [-1] + list(range(T))
-
-
-def _picked() -> None:
-    """A click on a token's marker in the grid: show only that token's lines (BertViz's hover)."""
-    ev = st.session_state.get("mv_grid")
-    pts = (ev or {}).get("selection", {}).get("points", []) if isinstance(ev, dict) else \
-        (ev.selection.points if ev is not None else [])
-    if pts:
-        cd = pts[0].get("customdata")
-        st.session_state["mv_tok"] = int(cd[0] if isinstance(cd, (list, tuple)) else cd)
 
 
 state.fix("mv_tok", opts, -1)
@@ -44,10 +34,12 @@ if L > PER_PAGE + 2:
     shown = range(first, min(first + PER_PAGE, L))
 else:
     shown = range(L)
-show_fig(model_view(w[shown.start:shown.stop], run.labels, first_layer=shown.start, only=only,
-                    title=f"Layers {shown.start}–{shown.stop - 1} × {H} heads ({T} tokens)"),
-         "mv_grid", table=lambda: __import__("pandas").DataFrame(w[shown.start:shown.stop].reshape(-1, T)),
-         alt="A grid of line views, one per head; thicker, darker lines carry more attention.", on_select=_picked)
+grid = model_view_html(w[shown.start:shown.stop], run.labels, first_layer=shown.start, only=only, dom_id="mv-grid")
+st.html(f'<div style="overflow-x: auto">{grid}</div>')
+csv = __import__("pandas").DataFrame(
+    w[shown.start:shown.stop].reshape(-1, T), columns=[token_label(j, run.labels[j]) for j in range(T)],
+    index=[f"L{l} H{h} q{i}" for l in shown for h in range(H) for i in range(T)]).to_csv()
+st.download_button("Download these weights (CSV)", csv, file_name="model_view.csv", mime="text/csv", key="mv_csv")
 
 st.subheader("One layer, every head in its own colour")
 state.fix("mv_layer", list(range(L)), 0)

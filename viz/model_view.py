@@ -1,9 +1,10 @@
 """BertViz-style line views: every layer × head as a small panel of lines from the tokens on the
 left (queries) to the tokens on the right (keys), and one layer's heads overlaid in one colour each.
-Lines are grouped by weight into a few opacity levels (one path per level and panel), so a 6 × 12
-grid of 32 tokens stays a few hundred traces."""
+The grid is HTML + CSS (hovering a token isolates its lines everywhere, as in BertViz); the one-layer
+view is a Plotly figure whose lines are grouped by weight into a few opacity levels."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -27,61 +28,79 @@ def _segments(w: np.ndarray, lo: float, hi: float, only: int | None) -> tuple[li
     return xs, ys
 
 
-def model_view(weights: np.ndarray, labels: Sequence[str], *, first_layer: int = 0, only: int | None = None,
-               color: str = OKABE_ITO[0], title: str = "") -> go.Figure:
-    """weights (L, H, T, T): a grid of line views, rows = layers, columns = heads. only: draw just
-    this query token's lines (the "hover isolates a token" of BertViz, as a choice). All panels
-    share one pair of axes (each panel shifted in x and y): a handful of traces in all, so a 6 × 12
-    grid paints as fast as one chart."""
+def model_view_html(weights: np.ndarray, labels: Sequence[str], *, first_layer: int = 0, only: int | None = None,
+                    color: str = OKABE_ITO[0], dom_id: str = "al-model-view") -> str:
+    """weights (L, H, T, T) -> self-contained HTML (style + divs; no SVG, no JavaScript: st.html's
+    DOMPurify keeps both). A grid of line views, rows = layers, columns = heads, BertViz's model view:
+    in each panel a line from query i (left) to key j (right) for every weight >= LEVELS[0], its
+    opacity the weight (in steps of 0.05). Hovering a token, in the token column of a layer or on
+    the left half of any panel, isolates its lines in every panel (pure CSS :has(:hover)). `only`
+    pins one token: its lines alone are shown until another is hovered.
+
+    Geometry lives in shared classes so a line is ~40 bytes: .r<i> places row i, .d<k> is the
+    length and angle of a line k rows down (k = j - i, "m" for minus), .o<n> the opacity n/20. Every
+    label is HTML-escaped; each line carries the class q<i> of its query."""
     w = as_array(weights, 4, "weights", "(L, H, T, T)").astype(np.float64)
     L, H, T, _ = w.shape
     check_labels(labels, T, "labels")
-    gap_x, gap_y = 0.45, 3.0
-    bounds = list(LEVELS) + [1.01]
-    fig = go.Figure()
-    for k in range(len(LEVELS)):
-        xs_all, ys_all = [], []
-        for l in range(L):
-            for h in range(H):
-                xs, ys = _segments(w[l, h], bounds[k], bounds[k + 1], only)
-                x0, y0 = h * (1 + gap_x), -l * (T + gap_y)
-                xs_all += [None if v is None else v + x0 for v in xs]
-                ys_all += [None if v is None else v + y0 for v in ys]
-        if xs_all:
-            fig.add_trace(go.Scatter(x=xs_all, y=ys_all, mode="lines", hoverinfo="skip", showlegend=False,
-                                     line=dict(color=color, width=1 + 1.5 * k), opacity=OPACITY[k]))
-    tl = token_labels(labels)
-    # one faint marker per query token of every panel: hovering names the token, clicking it (the
-    # page's on_select) shows only its lines; customdata = the token's index
-    mx, my, mt, mc = [], [], [], []
+    if only is not None and not 0 <= only < T:
+        raise ValueError(f"only must be a token index in 0..{T - 1}, got {only}")
+    names = token_labels(labels, max_chars=14)
+    row = 14 if T <= 24 else max(3, min(14, 420 // T))  # px per token row
+    font = max(8, min(12, row - 1))
+    every = max(1, -(-10 // row))  # show every n-th token label when rows are too thin to read
+    lw, gap, pad, head = 112, 10, 4, 20  # label column, gap, line inset, row title (px)
+    pw = int(max(48, min(84, (860 - lw) // H - gap)))  # panel width: 12 heads still fit a laptop's page
+    dx = pw - 2 * pad
+    ph = T * row
+    width, row_h = lw + H * (pw + gap), head + ph + 14
+    uid = dom_id
+    css = [f"#{uid} {{position: relative; width: {width}px; height: {20 + L * row_h}px; font: {font}px system-ui, "
+           "sans-serif; user-select: none}",
+           f"#{uid} .hd {{position: absolute; top: 0; width: {pw}px; text-align: center; font-size: 12px; opacity: .8}}",
+           f"#{uid} .lay {{position: absolute; left: 0; width: {width}px}}",
+           f"#{uid} .lt {{position: absolute; left: 0; top: 0; font-size: 12px; font-weight: 600}}",
+           f"#{uid} .p {{position: absolute; top: {head}px; width: {pw}px; height: {ph}px; "
+           "background: rgba(128, 128, 128, .10)}",
+           f"#{uid} .l {{position: absolute; left: {pad}px; height: 1.5px; margin-top: {row / 2 - .75:.2f}px; "
+           f"background: {color}; transform-origin: 0 50%}}",
+           f"#{uid} .s {{position: absolute; left: 0; width: 45%; height: {row}px; cursor: pointer}}",
+           f"#{uid} .tk {{position: absolute; left: 0; width: {lw - 10}px; top: {head}px; height: {row}px; "
+           f"line-height: {row}px; text-align: right; white-space: nowrap; overflow: hidden; cursor: pointer}}",
+           f"#{uid} .tk.hide {{font-size: 0}}"]
+    css += [f"#{uid} .r{i} {{top: {i * row}px}}" for i in range(T)]
+    css += [f"#{uid} .tk.r{i} {{top: {head + i * row}px}}" for i in range(T)]
+    for k in range(-(T - 1), T):
+        length, angle = math.hypot(dx, k * row), math.degrees(math.atan2(k * row, dx))
+        css.append(f"#{uid} .d{'m' if k < 0 else ''}{abs(k)} {{width: {length:.1f}px; transform: rotate({angle:.2f}deg)}}")
+    css += [f"#{uid} .o{n} {{opacity: {n / 20:.2f}}}" for n in range(1, 21)]
+    # hover a token (its label, its strip in any panel, or one of its lines): only its lines stay
+    css += [f"#{uid}:has(.q{i}:hover) .l:not(.q{i}) {{visibility: hidden}}" for i in range(T)]
+    css += [f"#{uid}:has(.q{i}:hover) .tk.q{i} {{font-weight: 700; color: {color}; font-size: {font}px}}"
+            for i in range(T)]
+    if only is not None:
+        css.append(f"#{uid}:not(:has(.q:hover)) .l:not(.q{only}) {{visibility: hidden}}")
+        css.append(f"#{uid}:not(:has(.q:hover)) .tk.q{only} {{font-weight: 700; color: {color}; font-size: {font}px}}")
+    parts = [f'<div id="{uid}" class="al-model-view" role="img" aria-label="model view: one line view per layer '
+             'and head; hover a token to see only its lines">', "<style>", "\n".join(css), "</style>"]
+    parts += [f'<div class="hd" style="left: {lw + h * (pw + gap)}px">head {h}</div>' for h in range(H)]
     for l in range(L):
+        parts.append(f'<div class="lay" style="top: {20 + l * row_h}px"><div class="lt">layer {first_layer + l}</div>')
+        for i in range(T):
+            hide = "" if i % every == 0 else " hide"
+            parts.append(f'<span class="tk q q{i} r{i}{hide}" title="{names[i]}">{names[i]}</span>')
         for h in range(H):
-            for i in range(T):
-                mx.append(h * (1 + gap_x))
-                my.append(-l * (T + gap_y) - i)
-                mt.append(f"{tl[i]} (layer {first_layer + l}, head {h}): click to see only its lines")
-                mc.append(i)
-    fig.add_trace(go.Scatter(x=mx, y=my, mode="markers", marker=dict(size=7, color=color, opacity=0.25),
-                             hovertext=mt, hoverinfo="text", customdata=mc, showlegend=False, name="tokens"))
-    every = max(1, -(-T // 8))  # at most 8 labels per panel side: every n-th token
-    tickvals, ticktext = [], []
-    for l in range(L):
-        for i in range(0, T, every):
-            tickvals.append(-l * (T + gap_y) - i)
-            ticktext.append(tl[i])
-        fig.add_annotation(x=-0.02, y=-l * (T + gap_y) + 1.4, xref="x", yref="y", showarrow=False, xanchor="left",
-                           text=f"<b>layer {first_layer + l}</b>", font=dict(size=11))
-    for h in range(H):
-        fig.add_annotation(x=h * (1 + gap_x) + 0.5, y=2.6, xref="x", yref="y", showarrow=False,
-                           text=f"H{h}", font=dict(size=11))
-    fig.update_xaxes(visible=False, range=[-0.05, H * (1 + gap_x) - gap_x + 0.05], fixedrange=True)
-    fig.update_yaxes(range=[-(L - 1) * (T + gap_y) - T + 0.5, 3.4], tickvals=tickvals, ticktext=ticktext,
-                     showgrid=False, zeroline=False, tickfont=dict(size=9), fixedrange=True)
-    side = max(120, min(220, 6 * T))
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left") if title else None, font=FONT,
-                      height=L * side + 60, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-                      plot_bgcolor="rgba(0,0,0,0)")
-    return fig
+            parts.append(f'<div class="p" style="left: {lw + h * (pw + gap)}px">')
+            qi, kj = np.nonzero(w[l, h] >= LEVELS[0])
+            for i, j in zip(qi.tolist(), kj.tolist()):
+                k = j - i
+                parts.append(f'<i class="l q{i} r{i} d{"m" if k < 0 else ""}{abs(k)} '
+                             f'o{max(1, min(20, round(w[l, h, i, j] * 20)))}"></i>')
+            parts += [f'<i class="s q q{i} r{i}"></i>' for i in range(T)]
+            parts.append("</div>")
+        parts.append("</div>")
+    parts.append("</div>")
+    return "".join(parts)
 
 
 def multi_head_lines(weights: np.ndarray, labels: Sequence[str], *, only: int | None = None,
