@@ -31,11 +31,10 @@ from model.transformer import Transformer
 from training.batching import pad_batch
 
 from . import state
+from .budget_cache import BudgetCache
 
 CHECKPOINTS = checkpoint.CHECKPOINT_DIR
-# The pretrained models the app offers. SmolLM2 (model.pretrained) has its engine, loader and tests,
-# but no page handles its RMSNorm traces or byte-level vocabulary yet (issue 18's app part): it stays
-# out of the Model list and out of links until then.
+# The pretrained models the app offers (MiniLM-L6, SmolLM2-135M): all of model.pretrained's registry.
 PRETRAINED = dict(ALL_PRETRAINED)
 DEFAULT_SOURCE = "causal-lm"
 
@@ -209,9 +208,16 @@ def special_ids(tok) -> set[int]:
     return {i for i in (getattr(tok, "cls_id", None), getattr(tok, "sep_id", None)) if i is not None}
 
 
-@st.cache_resource(max_entries=48, show_spinner=False)
+# traces shared by every session, bounded by bytes (ui/budget_cache.py): one SmolLM2 trace is ~32 MB
+TRACES = BudgetCache(max_entries=48)
+
+
 def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
+    return TRACES.get(("run", source, text, causal, max_len), lambda: _run(source, text, causal, max_len))
+
+
+def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
@@ -325,11 +331,17 @@ def takes_pairs(source: ModelSource) -> bool:
     return model.cfg.type_vocab_size > 0 and hasattr(tok, "encode_pair")
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
 def get_batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mask_queries: bool,
                   max_len: int, pair: bool = False) -> BatchRun:
     """Trace a batch of sentences padded to a common length (right padding). pair (models that
-    take pairs, at least 2 texts): row 0 is texts[0] and texts[1] as one pair with token types."""
+    take pairs, at least 2 texts): row 0 is texts[0] and texts[1] as one pair with token types.
+    Cached with the single runs (TRACES)."""
+    return TRACES.get(("batch", source, tuple(texts), causal, mask_queries, max_len, pair),
+                      lambda: _batch_run(source, tuple(texts), causal, mask_queries, max_len, pair))
+
+
+def _batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mask_queries: bool,
+               max_len: int, pair: bool = False) -> BatchRun:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     cut = [t[: state.MAX_TEXT_CHARS] for t in texts]

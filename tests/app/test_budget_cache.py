@@ -1,0 +1,80 @@
+"""ui/budget_cache.py: traces shared by sessions are evicted by bytes, least recently used first, and
+one key is computed once however many sessions ask for it at the same moment."""
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ui.budget_cache import BudgetCache, nbytes
+
+
+@dataclass
+class Fake:
+    a: np.ndarray
+    parts: list
+
+
+def test_nbytes_counts_each_buffer_once():
+    x = np.zeros((4, 8), dtype=np.float32)  # 128 bytes
+    y = np.ones(10, dtype=np.float64)  # 80 bytes
+    v = x[1:]  # a view of x: not counted again
+    assert nbytes(Fake(x, [v, {"y": y}, (y,), None, "text", 3])) == 128 + 80
+
+
+def test_evicts_least_recently_used_past_the_budget():
+    c = BudgetCache(budget=250, max_entries=10)
+    mk = lambda n: (lambda: np.zeros(n, dtype=np.uint8))  # noqa: E731
+    c.get("a", mk(100)), c.get("b", mk(100))
+    assert len(c) == 2 and c.bytes == 200
+    c.get("a", mk(100))  # a is now the most recent
+    c.get("c", mk(100))  # 300 > 250: b (least recent) goes
+    assert len(c) == 2 and c.bytes == 200
+    calls = []
+    c.get("a", lambda: calls.append("a") or np.zeros(100, dtype=np.uint8))
+    c.get("b", lambda: calls.append("b") or np.zeros(100, dtype=np.uint8))
+    assert calls == ["b"]  # a was kept, b was recomputed
+    big = c.get("huge", mk(10_000))  # bigger than the budget: kept alone (the newest always stays)
+    assert len(c) == 1 and c.bytes == 10_000 and big.size == 10_000
+
+
+def test_max_entries_still_bounds_the_count():
+    c = BudgetCache(budget=10**9, max_entries=3)
+    for k in range(5):
+        c.get(k, lambda: np.zeros(1))
+    assert len(c) == 3
+
+
+def test_one_computation_per_key_under_concurrency():
+    c = BudgetCache(budget=10**9)
+    calls = []
+
+    def make():
+        calls.append(1)
+        time.sleep(0.2)
+        return np.zeros(3)
+
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(c.get("same", make))) for _ in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(calls) == 1 and len(out) == 8 and all(o is out[0] for o in out)
+
+
+def test_a_failed_computation_is_not_cached():
+    c = BudgetCache(budget=10**9)
+
+    def boom():
+        raise ValueError("bad input")
+
+    for _ in range(2):
+        try:
+            c.get("k", boom)
+        except ValueError:
+            pass
+    assert len(c) == 0 and c.get("k", lambda: np.zeros(2)).size == 2
+
+
+def test_env_sets_the_budget(monkeypatch):
+    monkeypatch.setenv("ATTN_LAB_TRACE_CACHE_MB", "64")
+    assert BudgetCache().budget == 64 * 2**20
