@@ -12,6 +12,14 @@ benchmarks/soak.py, tests/load and tests/deploy.
         r = await c.rerun()                       # first run of the page (as a browser would)
         r = await c.set_widget("Sentence", "a new sentence .")
         r.seconds, r.exceptions, r.alerts, r.bytes
+
+Fragments: `@st.fragment(run_every=...)` makes the server send an `auto_rerun` message (fragment id,
+interval); a browser then asks for a rerun of that fragment alone every interval, until a full-app
+run that does not register it again (the frontend clears its timers at every full run's start) or a
+`stop_auto_rerun`. The client keeps the same bookkeeping in `auto_reruns` ({fragment id: interval})
+and `rerun(fragment_id=..., auto=True)` sends what the browser's timer sends; `send` and `receive`
+apart let a caller send a second request while a run is in flight (e.g. turning autoplay off in the
+middle of a step). `click(label)` presses a button (a one-off trigger, as the browser sends it).
 """
 from __future__ import annotations
 
@@ -71,13 +79,20 @@ class RunResult:
     exceptions: list[str] = field(default_factory=list)  # st.exception / uncaught errors shown
     alerts: list[str] = field(default_factory=list)  # st.warning / st.info / st.error bodies
     elements: dict[str, int] = field(default_factory=dict)  # element type -> count this run
+    markdown: list[str] = field(default_factory=list)  # st.markdown bodies drawn this run
     # the requested page did not exist ("Page not found" dialog in a browser; the main page ran).
     # Not part of `ok` (other benchmarks may ask for "heads", which is the default page at "/").
     not_found: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.exceptions and self.status == ForwardMsg.FINISHED_SUCCESSFULLY
+        return not self.exceptions and self.status in (ForwardMsg.FINISHED_SUCCESSFULLY,
+                                                       ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
+
+    @property
+    def fragment(self) -> bool:
+        """This run reran fragments only (not the whole page)."""
+        return self.status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 
 
 class ProtocolError(RuntimeError):
@@ -103,6 +118,7 @@ class StClient:
         self.widgets: dict[str, tuple[str, str]] = {}  # label -> (widget id, element type)
         self.widget_values: dict[str, WidgetState] = {}
         self.select_sliders: dict[str, bool] = {}  # slider widget id -> is an st.select_slider
+        self.auto_reruns: dict[str, float] = {}  # fragment id -> seconds (st.fragment(run_every=...))
         self.runs = 0
         # the browser's message cache: ForwardMsgs the server marked cacheable, by hash. Each rerun
         # request lists these hashes, and the server then sends a reference instead of the message.
@@ -126,7 +142,8 @@ class StClient:
             self.ws = None
 
     # -- protocol -----------------------------------------------------------------------------
-    def _back_msg(self) -> bytes:
+    def _back_msg(self, fragment_id: str = "", auto: bool = False,
+                  triggers: list[WidgetState] | None = None) -> bytes:
         msg = BackMsg()
         cs = msg.rerun_script
         cs.query_string = self.query
@@ -136,15 +153,34 @@ class StClient:
             cs.page_name = self.page_name
         cs.widget_states.widgets.extend(self.widget_values.values())
         cs.cached_message_hashes.extend(self.msg_cache)
+        cs.widget_states.widgets.extend(triggers or [])
+        if fragment_id:
+            cs.fragment_id = fragment_id
+            cs.is_auto_rerun = auto
         return msg.SerializeToString()
 
-    async def rerun(self) -> RunResult:
-        """Send one rerun request and read ForwardMsgs until the script finishes."""
+    async def rerun(self, fragment_id: str = "", auto: bool = False) -> RunResult:
+        """Send one rerun request (of the page, or of one fragment: what a run_every timer sends
+        with auto=True) and read ForwardMsgs until the script finishes."""
+        return await self.receive(await self.send(fragment_id, auto))
+
+    async def send(self, fragment_id: str = "", auto: bool = False,
+                   triggers: list[WidgetState] | None = None) -> float:
+        """Send a rerun request without waiting for it; returns the time sent (for receive)."""
         if self.ws is None:
             raise ProtocolError("not connected")
         t0 = time.perf_counter()
-        await self.ws.send(self._back_msg())
+        await self.ws.send(self._back_msg(fragment_id, auto, triggers))
+        return t0
+
+    async def receive(self, t0: float | None = None, until_full: bool = False) -> RunResult:
+        """Read ForwardMsgs until a script run finishes (a page or fragment run; until_full: skip
+        fragment runs until a whole-page run finishes). seconds counts from t0 (default: now)."""
+        if self.ws is None:
+            raise ProtocolError("not connected")
+        t0 = time.perf_counter() if t0 is None else t0
         n = nbytes = 0
+        markdown: list[str] = []
         exceptions: list[str] = []
         alerts: list[str] = []
         elements: dict[str, int] = {}
@@ -170,6 +206,15 @@ class StClient:
             if kind == "new_session":
                 self.session_id = fm.new_session.initialize.session_id or self.session_id
                 self._learn_pages(fm.new_session.app_pages)
+                if not fm.metadata.run.fragment_ids:
+                    # a whole-page run: the browser clears every fragment timer; the run
+                    # registers again those that still have run_every
+                    self.auto_reruns.clear()
+            elif kind == "auto_rerun":
+                self.auto_reruns[fm.auto_rerun.fragment_id] = fm.auto_rerun.interval
+            elif kind == "stop_auto_rerun":
+                for fid in fm.stop_auto_rerun.fragment_ids:
+                    self.auto_reruns.pop(fid, None)
             elif kind == "navigation":
                 self._learn_pages(fm.navigation.app_pages)
                 if fm.navigation.page_script_hash:
@@ -187,6 +232,8 @@ class StClient:
                     exceptions.append(f"{el.exception.type}: {el.exception.message}")
                 elif etype == "alert":
                     alerts.append(el.alert.body)
+                elif etype == "markdown":
+                    markdown.append(el.markdown.body)
                 else:
                     w = getattr(el, etype, None)
                     label, wid = getattr(w, "label", None), getattr(w, "id", None)
@@ -208,9 +255,11 @@ class StClient:
                 if status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     labelled.clear()
                     continue  # a rerun we (or the app) requested follows
+                if until_full and status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
+                    continue  # a fragment run that finished before the page run we wait for
                 self.runs += 1
                 return RunResult(time.perf_counter() - t0, status, n, nbytes, exceptions, alerts, elements,
-                                 not_found)
+                                 not_found=not_found, markdown=markdown)
 
     def _learn_pages(self, app_pages) -> None:
         for p in app_pages:
@@ -228,6 +277,18 @@ class StClient:
         """Change a widget seen in an earlier run (by its label; the first drawn if several share
         it) and rerun: text for text widgets, the option's text for selectbox/radio/select_slider,
         a number for sliders/number inputs, a bool for checkboxes/toggles."""
+        self.set_value(label, value)
+        return await self.rerun()
+
+    async def click(self, label: str, fragment_id: str = "") -> RunResult:
+        """Press a button seen in an earlier run (a trigger sent once, as the browser does)."""
+        if label not in self.widgets or self.widgets[label][1] != "button":
+            raise ProtocolError(f"no button labelled {label!r}; seen: {sorted(self.widgets)}")
+        ws = WidgetState(id=self.widgets[label][0], trigger_value=True)
+        return await self.receive(await self.send(fragment_id, triggers=[ws]))
+
+    def set_value(self, label: str, value) -> None:
+        """Change a widget's value for the next request, without sending it (see set_widget)."""
         if label not in self.widgets:
             raise ProtocolError(f"no widget labelled {label!r}; seen: {sorted(self.widgets)}")
         wid, etype = self.widgets[label]
@@ -245,7 +306,6 @@ class StClient:
         else:
             raise ProtocolError(f"widget type {etype} is not modelled")
         self.widget_values[wid] = ws
-        return await self.rerun()
 
 
 def server_pid_rss_kb(pid: int) -> int:

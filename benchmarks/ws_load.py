@@ -10,6 +10,12 @@ without a target: the same number of heatmaps, without the model and the sidebar
 
     python -m benchmarks.ws_load                      # 30 sessions x 20 reruns, the default page (heads)
     python -m benchmarks.ws_load --sessions 3 --reruns 5 --pages heads,overview
+    python -m benchmarks.ws_load --src smollm2-135m   # heads page: the toy model, then SmolLM2-135M
+
+With --src, the same load runs on the heads page with the default (toy) model and then with the
+pretrained model picked by the link's query (`?src=smollm2-135m`, as a shared link would), one fresh
+server each, in the same invocation; no bare app. The model's cold load is done by the warm-up
+session before the timed phase (what a rerun costs, not what the first visitor waits for).
 
 Reports p50/p90 rerun time (BackMsg sent -> script_finished), throughput (reruns/s over the timed
 phase), errors (exceptions shown, protocol errors, timeouts), server RSS (start, peak, end; read
@@ -104,8 +110,8 @@ class RssSampler:
 
 
 async def _session(url: str, page: str, k: int, reruns: int, loaded: asyncio.Barrier,
-                   res: LoadResult, timeout: float) -> None:
-    client = StClient(url, page=page, timeout=timeout)
+                   res: LoadResult, timeout: float, query: str = "") -> None:
+    client = StClient(url, page=page, query=query, timeout=timeout)
     try:
         await client.connect()
         r = await client.rerun()
@@ -137,12 +143,13 @@ async def _session(url: str, page: str, k: int, reruns: int, loaded: asyncio.Bar
 
 
 async def load(url: str, pages: list[str], sessions: int, reruns: int, label: str, pid: int | None,
-               timeout: float = 300.0) -> LoadResult:
+               timeout: float = 300.0, query: str = "") -> LoadResult:
+    """`query`: the URL's query string every session opens with (e.g. "src=smollm2-135m")."""
     res = LoadResult(label, sessions, reruns)
     if pid:
         res.rss_start_mb = server_pid_rss_kb(pid) / 1024
     loaded = asyncio.Barrier(sessions + 1)
-    tasks = [asyncio.create_task(_session(url, pages[k % len(pages)], k, reruns, loaded, res, timeout))
+    tasks = [asyncio.create_task(_session(url, pages[k % len(pages)], k, reruns, loaded, res, timeout, query))
              for k in range(sessions)]
     sampler = RssSampler(pid) if pid else None
     if sampler:
@@ -161,12 +168,15 @@ async def load(url: str, pages: list[str], sessions: int, reruns: int, label: st
     return res
 
 
-async def warm(url: str, page: str) -> None:
+async def warm(url: str, page: str, query: str = "", timeout: float = 300.0) -> None:
     """One session opens the root first, then the page: the server imports torch and builds the
     model before the timed load starts (that cold start is not what a rerun costs)."""
-    async with StClient(url, page="") as c:
-        await c.rerun()
-    async with StClient(url, page=page) as c:
+    async with StClient(url, page="", query=query, timeout=timeout) as c:
+        r = await c.rerun()
+        if query and (not r.ok or any("not available" in a for a in r.alerts)):
+            # the sidebar falls back to the default model when the link's model cannot load
+            raise RuntimeError(f"warm-up with ?{query} failed: {r.exceptions[:1] or r.alerts[:1] or r.status}")
+    async with StClient(url, page=page, query=query, timeout=timeout) as c:
         await c.rerun()
 
 
@@ -244,19 +254,73 @@ def run(quick: bool = False) -> list[dict]:
     return rows(bare, app) + reference_rows(ref, app, panels)
 
 
+TOY = ""  # the default model (ui.compute.DEFAULT_SOURCE): no src in the URL
+
+
+def run_models(sessions: int = 30, reruns: int = 20, srcs: tuple[str, ...] = (TOY, "smollm2-135m"),
+               page: str = "") -> list[LoadResult]:
+    """The same load on one page (default: heads) with each model in `srcs`, picked by the link's
+    query (?src=...; TOY = the default model), one fresh server each, one after the other in the
+    same invocation."""
+    out = []
+    for src in srcs:
+        query = f"src={src}" if src else ""
+        label = f"heads page, {src or 'default model (' + default_source() + ')'}"
+        with Server("app.py") as s:
+            asyncio.run(warm(s.url, page, query))
+            out.append(asyncio.run(load(s.url, [page], sessions, reruns, label, s.pid, query=query)))
+    return out
+
+
+def default_source() -> str:
+    m = re.search(r'^DEFAULT_SOURCE = "([^"]+)"', (ROOT / "ui" / "compute.py").read_text(), re.M)
+    return m.group(1) if m else "?"
+
+
+def model_rows(results: list[LoadResult]) -> list[dict]:
+    """README rows for run_models: each model's p50/p90/errors, the first (toy) as the baseline."""
+    base, out = results[0], []
+    for r in results[1:]:
+        n = (f"WebSocket load, {r.sessions} sessions x {r.reruns} reruns, {r.label} vs {base.label} "
+             "(same run)")
+        out += [
+            dict(benchmark=n, metric="p50 rerun (s)", app=r.p50, bare=base.p50, ratio=r.p50 / base.p50,
+                 target="(reported)"),
+            dict(benchmark=n, metric="p90 rerun (s)", app=r.p90, bare=base.p90, ratio=r.p90 / base.p90,
+                 target="(reported)"),
+            dict(benchmark=n, metric="throughput (reruns/s)", app=r.throughput, bare=base.throughput,
+                 ratio=r.throughput / base.throughput if base.throughput else float("nan"), target=""),
+            dict(benchmark=n, metric="errors", app=len(r.errors), bare=len(base.errors), ratio=None, target="0",
+                 ok=not r.errors and not base.errors),
+            dict(benchmark=n, metric="server RSS peak (MB)", app=r.rss_peak_mb, bare=base.rss_peak_mb,
+                 ratio=r.rss_peak_mb / base.rss_peak_mb if base.rss_peak_mb else None, target=""),
+        ]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sessions", type=int, default=30)
     ap.add_argument("--reruns", type=int, default=20)
     ap.add_argument("--pages", default="", help="comma-separated url paths, spread over sessions "
                     "(empty = the default page, heads)")
+    ap.add_argument("--src", default="", help="a pretrained model (e.g. smollm2-135m): load the heads page "
+                    "with the default model and then with this one (?src=...), instead of bare app vs app")
     a = ap.parse_args()
+    from benchmarks.report import table
+    if a.src:
+        results = run_models(a.sessions, a.reruns, (TOY, a.src))
+        for r in results:
+            print(r.summary())
+            for e in r.errors[:5]:
+                print("  error:", e)
+        print(table(model_rows(results)))
+        return
     bare, app = run_pair(a.sessions, a.reruns, a.pages.split(",") if a.pages else None)
     print(bare.summary())
     print(app.summary())
     for e in (app.errors + bare.errors)[:10]:
         print("  error:", e)
-    from benchmarks.report import table
     print(table(rows(bare, app)))
 
 
