@@ -42,9 +42,30 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
         dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
              margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
-                        automargin=False),
+                        automargin=False, **_ticks(y, 64)),
              xaxis=dict(title=dict(text="key"), type="category", tickangle=-60, side="bottom", showgrid=False,
-                        automargin=False)))
+                        automargin=False, **_ticks(x, 64))))
+
+
+TICKS_ALL_MAX = 40  # up to this many tokens every label is drawn; beyond, every n-th (hover names them all)
+
+
+def tick_subset(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> list[str]:
+    """The category labels to draw as ticks: all of them up to max_labels, else every n-th (n the
+    smallest step that keeps at most max_labels), so a 62-token sentence still shows where it is
+    instead of no label at all (issue 21, point 7). The hover text names every cell."""
+    labels = list(labels)
+    if len(labels) <= max_labels:
+        return labels
+    step = math.ceil(len(labels) / max_labels)
+    return labels[::step]
+
+
+def _ticks(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
+    """Axis properties drawing exactly tick_subset(labels) (Plotly's own thinning of category
+    labels is not guaranteed to avoid overlaps)."""
+    shown = tick_subset(labels, max_labels)
+    return dict(tickmode="array", tickvals=shown, ticktext=shown)
 
 
 def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
@@ -76,12 +97,14 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     if len(names) != H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
     narrow = cols >= 3  # a panel a third of the chart wide: "head 5 · other (…)" breaks after the head
-    if narrow:
-        names = [n.replace(" · ", "<br>", 1) for n in names]
-    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.07, 0.3 / rows),
-                                  title_size=13 if narrow else 15)
+    if narrow:  # and again before the "(nearest score < threshold)" of an "other" head: 3 short lines
+        names = [n.replace(" · ", "<br>", 1).replace(" (", "<br>(", 1) for n in names]
+    lines = max(n.count("<br>") for n in names) + 1 if names else 1
+    layout, refs = subplot_layout(rows, cols, names, hspace=0.06 if narrow else 0.04,
+                                  vspace=min(0.07 + 0.02 * (lines - 1), 0.3 / rows + 0.04 * (lines - 1)),
+                                  title_size=12 if narrow else 15)
     y, x = token_labels(labels), token_labels(key_labels)
-    show_ticks = max(Tq, Tk) <= 40
+    show_ticks = True  # long sentences: every n-th label (tick_subset), never none
     data = []
     for h in range(H):
         xr, yr = refs[h]
@@ -89,17 +112,22 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
             type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]), x=x, y=y,
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
             hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
+    # Rows are tall enough for TICKS_ALL_MAX labels; a panel is only a 1/cols of the chart wide, so the
+    # key axis gets fewer (32 across the whole width: ~16 px per slanted label at 1280 px)
+    x_max = max(8, 32 // cols)
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
-         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
-    ml, mb = label_margins(x, y, x_title=True, y_title=True) if show_ticks else (36, 36)  # fixed: no automargin passes
+         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False,
+         **{"x_" + k: v for k, v in _ticks(x, x_max).items()}, **{"y_" + k: v for k, v in _ticks(y).items()})
+    ml, mb = label_margins(tick_subset(x, x_max), tick_subset(y), x_title=True, y_title=True)  # fixed: no automargin passes
     # The query labels and key labels are the same in every panel (like a shared-axis grid): only the
     # left column shows query labels (a long token never runs into the panel on its left) and only
-    # the lowest panel of each column shows key labels. Half the tick labels to lay out per repaint.
+    # the panels of the bottom row show key labels (with 8 heads in 3 columns, the third column ends
+    # a row early: labels there would sit mid-grid, between the panels). Fewer labels per repaint.
     for i in range(H):
         sx = "" if i == 0 else str(i + 1)
         if i % cols:
             layout[f"yaxis{sx}"]["showticklabels"] = False
-        if i + cols < H:
+        if i < (rows - 1) * cols:
             layout[f"xaxis{sx}"]["showticklabels"] = False
     # "query" / "key" axis titles, as the mask lab's heatmaps have: one each, in the margins left
     # free for them (axis titles with automargin off would sit on the tick labels)
@@ -111,11 +139,16 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     for i in range(H, rows * cols):  # empty cells of the last row
         sx = str(i + 1)
         layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
-    layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+    # the chart title at the very top, the panel titles (lines of ~16 px each) below it: never on top
+    # of each other
+    top = (40 if title else 8) + 17 * lines + 8
+    layout.update(title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                             pad=dict(t=8, l=4)) if title else None,
+                  font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
-                  height=max(320, rows * side + 70) + mb,
-                  margin=dict(l=ml, r=10, t=(70 if title else 40) + (18 if narrow else 0), b=mb))
+                  height=max(320, rows * side + top + 16 * (lines - 1) * rows) + mb,
+                  margin=dict(l=ml, r=10, t=top, b=mb))
     return figure(data, layout)
 
 
@@ -193,7 +226,7 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
-    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.07, vspace=min(0.1, 0.45 / len(heads)),
+    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.04, vspace=min(0.1, 0.45 / len(heads)),
                                   title_size=14)
     y = x = token_labels(labels)
     data = []
@@ -206,15 +239,23 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                              name=titles[3 * r + c], xaxis=xr, yaxis=yr,
                                    hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
                                                  f"<br>{what} %{{z:.4f}}<extra></extra>"))
-    show_ticks = max(Tq, Tk) <= 30
-    axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks,
-         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60)
+    # The same tokens label every panel: query labels only left of the first column (they ran into
+    # the panel on their left) and key labels only under the last row; every n-th on long sentences.
+    axes(layout, y_autorange="reversed", y_type="category", x_type="category", x_tickangle=-60,
+         y_automargin=False, x_automargin=False,
+         **{"x_" + k: v for k, v in _ticks(x, 10).items()}, **{"y_" + k: v for k, v in _ticks(y, 16).items()})
+    n_panels = 3 * len(heads)
+    for i in range(n_panels):
+        sx = "" if i == 0 else str(i + 1)
+        layout[f"yaxis{sx}"]["showticklabels"] = i % 3 == 0
+        layout[f"xaxis{sx}"]["showticklabels"] = i >= n_panels - 3
+    ml, mb = label_margins(tick_subset(x, 10), tick_subset(y, 16))
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
                                  colorbar=dict(title=dict(text="weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
-                  height=max(380, 360 * len(heads) + 60), margin=dict(l=10, r=10, t=50, b=10))
+                  height=max(380, 330 * len(heads) + 60) + mb, margin=dict(l=ml, r=10, t=50, b=mb))
     return figure(data, layout)
 
 

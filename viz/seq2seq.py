@@ -78,8 +78,13 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
     panel gold_panel."""
     if not panels:
         raise ValueError("three_attentions needs at least one panel")
+    # Each panel has its own row labels ("3:ta→kasa" for the decoder's steps): the gap between panels
+    # must hold the widest of them, or they run into the panel on the left (issue 21, point 7). Sized
+    # for a chart ~650 px wide (the narrowest the page gets at 1280 px), 0.6 em per character at 11 px.
+    widest = max((len(visible(str(lab))) for p in panels[1:] for lab in p[2]), default=4)
+    spacing = min(0.3, max(0.06, (0.62 * 11 * widest + 16) / 650))
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[visible(p[0]) for p in panels],
-                        horizontal_spacing=0.14)
+                        horizontal_spacing=spacing)
     for c, (name, w, ylab, xlab, allowed) in enumerate(panels):
         w = as_array(w, 2, f"weights of {name!r}", "(Tq, Tk)")
         check_labels(ylab, w.shape[0], f"row labels of {name!r}")
@@ -93,7 +98,8 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
             cells = _gold(gold, *w.shape)
             if cells:
                 fig.add_trace(_gold_markers(cells, x, y), row=1, col=c + 1)
-        fig.update_yaxes(autorange="reversed", type="category", tickmode="array", tickvals=y, row=1, col=c + 1)
+        fig.update_yaxes(autorange="reversed", type="category", tickmode="array", tickvals=y, tickfont=dict(size=11),
+                         row=1, col=c + 1)
         fig.update_xaxes(type="category", tickangle=-60, tickmode="array", tickvals=x, tickfont=dict(size=11),
                          row=1, col=c + 1)  # every label, not every other one
     fig.update_layout(font=dict(**FONT, size=13), plot_bgcolor=MASKED_COLOR, height=height,

@@ -37,10 +37,11 @@ def test_head_grid_panels_values_and_shared_scale():
     assert [y.showticklabels is not False for y in ys] == [True, False, False, True, False, False]
     xs = [fig.layout[f"xaxis{'' if i == 0 else i + 1}"] for i in range(6)]
     assert [x.showticklabels is not False for x in xs] == [False, False, False, True, True, True]
-    # 5 heads in 3 columns: column 2 ends in the first row, so its panel keeps its key labels
+    # 5 heads in 3 columns: column 2 ends in the first row; key labels there would sit mid-grid,
+    # between the panels (issue 21, point 7), so only the bottom row has them
     xs5 = head_grid(causal_weights(5, 5), list("abcde")).layout
     assert [xs5[f"xaxis{'' if i == 0 else i + 1}"].showticklabels is not False for i in range(5)] == \
-        [False, False, True, True, True]
+        [False, False, False, True, True]
     # no fixed font colour: ticks and colour bar follow the light or dark theme (issue 8)
     assert fig.layout.font.color is None and fig.layout.coloraxis.colorbar.tickfont.color is None
 
