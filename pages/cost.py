@@ -57,7 +57,7 @@ st.caption("Theory says the T² part wins at long lengths. Here is where it actu
            "block of this model's sizes (norms, projections, attention, FFN) and its attention alone (scores, "
            "softmax, weights·V), timed at lengths up to 1,024 tokens, the best of several runs each.")
 
-REPEATS = 7
+REPEATS = 15  # the fastest of 15: a shared machine has bursts of load (7 left visible dips)
 t_grid = tuple(analysis.block_time_grid(cfg.max_len))
 measure = True
 if run.source is not None and run.source.kind == "pretrained":  # seconds of measuring: on request

@@ -260,7 +260,8 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
-                 additive: bool = False, title: str = "", height: int | None = None) -> go.Figure:
+                 additive: bool = False, title: str = "", height: int | None = None,
+                 tickangle: float = -60) -> go.Figure:
     """A mask drawn cell by cell: 1/0 (multiplicative) or 0/−∞ (additive). `mask` holds 1/0 or
     0/-inf values; allowed cells are blue, masked cells grey, and each cell shows its value. z is
     sent as uint8 1/0 (exact, a quarter of float32: plotly sends typed arrays as base64)."""
@@ -281,7 +282,7 @@ def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
         dict(title=dict(text=title) if title else None, font=FONT,
              margin=dict(l=10, r=10, t=40 if title else 10, b=10),
              height=height or min(620, 150 + 24 * m.shape[0]),
-             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=-60)))
+             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=tickangle)))
 
 
 def topk_bars(token_names: Sequence[str], p_a: Sequence[float], p_b: Sequence[float], *,

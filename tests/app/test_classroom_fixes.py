@@ -106,6 +106,10 @@ def test_timing_summary_follows_the_numbers():
     text = timing_summary(Ts, lin, [0.1 * v for v in lin], max_len=2048)
     assert "no T² term" in text or "stays under half" in text
     assert "T = 64 → 128" in text and "reads at most" not in text
+    # a noisy longest length (+40%) must not wipe out the fixed overhead seen at short lengths
+    noisy = [5e-4 + 2e-8 * t * t for t in Ts]
+    noisy[-1] *= 1.4
+    assert abs(fit_linear_quadratic(Ts, noisy)["c"] - 5e-4) < 0.1 * 5e-4
     # a tiny T² term: the crossing is beyond the lengths measured
     small = [1e-3 + 1e-6 * t + 1e-12 * t * t for t in Ts]
     assert "beyond the lengths measured" in timing_summary(Ts, small, small, max_len=128)
