@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import ARGS, CHROMIUM, Guard, exceptions, page_url, wait_idle  # noqa: F401
+from tests.e2e.browser import Guard, exceptions, page_url, wait_idle
 from ui.state import FRESH
 
 pytestmark = pytest.mark.e2e
