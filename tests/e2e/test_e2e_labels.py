@@ -88,3 +88,19 @@ def test_three_attentions_row_labels_stay_out_of_the_left_panel(server, narrow):
         assert labels
         left_edge = min(b["x"] for b in labels)
         assert left_edge >= plots[k - 1]["x"] + plots[k - 1]["width"], (k, left_edge, plots[k - 1])
+
+
+def test_causal_vs_bidirectional_labels_stay_out_of_the_panels(server, narrow):
+    """'on causal vs bidirectional … one panel's row labels run into the next panel': no tick label
+    of the comparison grid lies on any panel."""
+    _open(narrow, server, "causal-vs-bidirectional", FRESH_Q)
+    chart = narrow.locator('[data-testid="stPlotlyChart"]').first
+    chart.scroll_into_view_if_needed()
+    plots = _boxes(chart.locator("rect.nsewdrag"))
+    assert len(plots) >= 6
+    labels = _boxes(chart.locator('g[class^="y"][class$="tick"] text')) + \
+        _boxes(chart.locator('g[class^="x"][class$="tick"] text'))
+    assert len(labels) >= 10
+    for lab in labels:
+        for p in plots:
+            assert not _overlap(lab, p, pad=1.0), (lab, p)

@@ -84,6 +84,21 @@ def test_compare_grid_difference_and_diverging_scale():
         compare_grid(a, b[:1], list("abcd"))
 
 
+def test_compare_grid_labels_only_on_the_outer_panels():
+    """Issue 21 point 7: 'on causal vs bidirectional one panel's row labels run into the next panel'.
+    Query labels only left of the first column, key labels only under the last row; a long
+    sentence keeps every n-th label instead of none."""
+    a = b = causal_weights(2, 6)
+    lay = compare_grid(a, b, list("abcdef")).layout
+    ys = [lay[f"yaxis{'' if i == 0 else i + 1}"].showticklabels for i in range(6)]
+    xs = [lay[f"xaxis{'' if i == 0 else i + 1}"].showticklabels for i in range(6)]
+    assert ys == [True, False, False, True, False, False]
+    assert xs == [False, False, False, True, True, True]
+    assert lay.margin.l > 10  # room for the row labels in the margin, not between panels
+    long = compare_grid(causal_weights(1, 62), causal_weights(1, 62), [f"w{i}" for i in range(62)]).layout
+    assert 5 <= len(long.yaxis.tickvals) < 62 and long.yaxis.showticklabels is not False
+
+
 def test_overview_grid_counts():
     w = np.stack([causal_weights(3, 4), causal_weights(3, 4)])
     fig = overview_grid(w)
