@@ -68,6 +68,12 @@ def _ticks(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
     return dict(tickmode="array", tickvals=shown, ticktext=shown)
 
 
+def _plain(text: str) -> str:
+    """The visible characters of an HTML-escaped title line (entities count as one; tags none)."""
+    import re
+    return re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]+>", "", str(text)))
+
+
 def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
     """(cols, row height in px) for a grid of n_heads heatmaps of T tokens: big enough to read."""
     if n_heads <= 1:
@@ -172,8 +178,17 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
             raise ValueError("labels need square (self-attention) weights: Tq == Tk")
     cats = token_labels(labels) if labels is not None else None
     ticks = cats is not None and Tq <= 12
-    layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03, vspace=min(0.09, 0.45 / L),
-                                  title_size=11 if H > 8 else 12 if H > 6 else 13)
+    title_size = 11 if H > 8 else 12 if H > 6 else 13
+    # A one-line title wider than its thumbnail ran into its neighbours ("L0 H0: previous-token 0.46"
+    # with 4 heads at 1280 px, issue 21 point 7): break after the head's name. Thumbnails are sized
+    # for a plot area ~720 px wide (the page at 1280 px), 0.6 em per character.
+    panel_px = 720 / H
+    if any(0.6 * title_size * len(_plain(n)) > panel_px for n in names):
+        names = [n.replace(": ", "<br>", 1) if "<br>" not in n else n for n in names]
+    lines = max((n.count("<br>") + 1 for n in names), default=1)
+    layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03,
+                                  vspace=min(0.09 + 0.03 * (lines - 1), 0.45 / L + 0.05 * (lines - 1)),
+                                  title_size=title_size)
     data = []
     for l in range(L):
         for h in range(H):
@@ -201,7 +216,8 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
-                  height=max(300, L * side + 80 + bottom), margin=dict(l=left, r=10, t=60 if title else 40, b=bottom))
+                  height=max(300, L * side + 80 + 16 * (lines - 1) * L + bottom),
+                  margin=dict(l=left, r=10, t=(60 if title else 40) + 16 * (lines - 1), b=bottom))
     return figure(data, layout)
 
 

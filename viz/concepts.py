@@ -12,7 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, token_labels, visible
+from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, legend_below_title, token_labels,
+                     visible)
 
 # Okabe-Ito: colour-blind-safe categorical colours.
 COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -26,7 +27,7 @@ def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
                                  pad=dict(t=8)) if title else None,
                       font=FONT, height=height + (30 if legend else 0), margin=dict(l=10, r=10, t=top, b=10),
                       showlegend=legend,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0))
+                      legend=legend_below_title(34 if title else 0, height + (30 if legend else 0)))
     return fig
 
 
@@ -125,8 +126,10 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
         fig.add_shape(type="line", x0=v, x1=v, y0=-0.5, y1=n_r - 0.5, line=dict(color="black", width=2),
                       xref="x", yref="y")
     fig.update_yaxes(autorange="reversed", type="category", title=row_title)
+    # named columns (H0 … H11) side by side ran into each other in a half-width column (screenshot
+    # audit, issue 21 point 7): upright from 9 columns on, one label per column
     fig.update_xaxes(type="category", title=col_title, showticklabels=tokens_cols is False or n_c <= 64,
-                     tickangle=-60 if tokens_cols else 0)
+                     tickangle=-60 if tokens_cols else (-90 if n_c > 8 else 0))
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
         fig.update_xaxes(nticks=5)
     if not tokens_rows and n_r > 24:

@@ -99,6 +99,18 @@ def test_compare_grid_labels_only_on_the_outer_panels():
     assert 5 <= len(long.yaxis.tickvals) < 62 and long.yaxis.showticklabels is not False
 
 
+def test_overview_titles_break_when_wider_than_their_thumbnail():
+    """'L0 H0: previous-token 0.46' over a quarter-width thumbnail ran into its neighbours at
+    1280 px (screenshot audit, issue 21 point 7): two lines, with the room above for them."""
+    w = causal_weights(4, 5)[None].repeat(2, 0)
+    names = [f"L{l} H{h}: previous-token 0.46" for l in range(2) for h in range(4)]
+    fig = overview_grid(w, subtitles=names)
+    assert all(a.text.startswith(f"L{i // 4} H{i % 4}<br>") for i, a in enumerate(fig.layout.annotations[:8]))
+    one_line = overview_grid(w[:, :2], subtitles=[n for n in names if " H0" in n or " H1" in n])
+    assert "<br>" not in one_line.layout.annotations[0].text  # two wide thumbnails: one line fits
+    assert fig.layout.margin.t > one_line.layout.margin.t
+
+
 def test_overview_grid_counts():
     w = np.stack([causal_weights(3, 4), causal_weights(3, 4)])
     fig = overview_grid(w)
