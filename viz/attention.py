@@ -106,9 +106,14 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     if narrow:  # and again before the "(nearest score < threshold)" of an "other" head: 3 short lines
         names = [n.replace(" · ", "<br>", 1).replace(" (", "<br>(", 1) for n in names]
     lines = max(n.count("<br>") for n in names) + 1 if names else 1
+    # Rows of panels a title block apart, in px: a fraction of the chart's height left ~180 px of white
+    # between the rows of MiniLM's 12 heads (screenshot audit, issue 21 point 7)
+    title_size = 12 if narrow else 15
+    gap_px = int(1.3 * title_size * lines) + 16
+    panel_px = side - (100 if narrow else 35)
+    plot_px = max(320 - 40, rows * panel_px + (rows - 1) * gap_px)
     layout, refs = subplot_layout(rows, cols, names, hspace=0.06 if narrow else 0.04,
-                                  vspace=min(0.07 + 0.02 * (lines - 1), 0.3 / rows + 0.04 * (lines - 1)),
-                                  title_size=12 if narrow else 15)
+                                  vspace=gap_px / plot_px if rows > 1 else 0.0, title_size=title_size)
     y, x = token_labels(labels), token_labels(key_labels)
     show_ticks = True  # long sentences: every n-th label (tick_subset), never none
     data = []
@@ -153,7 +158,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
                   font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
-                  height=max(320, rows * side + top + 16 * (lines - 1) * rows) + mb,
+                  height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
     return figure(data, layout)
 
@@ -179,16 +184,27 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     cats = token_labels(labels) if labels is not None else None
     ticks = cats is not None and Tq <= 12
     title_size = 11 if H > 8 else 12 if H > 6 else 13
-    # A one-line title wider than its thumbnail ran into its neighbours ("L0 H0: previous-token 0.46"
-    # with 4 heads at 1280 px, issue 21 point 7): break after the head's name. Thumbnails are sized
-    # for a plot area ~720 px wide (the page at 1280 px), 0.6 em per character.
-    panel_px = 720 / H
-    if any(0.6 * title_size * len(_plain(n)) > panel_px for n in names):
+    # A title line wider than its thumbnail ran into its neighbours ("L0 H0: previous-token 0.46" with
+    # 4 heads, "CLS/SEP .78" with MiniLM's 12, at 1280 px: issue 21 point 7): break after the head's
+    # name, then a line still too wide at its last space. Sized for a plot area ~620 px wide (the
+    # page at 1280 px, less the labels and the colour bar), 0.6 em per character.
+    panel_px = 620 / H
+    too_wide = lambda line: 0.6 * title_size * len(_plain(line)) > panel_px  # noqa: E731
+    if any(too_wide(n) for n in names):
         names = [n.replace(": ", "<br>", 1) if "<br>" not in n else n for n in names]
+    names = ["<br>".join(ln.rsplit(" ", 1)[0] + "<br>" + ln.rsplit(" ", 1)[1] if too_wide(ln) and " " in ln else ln
+                         for ln in n.split("<br>")) for n in names]
     lines = max((n.count("<br>") + 1 for n in names), default=1)
+    # rows of thumbnails a title block apart (in px, not a fraction of a chart whose height varies)
+    gap_px = int(1.25 * title_size * lines) + 10
+    side = (260 if H <= 4 else 200 if H <= 8 else int(1.2 * panel_px)) + gap_px  # 12 heads: about square
+    left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
+    bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
+    top = (30 if title else 6) + gap_px
+    height = max(300, L * side + top + bottom)
+    plot_px = height - top - bottom
     layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03,
-                                  vspace=min(0.09 + 0.03 * (lines - 1), 0.45 / L + 0.05 * (lines - 1)),
-                                  title_size=title_size)
+                                  vspace=min(0.3, gap_px / plot_px) if L > 1 else 0.0, title_size=title_size)
     data = []
     for l in range(L):
         for h in range(H):
@@ -210,14 +226,10 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                 layout["yaxis" + yr[1:]].update(tick)
             if l == L - 1:
                 layout["xaxis" + xr[1:]].update(tick, tickangle=-60)
-    side = 260 if H <= 4 else 200 if H <= 8 else 125  # 12 heads: thumbnails about as tall as wide
-    left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
-    bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
-                  height=max(300, L * side + 80 + 16 * (lines - 1) * L + bottom),
-                  margin=dict(l=left, r=10, t=(60 if title else 40) + 16 * (lines - 1), b=bottom))
+                  height=height, margin=dict(l=left, r=10, t=top, b=bottom))
     return figure(data, layout)
 
 
@@ -242,7 +254,11 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
-    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.04, vspace=min(0.1, 0.45 / len(heads)),
+    # rows of panels 300 px apart with a 50 px gap for the next row's titles (a gap of a tenth of the
+    # chart left ~130 px of white between the rows of a 4-head comparison, screenshot audit)
+    row_px = 300
+    plot_px = max(380, row_px * len(heads) + 60) - 50
+    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.04, vspace=min(0.1, 50 / plot_px),
                                   title_size=14)
     y = x = token_labels(labels)
     data = []
@@ -271,7 +287,7 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                                  colorbar=dict(title=dict(text="weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
-                  height=max(380, 330 * len(heads) + 60) + mb, margin=dict(l=ml, r=10, t=50, b=mb))
+                  height=plot_px + 50 + mb, margin=dict(l=ml, r=10, t=50, b=mb))
     return figure(data, layout)
 
 
