@@ -109,7 +109,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     # Rows of panels a title block apart, in px: a fraction of the chart's height left ~180 px of white
     # between the rows of MiniLM's 12 heads (screenshot audit, issue 21 point 7)
     title_size = 12 if narrow else 15
-    gap_px = int(1.3 * title_size * lines) + 16
+    gap_px = int(1.3 * title_size * lines) + 26  # + the ~8 px frame Plotly draws round each panel
     panel_px = side - (100 if narrow else 35)
     plot_px = max(320 - 40, rows * panel_px + (rows - 1) * gap_px)
     layout, refs = subplot_layout(rows, cols, names, hspace=0.06 if narrow else 0.04,
@@ -196,7 +196,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                          for ln in n.split("<br>")) for n in names]
     lines = max((n.count("<br>") + 1 for n in names), default=1)
     # rows of thumbnails a title block apart (in px, not a fraction of a chart whose height varies)
-    gap_px = int(1.25 * title_size * lines) + 10
+    gap_px = int(1.3 * title_size * lines) + 20  # + the ~8 px frame Plotly draws round each panel
     side = (260 if H <= 4 else 200 if H <= 8 else int(1.2 * panel_px)) + gap_px  # 12 heads: about square
     left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
     bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
