@@ -130,10 +130,15 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
                          tickfont=dict(size=11), showticklabels=c not in shared, row=1, col=c + 1)
         fig.update_xaxes(type="category", range=[-0.5, len(x) - 0.5], tickangle=-60, tickmode="array", tickvals=x,
                          tickfont=dict(size=11), row=1, col=c + 1)  # every label, not every other one
+    # no grid lines across the grey masked cells (the dark theme drew white ones); titles clear of the
+    # ~8 px frame Plotly draws round each panel (a second title line sat on it)
+    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_yaxes(showgrid=False, zeroline=False)
+    fig.update_annotations(yshift=10)
     fig.update_layout(font=dict(**FONT, size=13), plot_bgcolor=MASKED_COLOR, height=height + 18 * (lines - 1),
                       coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
                                      colorbar=dict(title="weight", thickness=14)),
-                      margin=dict(l=10, r=10, t=40 + 18 * (lines - 1), b=10))
+                      margin=dict(l=10, r=10, t=50 + 18 * (lines - 1), b=10))
     fig.update_annotations(font_size=14)
     return fig
 
@@ -207,12 +212,12 @@ def alignment_links(weights: np.ndarray, src_labels: Sequence[str], tgt_labels: 
     src_txt, tgt_txt = [visible(s) for s in src_labels], [visible(t) for t in tgt_labels]
     size = 17 if n <= 14 else 14 if n <= 20 else 11  # long sentences: smaller words, no overlap
     fig.add_trace(go.Scatter(x=sx, y=np.ones(Tk), mode="markers+text", text=src_txt, textposition="top center",
-                             textfont=dict(size=size), marker=dict(size=9, color="#333"), showlegend=False,
+                             textfont=dict(size=size), marker=dict(size=9, color="#888888"), showlegend=False,
                              hovertemplate="source %{text}<extra></extra>", name="source"))
     fig.add_trace(go.Scatter(x=tx, y=np.zeros(Tq), mode="markers+text", text=tgt_txt,
-                             textposition="bottom center", textfont=dict(size=size), marker=dict(size=9, color="#333"),
+                             textposition="bottom center", textfont=dict(size=size), marker=dict(size=9, color="#888888"),
                              showlegend=False, hovertemplate="output %{text}<extra></extra>", name="output"))
-    fig.update_layout(title=title or None, font=FONT, height=height, plot_bgcolor="white",
+    fig.update_layout(title=title or None, font=FONT, height=height, plot_bgcolor="rgba(0,0,0,0)",
                       margin=dict(l=10, r=10, t=50 if title else 10, b=10))
     fig.update_xaxes(visible=False, range=[-0.05, 1.05])
     fig.update_yaxes(visible=False, range=[-0.35, 1.35])

@@ -140,3 +140,14 @@ def test_three_attentions_shared_rows_draw_no_labels_and_a_narrow_gap():
     assert unshared.xaxis3.domain[1] - unshared.xaxis3.domain[0] < lay.xaxis3.domain[1] - lay.xaxis3.domain[0]
     with pytest.raises(ValueError, match="shares the rows"):
         three_attentions([panels[0], panels[1]], shared_rows=[1])
+
+
+def test_alignment_links_and_three_attentions_follow_the_dark_theme():
+    """Dark theme (screenshot audit): the links chart forced a white plot under the theme's light
+    token text (unreadable), and the three attentions drew white grid lines across masked cells."""
+    w = softmax_rows(RNG.normal(size=(3, 4)))
+    fig = alignment_links(w, ["a", "b", "c", "d"], ["x", "y", "z"])
+    assert fig.layout.plot_bgcolor in (None, "rgba(0,0,0,0)") and fig.layout.font.color is None
+    enc = softmax_rows(RNG.normal(size=(6, 6)))
+    three = three_attentions([("enc", enc, SRC, SRC, None)]).layout
+    assert three.xaxis.showgrid is False and three.yaxis.showgrid is False
