@@ -40,7 +40,7 @@ curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_
 l1, l2 = st.columns(2)
 with l1:
     show_fig(line_chart(Ts, {"memory of all attention weights (MB)": cc["memory_bytes"] / 1e6},
-                        title=f"Attention weights' memory vs T ({cfg.n_layers} layers × {cfg.n_heads} heads)",
+                        title=f"Attention-weight memory vs T ({cfg.n_layers} layers × {cfg.n_heads} heads)",
                         xaxis="sequence length T", yaxis="MB (float32)", log_x=True, log_y=True),
              "cost_memory", table=curve, alt="On log–log axes a T² curve is a straight line of slope 2.")
 with l2:
