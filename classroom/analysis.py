@@ -571,7 +571,9 @@ def measure_block_time(cfg: ModelConfig, Ts: Sequence[int], repeats: int = 7, se
 
 def fit_linear_quadratic(Ts: Sequence[int], seconds: Sequence[float]) -> dict:
     """Least squares seconds ≈ c + a·T + b·T² with c, a, b >= 0 (a term whose coefficient comes out
-    negative is dropped and the rest refitted). Returns the coefficients, the fitted curve, its
+    negative is dropped and the rest refitted), on relative errors (each row divided by its time):
+    the times span two orders of magnitude, and a plain fit would match the longest lengths only
+    and call the short ones' fixed overhead zero. Returns the coefficients, the fitted curve, its
     T² part, the T² share of the fit at each T, and `crossover`: the T where b·T² = c + a·T (the
     quadratic term is half the time beyond it; None when b = 0)."""
     T = np.asarray(Ts, dtype=np.float64)
@@ -581,9 +583,11 @@ def fit_linear_quadratic(Ts: Sequence[int], seconds: Sequence[float]) -> dict:
     cols = {"c": np.ones_like(T), "a": T, "b": T ** 2}
     keep = list(cols)
     coef = {k: 0.0 for k in cols}
+    if (y <= 0).any() or not np.isfinite(y).all():
+        raise ValueError("times must be positive and finite")
     while keep:
         A = np.stack([cols[k] / cols[k].max() for k in keep], 1)
-        sol, *_ = np.linalg.lstsq(A, y, rcond=None)
+        sol, *_ = np.linalg.lstsq(A / y[:, None], np.ones_like(y), rcond=None)  # relative residuals
         if (sol >= 0).all():
             coef.update({k: float(v / cols[k].max()) for k, v in zip(keep, sol)})
             break

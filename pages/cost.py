@@ -40,7 +40,7 @@ curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_
 l1, l2 = st.columns(2)
 with l1:
     show_fig(line_chart(Ts, {"memory of all attention weights (MB)": cc["memory_bytes"] / 1e6},
-                        title=f"Attention-weight memory vs T (current model: {cfg.n_layers} layers × {cfg.n_heads} heads)",
+                        title=f"Attention-weight memory vs T ({cfg.n_layers} layers × {cfg.n_heads} heads)",
                         xaxis="sequence length T", yaxis="MB (float32)", log_x=True, log_y=True),
              "cost_memory", table=curve, alt="On log–log axes a T² curve is a straight line of slope 2.")
 with l2:
@@ -57,7 +57,7 @@ st.caption("Theory says the T² part wins at long lengths. Here is where it actu
            "block of this model's sizes (norms, projections, attention, FFN) and its attention alone (scores, "
            "softmax, weights·V), timed at lengths up to 1,024 tokens, the best of several runs each.")
 
-REPEATS = 7
+REPEATS = 15  # the fastest of 15: a shared machine has bursts of load (7 left visible dips)
 t_grid = tuple(analysis.block_time_grid(cfg.max_len))
 measure = True
 if run.source is not None and run.source.kind == "pretrained":  # seconds of measuring: on request

@@ -138,7 +138,7 @@ st.subheader(f"Three attentions of layer {layer}, {which}")
 st.caption("Encoder self-attention: every source word sees every source word (no mask). Decoder "
            "self-attention: causal, a word sees only the words before it (grey = masked). Cross-attention: "
            "every output step sees every source word. Rows are queries; decoder rows are labelled "
-           "“input→word it produced”.")
+           "“input→word it produced”, on the cross-attention: the decoder self-attention beside it has the same rows.")
 rows = step_labels(r.dec_labels, produced)
 panels = [  # (title, file name, row labels, column labels)
     ("Encoder self-attn (bidirectional)", f"encoder.layers.{layer}.attn", r.src_labels, r.src_labels),
@@ -148,7 +148,8 @@ panels = [  # (title, file name, row labels, column labels)
 attns = [r.trace.encoder.layers[layer].attn, cross_attn, r.trace.decoder.layers[layer].self_attn]
 allowed = [translator.allowed_matrix(a) for a in attns]
 weights = [translator.head_weights(a, head) for a in attns]
-show_fig(three_attentions([(t, w, y, x, a) for (t, _, y, x), w, a in zip(panels, weights, allowed)], gold=ref.gold),
+show_fig(three_attentions([(t, w, y, x, a) for (t, _, y, x), w, a in zip(panels, weights, allowed)], gold=ref.gold,
+                          shared_rows=[2]),  # the decoder's positions: read off the cross-attention's rows
          "s2s_three", filename=f"three_attentions_layer{layer}",
          table=lambda: pd.concat({t: matrix_table(w, y, x).stack() for (t, _, y, x), w in zip(panels, weights)}
                                  ).rename("weight").to_frame(),

@@ -43,7 +43,7 @@ c1, c2 = st.columns([1, 1])
 with c1:
     show_fig(matrix_heatmap(res.score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
                             colorscale="Viridis", zmid=None, zmin=0, zmax=max(1e-9, float(res.score.max())),
-                            annotate=H * L <= 96, row_title="layer", col_title="head", value_name="mean weight",
+                            annotate=H <= 8 and H * L <= 96, row_title="layer", col_title="head", value_name="mean weight",
                             title=f"Mean attention weight, query → target ({L} × {H} heads)",
                             height=max(320, 22 * L + 120)),
              "ex_grid", table=pd.DataFrame(res.score, index=[f"layer {l}" for l in range(L)],

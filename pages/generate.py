@@ -115,8 +115,9 @@ def show(gen) -> None:
         who = f"the new token “{ctx[-1]}”" if gen.records else f"the prompt's last token “{ctx[-1]}”"
         show_fig(bar_compare(ctx, {"weight": att[layer, head]}, yaxis="attention weight", height=300,
                              text_format=".2f" if len(ctx) <= 16 else None,
-                             title=f"Where {md_escape(who)} looks (layer {layer}, head {head})"),
-                 "gen_attention", table=pd.DataFrame({"token": ctx, "weight": att[layer, head]}))
+                             title=f"Where “{md_escape(ctx[-1])}” looks (layer {layer}, head {head})"),
+                 "gen_attention", table=pd.DataFrame({"token": ctx, "weight": att[layer, head]}),
+                 alt=f"Bar per token of the context: the attention weight {md_escape(who)} gives it.")
 
     st.subheader("The KV cache grows by one row per layer at every step")
     growth = cache_growth(cfg, len(gen.prompt), len(gen.records))
@@ -129,9 +130,13 @@ def show(gen) -> None:
     series = {"this model": growth["this model"] / 1024}
     if cfg.kv_heads < cfg.n_heads:
         series["without grouped-query attention"] = growth["without grouped-query attention"] / 1024
-    show_fig(line_chart(growth["context"], series, xaxis="positions in the cache", yaxis="KiB", height=280,
-                        title="KV cache size (float32)"), "gen_cache",
-             table=pd.DataFrame({"positions": growth["context"], **series}))
+    if len(growth["context"]) > 1:
+        show_fig(line_chart(growth["context"], series, xaxis="positions in the cache", yaxis="KiB", height=280,
+                            title="KV cache size (float32)"), "gen_cache",
+                 table=pd.DataFrame({"positions": growth["context"], **series}))
+    else:  # one point (the prompt): an almost empty chart; the metrics above say it
+        st.info("Generate a token: a chart of the cache growing step by step appears here.",
+                icon=":material/show_chart:")
     st.caption(f"Measured: the engine's cache holds {gen.cache.nbytes:,} bytes = {gen.cache.length} positions × "
                f"{per['gqa']:,} bytes per position." + (
                    f" With one K/V head per query head ({cfg.n_heads} instead of {cfg.kv_heads}) it would be "

@@ -115,19 +115,21 @@ chart(mask_heatmap(pick(steps.pad_1d[None, :], steps.pad_1d_add[None, :]), ["key
       "pad1d", "One entry per key: " + ("0 for a real token, −∞ for padding." if additive
                                         else "1 for a real token, 0 for padding."),
       matrix_table(pick(steps.pad_1d[None, :], steps.pad_1d_add[None, :]), ["key allowed"], lab))
-m1, m2, m3 = st.columns(3)
+# three side by side while the cells stay readable; one per row on longer sentences
+m1, m2, m3 = st.columns(3) if T <= 14 else (st.container(), st.container(), st.container())
+angle = -90 if T <= 14 else -60  # narrow panels: upright key labels fit one per column
 with m1:
-    chart(mask_heatmap(pick(steps.pad_2d, steps.pad_2d_add), lab, lab, additive=additive,
+    chart(mask_heatmap(pick(steps.pad_2d, steps.pad_2d_add), lab, lab, additive=additive, tickangle=angle,
                        title=f"Padding, 2-D {how.split(' (')[0]}"), "pad2d",
           "Every query row gets the same key mask" + (", and padded query rows are masked too." if mask_q else "."),
           matrix_table(pick(steps.pad_2d, steps.pad_2d_add), lab, lab))
 with m2:
-    chart(mask_heatmap(pick(steps.look_ahead, steps.look_ahead_add), lab, lab, additive=additive,
+    chart(mask_heatmap(pick(steps.look_ahead, steps.look_ahead_add), lab, lab, additive=additive, tickangle=angle,
                        title=f"Look-ahead {how.split(' (')[0]}" + ("" if causal else " (off)")), "lookahead",
           "Causal: query i may attend to keys j ≤ i." if causal else "Bidirectional: every query may attend to every key.",
           matrix_table(pick(steps.look_ahead, steps.look_ahead_add), lab, lab))
 with m3:
-    chart(mask_heatmap(pick(steps.combined, steps.combined_add), lab, lab, additive=additive,
+    chart(mask_heatmap(pick(steps.combined, steps.combined_add), lab, lab, additive=additive, tickangle=angle,
                        title=f"Combined {how.split(' (')[0]}"), "combined",
           "Padding × look-ahead, cell by cell (in the additive form: their sum).",
           matrix_table(pick(steps.combined, steps.combined_add), lab, lab))

@@ -43,6 +43,13 @@ def present_fonts(fig: go.Figure) -> None:
     m = fig.layout.margin
     if m is not None and m.l is not None:  # tick-label margins were sized for 14 px labels
         fig.update_layout(margin_l=int(m.l * PRESENT_FONT_PX / 14), margin_b=int((m.b or 10) * PRESENT_FONT_PX / 14))
+        # axis titles placed in those margins (the head grid's "query (looking)", "key (looked at)")
+        # move out with them, or they land on the larger tick labels
+        for ann in fig.layout.annotations or ():
+            if ann.xref == "paper" and ann.xshift and ann.xshift < 0:
+                ann.xshift = ann.xshift * PRESENT_FONT_PX / 14
+            if ann.yref == "paper" and ann.yshift and ann.yshift < 0:
+                ann.yshift = ann.yshift * PRESENT_FONT_PX / 14
 
 
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,

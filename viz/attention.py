@@ -42,9 +42,36 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
         dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
              margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
-                        automargin=False),
+                        automargin=False, **_ticks(y, 64)),
              xaxis=dict(title=dict(text="key"), type="category", tickangle=-60, side="bottom", showgrid=False,
-                        automargin=False)))
+                        automargin=False, **_ticks(x, 64))))
+
+
+TICKS_ALL_MAX = 40  # up to this many tokens every label is drawn; beyond, every n-th (hover names them all)
+
+
+def tick_subset(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> list[str]:
+    """The category labels to draw as ticks: all of them up to max_labels, else every n-th (n the
+    smallest step that keeps at most max_labels), so a 62-token sentence still shows where it is
+    instead of no label at all (issue 21, point 7). The hover text names every cell."""
+    labels = list(labels)
+    if len(labels) <= max_labels:
+        return labels
+    step = math.ceil(len(labels) / max_labels)
+    return labels[::step]
+
+
+def _ticks(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
+    """Axis properties drawing exactly tick_subset(labels) (Plotly's own thinning of category
+    labels is not guaranteed to avoid overlaps)."""
+    shown = tick_subset(labels, max_labels)
+    return dict(tickmode="array", tickvals=shown, ticktext=shown)
+
+
+def _plain(text: str) -> str:
+    """The visible characters of an HTML-escaped title line (entities count as one; tags none)."""
+    import re
+    return re.sub(r"&[#\w]+;", "x", re.sub(r"<[^>]+>", "", str(text)))
 
 
 def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
@@ -76,12 +103,19 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     if len(names) != H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
     narrow = cols >= 3  # a panel a third of the chart wide: "head 5 · other (…)" breaks after the head
-    if narrow:
-        names = [n.replace(" · ", "<br>", 1) for n in names]
-    layout, refs = subplot_layout(rows, cols, names, hspace=0.04, vspace=min(0.07, 0.3 / rows),
-                                  title_size=13 if narrow else 15)
+    if narrow:  # and again before the "(nearest score < threshold)" of an "other" head: 3 short lines
+        names = [n.replace(" · ", "<br>", 1).replace(" (", "<br>(", 1) for n in names]
+    lines = max(n.count("<br>") for n in names) + 1 if names else 1
+    # Rows of panels a title block apart, in px: a fraction of the chart's height left ~180 px of white
+    # between the rows of MiniLM's 12 heads (screenshot audit, issue 21 point 7)
+    title_size = 12 if narrow else 15
+    gap_px = int(1.3 * title_size * lines) + 26  # + the ~8 px frame Plotly draws round each panel
+    panel_px = side - (100 if narrow else 35)
+    plot_px = max(320 - 40, rows * panel_px + (rows - 1) * gap_px)
+    layout, refs = subplot_layout(rows, cols, names, hspace=0.06 if narrow else 0.04,
+                                  vspace=gap_px / plot_px if rows > 1 else 0.0, title_size=title_size)
     y, x = token_labels(labels), token_labels(key_labels)
-    show_ticks = max(Tq, Tk) <= 40
+    show_ticks = True  # long sentences: every n-th label (tick_subset), never none
     data = []
     for h in range(H):
         xr, yr = refs[h]
@@ -89,17 +123,22 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
             type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]), x=x, y=y,
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
             hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
+    # Rows are tall enough for TICKS_ALL_MAX labels; a panel is only a 1/cols of the chart wide, so the
+    # key axis gets fewer (32 across the whole width: ~16 px per slanted label at 1280 px)
+    x_max = max(8, 32 // cols)
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
-         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
-    ml, mb = label_margins(x, y, x_title=True, y_title=True) if show_ticks else (36, 36)  # fixed: no automargin passes
+         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False,
+         **{"x_" + k: v for k, v in _ticks(x, x_max).items()}, **{"y_" + k: v for k, v in _ticks(y).items()})
+    ml, mb = label_margins(tick_subset(x, x_max), tick_subset(y), x_title=True, y_title=True)  # fixed: no automargin passes
     # The query labels and key labels are the same in every panel (like a shared-axis grid): only the
     # left column shows query labels (a long token never runs into the panel on its left) and only
-    # the lowest panel of each column shows key labels. Half the tick labels to lay out per repaint.
+    # the panels of the bottom row show key labels (with 8 heads in 3 columns, the third column ends
+    # a row early: labels there would sit mid-grid, between the panels). Fewer labels per repaint.
     for i in range(H):
         sx = "" if i == 0 else str(i + 1)
         if i % cols:
             layout[f"yaxis{sx}"]["showticklabels"] = False
-        if i + cols < H:
+        if i < (rows - 1) * cols:
             layout[f"xaxis{sx}"]["showticklabels"] = False
     # "query" / "key" axis titles, as the mask lab's heatmaps have: one each, in the margins left
     # free for them (axis titles with automargin off would sit on the tick labels)
@@ -111,11 +150,16 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     for i in range(H, rows * cols):  # empty cells of the last row
         sx = str(i + 1)
         layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
-    layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+    # the chart title at the very top, the panel titles (lines of ~16 px each) below it: never on top
+    # of each other
+    top = (40 if title else 8) + 17 * lines + 8
+    layout.update(title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                             pad=dict(t=8, l=4)) if title else None,
+                  font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
-                  height=max(320, rows * side + 70) + mb,
-                  margin=dict(l=ml, r=10, t=(70 if title else 40) + (18 if narrow else 0), b=mb))
+                  height=plot_px + top + mb,
+                  margin=dict(l=ml, r=10, t=top, b=mb))
     return figure(data, layout)
 
 
@@ -139,8 +183,28 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
             raise ValueError("labels need square (self-attention) weights: Tq == Tk")
     cats = token_labels(labels) if labels is not None else None
     ticks = cats is not None and Tq <= 12
-    layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03, vspace=min(0.09, 0.45 / L),
-                                  title_size=11 if H > 8 else 12 if H > 6 else 13)
+    title_size = 11 if H > 8 else 12 if H > 6 else 13
+    # A title line wider than its thumbnail ran into its neighbours ("L0 H0: previous-token 0.46" with
+    # 4 heads, "CLS/SEP .78" with MiniLM's 12, at 1280 px: issue 21 point 7): break after the head's
+    # name, then a line still too wide at its last space. Sized for a plot area ~620 px wide (the
+    # page at 1280 px, less the labels and the colour bar), 0.6 em per character.
+    panel_px = 620 / H
+    too_wide = lambda line: 0.6 * title_size * len(_plain(line)) > panel_px  # noqa: E731
+    if any(too_wide(n) for n in names):
+        names = [n.replace(": ", "<br>", 1) if "<br>" not in n else n for n in names]
+    names = ["<br>".join(ln.rsplit(" ", 1)[0] + "<br>" + ln.rsplit(" ", 1)[1] if too_wide(ln) and " " in ln else ln
+                         for ln in n.split("<br>")) for n in names]
+    lines = max((n.count("<br>") + 1 for n in names), default=1)
+    # rows of thumbnails a title block apart (in px, not a fraction of a chart whose height varies)
+    gap_px = int(1.3 * title_size * lines) + 20  # + the ~8 px frame Plotly draws round each panel
+    side = (260 if H <= 4 else 200 if H <= 8 else int(1.2 * panel_px)) + gap_px  # 12 heads: about square
+    left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
+    bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
+    top = (30 if title else 6) + gap_px
+    height = max(300, L * side + top + bottom)
+    plot_px = height - top - bottom
+    layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03,
+                                  vspace=min(0.3, gap_px / plot_px) if L > 1 else 0.0, title_size=title_size)
     data = []
     for l in range(L):
         for h in range(H):
@@ -162,13 +226,10 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                 layout["yaxis" + yr[1:]].update(tick)
             if l == L - 1:
                 layout["xaxis" + xr[1:]].update(tick, tickangle=-60)
-    side = 260 if H <= 4 else 200 if H <= 8 else 125  # 12 heads: thumbnails about as tall as wide
-    left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
-    bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
-                  height=max(300, L * side + 80 + bottom), margin=dict(l=left, r=10, t=60 if title else 40, b=bottom))
+                  height=height, margin=dict(l=left, r=10, t=top, b=bottom))
     return figure(data, layout)
 
 
@@ -193,7 +254,11 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
-    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.07, vspace=min(0.1, 0.45 / len(heads)),
+    # rows of panels 300 px apart with a 50 px gap for the next row's titles (a gap of a tenth of the
+    # chart left ~130 px of white between the rows of a 4-head comparison, screenshot audit)
+    row_px = 300
+    plot_px = max(380, row_px * len(heads) + 60) - 50
+    layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.04, vspace=min(0.1, 50 / plot_px),
                                   title_size=14)
     y = x = token_labels(labels)
     data = []
@@ -206,20 +271,29 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                              name=titles[3 * r + c], xaxis=xr, yaxis=yr,
                                    hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
                                                  f"<br>{what} %{{z:.4f}}<extra></extra>"))
-    show_ticks = max(Tq, Tk) <= 30
-    axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks,
-         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60)
+    # The same tokens label every panel: query labels only left of the first column (they ran into
+    # the panel on their left) and key labels only under the last row; every n-th on long sentences.
+    axes(layout, y_autorange="reversed", y_type="category", x_type="category", x_tickangle=-60,
+         y_automargin=False, x_automargin=False,
+         **{"x_" + k: v for k, v in _ticks(x, 10).items()}, **{"y_" + k: v for k, v in _ticks(y, 16).items()})
+    n_panels = 3 * len(heads)
+    for i in range(n_panels):
+        sx = "" if i == 0 else str(i + 1)
+        layout[f"yaxis{sx}"]["showticklabels"] = i % 3 == 0
+        layout[f"xaxis{sx}"]["showticklabels"] = i >= n_panels - 3
+    ml, mb = label_margins(tick_subset(x, 10), tick_subset(y, 16))
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
                                  colorbar=dict(title=dict(text="weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
-                  height=max(380, 360 * len(heads) + 60), margin=dict(l=10, r=10, t=50, b=10))
+                  height=plot_px + 50 + mb, margin=dict(l=ml, r=10, t=50, b=mb))
     return figure(data, layout)
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
-                 additive: bool = False, title: str = "", height: int | None = None) -> go.Figure:
+                 additive: bool = False, title: str = "", height: int | None = None,
+                 tickangle: float = -60) -> go.Figure:
     """A mask drawn cell by cell: 1/0 (multiplicative) or 0/−∞ (additive). `mask` holds 1/0 or
     0/-inf values; allowed cells are blue, masked cells grey, and each cell shows its value. z is
     sent as uint8 1/0 (exact, a quarter of float32: plotly sends typed arrays as base64)."""
@@ -240,7 +314,7 @@ def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
         dict(title=dict(text=title) if title else None, font=FONT,
              margin=dict(l=10, r=10, t=40 if title else 10, b=10),
              height=height or min(620, 150 + 24 * m.shape[0]),
-             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=-60)))
+             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=tickangle)))
 
 
 def topk_bars(token_names: Sequence[str], p_a: Sequence[float], p_b: Sequence[float], *,

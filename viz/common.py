@@ -104,6 +104,15 @@ def label_margins(x_labels: Sequence[str], y_labels: Sequence[str], *, font_px: 
     return int(left), int(bottom)
 
 
+def legend_below_title(title_px: int, height: int) -> dict:
+    """A horizontal legend in the top margin, just under a title that is title_px tall (0: none),
+    placed in container coordinates: Plotly then grows the top margin when the legend wraps to
+    more rows in a narrow column. A legend in paper coordinates (y just above the plot) grew
+    upwards instead, over the title (screenshot audit, issue 21 point 7)."""
+    return dict(orientation="h", yref="container", y=max(0.0, 1 - title_px / max(height, 1)), yanchor="top",
+                xanchor="left", x=0)
+
+
 @functools.lru_cache(maxsize=32)
 def scale(name: str) -> tuple:
     """A named colour scale as explicit [position, colour] stops (what Plotly's validation would

@@ -12,7 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, token_labels, visible
+from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, legend_below_title, token_labels,
+                     visible)
 
 # Okabe-Ito: colour-blind-safe categorical colours.
 COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -26,7 +27,7 @@ def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
                                  pad=dict(t=8)) if title else None,
                       font=FONT, height=height + (30 if legend else 0), margin=dict(l=10, r=10, t=top, b=10),
                       showlegend=legend,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0))
+                      legend=legend_below_title(34 if title else 0, height + (30 if legend else 0)))
     return fig
 
 
@@ -125,8 +126,10 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
         fig.add_shape(type="line", x0=v, x1=v, y0=-0.5, y1=n_r - 0.5, line=dict(color="black", width=2),
                       xref="x", yref="y")
     fig.update_yaxes(autorange="reversed", type="category", title=row_title)
+    # named columns (H0 … H11) side by side ran into each other in a half-width column (screenshot
+    # audit, issue 21 point 7): upright from 9 columns on, one label per column
     fig.update_xaxes(type="category", title=col_title, showticklabels=tokens_cols is False or n_c <= 64,
-                     tickangle=-60 if tokens_cols else 0)
+                     tickangle=-60 if tokens_cols else (-90 if n_c > 8 else 0))
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
         fig.update_xaxes(nticks=5)
     if not tokens_rows and n_r > 24:
@@ -151,19 +154,34 @@ def histogram_compare(samples: Mapping[str, Sequence[float]], *, title: str = ""
     return _layout(fig, title, height)
 
 
+TEXT_ON_BRIGHT, TEXT_ON_DARK = "#1a1a1a", "#ffffff"
+BRIGHT_FROM = 0.5  # Cividis is light grey-yellow from about here up: dark text there
+
+
 def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Sequence[str], *,
-                 title: str = "", height: int | None = None) -> go.Figure:
-    """probs (T, k): each position's top-k next-token probabilities, the token written in the cell."""
+                 title: str = "", height: int | None = None, next_token: bool = True) -> go.Figure:
+    """probs (T, k): each position's top-k probabilities, the token written in the cell. next_token:
+    row t predicts the token after t (a causal LM); False: the token at t itself (a masked LM)."""
     p = as_array(probs, 2, "probs", "(T, k)").astype(np.float64)
     check_labels(labels, p.shape[0], "labels")
     if len(tokens) != p.shape[0] or any(len(r) != p.shape[1] for r in tokens):
         raise ValueError(f"tokens must be {p.shape[0]} rows of {p.shape[1]} strings (one per cell)")
     text = [[f"{visible(t)}<br>{q:.2f}" for t, q in zip(row, prow)] for row, prow in zip(tokens, p)]
+    x, y = [f"#{j + 1}" for j in range(p.shape[1])], token_labels(labels)
     fig = go.Figure(go.Heatmap(
-        z=p, x=[f"#{j + 1}" for j in range(p.shape[1])], y=token_labels(labels), zmin=0.0, zmax=1.0,
-        colorscale=WEIGHT_SCALE, text=text, texttemplate="%{text}", colorbar=dict(title="p", thickness=12),
-        hovertemplate="after %{y}<br>rank %{x}: %{text}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category", title="position (next token predicted after it)")
+        z=p, x=x, y=y, zmin=0.0, zmax=1.0,
+        colorscale=WEIGHT_SCALE, text=text, colorbar=dict(title="p", thickness=12),
+        hovertemplate=("after" if next_token else "at") + " %{y}<br>rank %{x}: %{text}<extra></extra>"))
+    # The cell text is a separate text layer so each cell gets its own colour: dark on the bright
+    # (yellow) end of Cividis, white on the dark end. One fixed colour put white text on bright
+    # yellow (issue 21, point 7).
+    xx, yy = np.meshgrid(np.arange(p.shape[1]), np.arange(p.shape[0]))
+    fig.add_trace(go.Scatter(
+        x=[x[j] for j in xx.ravel()], y=[y[i] for i in yy.ravel()], mode="text",
+        text=[text[i][j] for i, j in zip(yy.ravel(), xx.ravel())], hoverinfo="skip", showlegend=False,
+        textfont=dict(color=[TEXT_ON_BRIGHT if q >= BRIGHT_FROM else TEXT_ON_DARK for q in p.ravel()], size=12)))
+    fig.update_yaxes(autorange="reversed", type="category",
+                     title="position (next token predicted after it)" if next_token else "position (token predicted at it)")
     fig.update_xaxes(type="category", title="rank")
     return _layout(fig, title, height or min(900, 140 + 34 * p.shape[0]))
 
@@ -189,7 +207,7 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
     l, r = as_array(left, 2, "left", "(rows, cols)"), as_array(right, 2, "right", "(rows, cols)")
     if l.shape != r.shape:
         raise ValueError(f"left {l.shape} and right {r.shape} must have the same shape")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.14)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.1)
     both = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
     for c, a in ((1, l), (2, r)):
         axis = "coloraxis" if (shared_scale or c == 1) else "coloraxis2"
@@ -198,11 +216,20 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
                       row=1, col=c)
         fig.update_yaxes(autorange="reversed", title=row_title if c == 1 else None, row=1, col=c)
         fig.update_xaxes(title=col_title, row=1, col=c)
+    # Colour bars lie flat under their own panel: standing between the panels, the left one's numbers
+    # ran into the right panel's row labels (issue 21, point 7).
+    def bar(c: int) -> dict:
+        dom = fig.layout["xaxis" + ("" if c == 1 else "2")].domain
+        return dict(orientation="h", thickness=10, len=dom[1] - dom[0], lenmode="fraction", x=(dom[0] + dom[1]) / 2,
+                    xanchor="center", y=-0.2, yanchor="top", yref="paper", ticks="outside")
     if shared_scale:
-        fig.update_layout(coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-both, cmax=both, colorbar=dict(thickness=12)))
+        fig.update_layout(coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-both, cmax=both,
+                                         colorbar=dict(bar(1), len=1.0, x=0.5)))
     else:
         ml, mr = float(np.abs(l).max() or 1.0), float(np.abs(r).max() or 1.0)
         fig.update_layout(
-            coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-ml, cmax=ml, colorbar=dict(thickness=12, x=0.445, len=0.9)),
-            coloraxis2=dict(colorscale=DIVERGING_SCALE, cmin=-mr, cmax=mr, colorbar=dict(thickness=12, x=1.0, len=0.9)))
-    return _layout(fig, title, height)
+            coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-ml, cmax=ml, colorbar=bar(1)),
+            coloraxis2=dict(colorscale=DIVERGING_SCALE, cmin=-mr, cmax=mr, colorbar=bar(2)))
+    fig = _layout(fig, title, height + 60)
+    fig.update_layout(margin=dict(b=70))
+    return fig

@@ -11,7 +11,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import DIVERGING_SCALE, FONT, as_array, check_labels, masked_z, subplot_layout, token_labels
+from .common import (DIVERGING_SCALE, FONT, as_array, check_labels, legend_below_title, masked_z, subplot_layout,
+                     token_labels)
 
 CURRENT = "#E69F00"  # Okabe-Ito orange: the tile being read
 DONE = "#0072B2"  # blue: tiles already read
@@ -23,7 +24,7 @@ def _layout(fig: go.Figure, title: str, height: int, legend: bool = False, panel
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
                                  pad=dict(t=8)) if title else None,
                       font=FONT, height=height, margin=dict(l=10, r=10, t=top, b=10), showlegend=legend,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0))
+                      legend=legend_below_title(36 if title else 0, height))
     return fig
 
 

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import FONT, OKABE_ITO, as_array, check_labels, token_labels
+from .common import FONT, OKABE_ITO, as_array, check_labels, legend_below_title, token_labels
 
 LEVELS = (0.05, 0.2, 0.45, 0.7)  # weight thresholds of the opacity levels (below the first: not drawn)
 OPACITY = (0.15, 0.35, 0.65, 1.0)
@@ -127,8 +127,11 @@ def multi_head_lines(weights: np.ndarray, labels: Sequence[str], *, only: int | 
     fig.update_yaxes(range=[-T + 0.5, 0.5], tickvals=list(range(0, -T, -1)), ticktext=tl, showgrid=False, zeroline=False)
     for i, t in enumerate(tl):  # key labels on the right
         fig.add_annotation(x=1.02, y=-i, text=t, showarrow=False, xanchor="left", font=dict(size=11))
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left") if title else None, font=FONT,
-                      height=max(320, 22 * T + 110), margin=dict(l=10, r=10, t=90 if title else 60, b=10),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
+    height = max(320, 22 * T + 110)
+    # the legend under the title, in the top margin (with 12 heads it wrapped to two rows over the title)
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
+                                 pad=dict(t=8)) if title else None, font=FONT,
+                      height=height, margin=dict(l=10, r=10, t=90 if title else 60, b=10),
+                      legend=legend_below_title(36 if title else 0, height),
                       plot_bgcolor="rgba(0,0,0,0)")
     return fig

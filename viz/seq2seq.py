@@ -71,15 +71,47 @@ def cross_attention_grid(weights: np.ndarray, row_labels: Sequence[str], src_lab
 
 def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequence[str], np.ndarray | None]],
                      *, gold: Sequence[int | None] | None = None, gold_panel: int = 1,
-                     height: int = 560) -> go.Figure:
+                     shared_rows: Sequence[int] = (), height: int = 560) -> go.Figure:
     """Side by side, one shared 0..1 scale: panels = [(title, weights (Tq, Tk), row_labels,
     col_labels, allowed (Tq, Tk) or None), ...] (e.g. encoder self-attention, cross-attention,
     decoder self-attention). Masked cells are NaN (grey). gold marks the reference alignment in
-    panel gold_panel."""
+    panel gold_panel. shared_rows: indices of panels whose queries are the panel on their left's
+    (the decoder's self-attention after the cross-attention): their rows are read off that panel's
+    labels, so they draw none (the hover still names each cell)."""
     if not panels:
         raise ValueError("three_attentions needs at least one panel")
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[visible(p[0]) for p in panels],
-                        horizontal_spacing=0.14)
+    n = len(panels)
+    shared = {int(c) for c in shared_rows}
+    if any(not 0 < c < n for c in shared):
+        raise ValueError(f"shared_rows must name panels 1 … {n - 1} (a panel that has one on its left)")
+    for c in shared:
+        if len(panels[c][2]) != len(panels[c - 1][2]):
+            raise ValueError(f"panel {c} shares the rows of panel {c - 1} but has {len(panels[c][2])} rows, "
+                             f"not {len(panels[c - 1][2])}")
+    # Each panel has its own row labels ("3:ta→kasa" for the decoder's steps): the gap before a panel
+    # must hold the widest of them, or they run into the panel on the left (issue 21, point 7). Sized
+    # for a plot area ~650 px wide (the narrowest the page gets at 1280 px), 0.6 em per character at
+    # 11 px. A panel that shares its left neighbour's rows needs only a narrow gap, which leaves the
+    # panels room for one key label per column.
+    gaps = []
+    for c in range(1, n):
+        widest = max((len(visible(str(lab))) for lab in panels[c][2]), default=4)
+        gaps.append(0.03 if c in shared else min(0.3, max(0.06, (0.62 * 11 * widest + 16) / 650)))
+    width = (1 - sum(gaps)) / n
+    # titles wider than their panel break before their parenthesis ("Encoder self-attn<br>(bidirectional)")
+    titles = [visible(p[0]) for p in panels]
+    if any(0.6 * 14 * len(t) > width * 650 for t in titles):
+        titles = [t.replace(" (", "<br>(", 1) for t in titles]
+    lines = max(t.count("<br>") + 1 for t in titles)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=titles, horizontal_spacing=0.05)
+    x0 = 0.0
+    for c in range(n):
+        fig.layout["xaxis" + ("" if c == 0 else str(c + 1))].domain = [x0, min(1.0, x0 + width)]
+        if c < n - 1:
+            x0 += width + gaps[c]
+    for c, ann in enumerate(fig.layout.annotations):  # centre each title over its (moved) panel
+        dom = fig.layout["xaxis" + ("" if c == 0 else str(c + 1))].domain
+        ann.x = (dom[0] + dom[1]) / 2
     for c, (name, w, ylab, xlab, allowed) in enumerate(panels):
         w = as_array(w, 2, f"weights of {name!r}", "(Tq, Tk)")
         check_labels(ylab, w.shape[0], f"row labels of {name!r}")
@@ -93,13 +125,20 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
             cells = _gold(gold, *w.shape)
             if cells:
                 fig.add_trace(_gold_markers(cells, x, y), row=1, col=c + 1)
-        fig.update_yaxes(autorange="reversed", type="category", tickmode="array", tickvals=y, row=1, col=c + 1)
-        fig.update_xaxes(type="category", tickangle=-60, tickmode="array", tickvals=x, tickfont=dict(size=11),
-                         row=1, col=c + 1)  # every label, not every other one
-    fig.update_layout(font=dict(**FONT, size=13), plot_bgcolor=MASKED_COLOR, height=height,
+        # exact ranges: the gold squares at an edge column would otherwise pad the axis (a grey band)
+        fig.update_yaxes(type="category", range=[len(y) - 0.5, -0.5], tickmode="array", tickvals=y,
+                         tickfont=dict(size=11), showticklabels=c not in shared, row=1, col=c + 1)
+        fig.update_xaxes(type="category", range=[-0.5, len(x) - 0.5], tickangle=-60, tickmode="array", tickvals=x,
+                         tickfont=dict(size=11), row=1, col=c + 1)  # every label, not every other one
+    # no grid lines across the grey masked cells (the dark theme drew white ones); titles clear of the
+    # ~8 px frame Plotly draws round each panel (a second title line sat on it)
+    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_yaxes(showgrid=False, zeroline=False)
+    fig.update_annotations(yshift=10)
+    fig.update_layout(font=dict(**FONT, size=13), plot_bgcolor=MASKED_COLOR, height=height + 18 * (lines - 1),
                       coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=1.0,
                                      colorbar=dict(title="weight", thickness=14)),
-                      margin=dict(l=10, r=10, t=40, b=10))
+                      margin=dict(l=10, r=10, t=50 + 18 * (lines - 1), b=10))
     fig.update_annotations(font_size=14)
     return fig
 
@@ -173,12 +212,12 @@ def alignment_links(weights: np.ndarray, src_labels: Sequence[str], tgt_labels: 
     src_txt, tgt_txt = [visible(s) for s in src_labels], [visible(t) for t in tgt_labels]
     size = 17 if n <= 14 else 14 if n <= 20 else 11  # long sentences: smaller words, no overlap
     fig.add_trace(go.Scatter(x=sx, y=np.ones(Tk), mode="markers+text", text=src_txt, textposition="top center",
-                             textfont=dict(size=size), marker=dict(size=9, color="#333"), showlegend=False,
+                             textfont=dict(size=size), marker=dict(size=9, color="#888888"), showlegend=False,
                              hovertemplate="source %{text}<extra></extra>", name="source"))
     fig.add_trace(go.Scatter(x=tx, y=np.zeros(Tq), mode="markers+text", text=tgt_txt,
-                             textposition="bottom center", textfont=dict(size=size), marker=dict(size=9, color="#333"),
+                             textposition="bottom center", textfont=dict(size=size), marker=dict(size=9, color="#888888"),
                              showlegend=False, hovertemplate="output %{text}<extra></extra>", name="output"))
-    fig.update_layout(title=title or None, font=FONT, height=height, plot_bgcolor="white",
+    fig.update_layout(title=title or None, font=FONT, height=height, plot_bgcolor="rgba(0,0,0,0)",
                       margin=dict(l=10, r=10, t=50 if title else 10, b=10))
     fig.update_xaxes(visible=False, range=[-0.05, 1.05])
     fig.update_yaxes(visible=False, range=[-0.35, 1.35])

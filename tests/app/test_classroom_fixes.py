@@ -106,6 +106,10 @@ def test_timing_summary_follows_the_numbers():
     text = timing_summary(Ts, lin, [0.1 * v for v in lin], max_len=2048)
     assert "no T² term" in text or "stays under half" in text
     assert "T = 64 → 128" in text and "reads at most" not in text
+    # a noisy longest length (+40%) must not wipe out the fixed overhead seen at short lengths
+    noisy = [5e-4 + 2e-8 * t * t for t in Ts]
+    noisy[-1] *= 1.4
+    assert abs(fit_linear_quadratic(Ts, noisy)["c"] - 5e-4) < 0.1 * 5e-4
     # a tiny T² term: the crossing is beyond the lengths measured
     small = [1e-3 + 1e-6 * t + 1e-12 * t * t for t in Ts]
     assert "beyond the lengths measured" in timing_summary(Ts, small, small, max_len=128)
@@ -122,3 +126,38 @@ def test_cost_page_measures_long_lengths_and_attention_alone():
     text = _all_text(at)
     assert "the T² term shows at the longest lengths" not in text
     assert "ms beside the whole block's" in text
+
+
+# ---------------------------------------------------------------- point 7: readable labels (figures)
+def _luminance(rgb) -> float:
+    c = [v / 255 for v in rgb]
+    c = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+
+def test_topk_cell_text_contrasts_with_its_cell():
+    """'the top-5 table puts white text on bright yellow': every cell's text colour against the
+    Cividis colour of its probability, WCAG contrast ratio >= 3 (plotly's own colour scale)."""
+    from plotly.colors import hex_to_rgb, sample_colorscale, unlabel_rgb
+
+    from viz.concepts import topk_heatmap
+    p = np.array([[0.97, 0.02, 0.01], [0.5, 0.3, 0.2], [0.7, 0.2, 0.1], [0.35, 0.33, 0.32]])
+    fig = topk_heatmap(p, [["a", "b", "c"]] * 4, ["w", "x", "y", "z"])
+    texts = [t for t in fig.data if t.type == "scatter"]
+    assert texts, "no per-cell text colours"
+    colours = list(texts[0].textfont.color)
+    for q, col in zip(p.ravel(), colours):
+        cell = unlabel_rgb(sample_colorscale("Cividis", [float(q)])[0])
+        a, b = _luminance(cell), _luminance(hex_to_rgb(col))
+        ratio = (max(a, b) + 0.05) / (min(a, b) + 0.05)
+        assert ratio >= 3.0, (q, col, ratio)
+
+
+def test_learned_pe_colour_bars_sit_below_the_panels():
+    """'colour-bar numbers overlap the learned-PE table's labels'."""
+    from viz.concepts import two_heatmaps
+    fig = two_heatmaps(np.random.default_rng(0).normal(size=(8, 6)), np.ones((8, 6)), ("a", "b"))
+    for ax, dom in ((fig.layout.coloraxis, fig.layout.xaxis.domain), (fig.layout.coloraxis2, fig.layout.xaxis2.domain)):
+        cb = ax.colorbar
+        assert cb.orientation == "h" and cb.y < 0  # under the plots, not between them
+        assert dom[0] - 1e-9 <= cb.x - cb.len / 2 and cb.x + cb.len / 2 <= dom[1] + 1e-9  # within its own panel

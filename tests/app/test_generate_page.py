@@ -103,3 +103,16 @@ def test_smollm2_says_paris():
     model, _ = load_pretrained("smollm2-135m")
     cfg = model.cfg
     assert {m.label: m.value for m in at.metric}["Per token"] == f"{2 * 30 * 3 * 64 * 4:,} B"
+
+
+def test_cache_chart_appears_once_there_is_a_line_to_draw():
+    """Before any step the KV-cache chart held one point on empty axes (screenshot audit): an info
+    until the first generated token, the chart after it."""
+    from tests.helpers import figures
+
+    def titles(at):
+        return [str(f["layout"].get("title", {}).get("text", "")) for f in figures(at)]
+    at = open_page(gen_prompt="the cat sat on the")
+    assert "KV cache size (float32)" not in titles(at)
+    assert any("cache growing" in i.value for i in at.info)
+    assert "KV cache size (float32)" in titles(steps(at, 1))

@@ -37,10 +37,11 @@ def test_head_grid_panels_values_and_shared_scale():
     assert [y.showticklabels is not False for y in ys] == [True, False, False, True, False, False]
     xs = [fig.layout[f"xaxis{'' if i == 0 else i + 1}"] for i in range(6)]
     assert [x.showticklabels is not False for x in xs] == [False, False, False, True, True, True]
-    # 5 heads in 3 columns: column 2 ends in the first row, so its panel keeps its key labels
+    # 5 heads in 3 columns: column 2 ends in the first row; key labels there would sit mid-grid,
+    # between the panels (issue 21, point 7), so only the bottom row has them
     xs5 = head_grid(causal_weights(5, 5), list("abcde")).layout
     assert [xs5[f"xaxis{'' if i == 0 else i + 1}"].showticklabels is not False for i in range(5)] == \
-        [False, False, True, True, True]
+        [False, False, False, True, True]
     # no fixed font colour: ticks and colour bar follow the light or dark theme (issue 8)
     assert fig.layout.font.color is None and fig.layout.coloraxis.colorbar.tickfont.color is None
 
@@ -81,6 +82,33 @@ def test_compare_grid_difference_and_diverging_scale():
     assert len(compare_grid(a, b, list("abcd"), heads=[1]).data) == 3
     with pytest.raises(ValueError):
         compare_grid(a, b[:1], list("abcd"))
+
+
+def test_compare_grid_labels_only_on_the_outer_panels():
+    """Issue 21 point 7: 'on causal vs bidirectional one panel's row labels run into the next panel'.
+    Query labels only left of the first column, key labels only under the last row; a long
+    sentence keeps every n-th label instead of none."""
+    a = b = causal_weights(2, 6)
+    lay = compare_grid(a, b, list("abcdef")).layout
+    ys = [lay[f"yaxis{'' if i == 0 else i + 1}"].showticklabels for i in range(6)]
+    xs = [lay[f"xaxis{'' if i == 0 else i + 1}"].showticklabels for i in range(6)]
+    assert ys == [True, False, False, True, False, False]
+    assert xs == [False, False, False, True, True, True]
+    assert lay.margin.l > 10  # room for the row labels in the margin, not between panels
+    long = compare_grid(causal_weights(1, 62), causal_weights(1, 62), [f"w{i}" for i in range(62)]).layout
+    assert 5 <= len(long.yaxis.tickvals) < 62 and long.yaxis.showticklabels is not False
+
+
+def test_overview_titles_break_when_wider_than_their_thumbnail():
+    """'L0 H0: previous-token 0.46' over a quarter-width thumbnail ran into its neighbours at
+    1280 px (screenshot audit, issue 21 point 7): two lines, with the room above for them."""
+    w = causal_weights(4, 5)[None].repeat(2, 0)
+    names = [f"L{l} H{h}: previous-token 0.46" for l in range(2) for h in range(4)]
+    fig = overview_grid(w, subtitles=names)
+    assert all(a.text.startswith(f"L{i // 4} H{i % 4}<br>") for i, a in enumerate(fig.layout.annotations[:8]))
+    one_line = overview_grid(w[:, :2], subtitles=[n for n in names if " H0" in n or " H1" in n])
+    assert "<br>" not in one_line.layout.annotations[0].text  # two wide thumbnails: one line fits
+    assert fig.layout.margin.t > one_line.layout.margin.t
 
 
 def test_overview_grid_counts():

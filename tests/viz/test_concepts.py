@@ -91,3 +91,24 @@ def test_bar_compare_log_scale():
     fig = bar_compare(["a", "b"], {"x": [0.01, 10.0]}, tokens=False, log_y=True)
     assert fig.layout.yaxis.type == "log"
     assert bar_compare(["a"], {"x": [1.0]}, tokens=False).layout.yaxis.type == "linear"
+
+
+def test_matrix_heatmap_many_named_columns_stand_upright():
+    """12 heads named H0 … H11 in a half-width column ran into each other (screenshot audit, issue 21
+    point 7): from 9 named columns on, the labels stand upright, one per column."""
+    from viz.concepts import matrix_heatmap
+    z = np.zeros((6, 12))
+    fig = matrix_heatmap(z, [f"L{i}" for i in range(6)], [f"H{h}" for h in range(12)], tokens_rows=False)
+    assert fig.layout.xaxis.tickangle == -90
+    assert matrix_heatmap(z[:, :4], [f"L{i}" for i in range(6)], list("abcd"), tokens_rows=False).layout.xaxis.tickangle == 0
+
+
+def test_legend_sits_under_the_title_in_the_top_margin():
+    """A 3-entry legend in a half-width column wrapped upwards over the title (screenshot audit,
+    issue 21 point 7): it is placed in container coordinates under the title, so Plotly grows
+    the top margin downwards instead."""
+    fig = C.line_chart([1, 2, 3], {"sampled Var(q·k)": [1, 2, 3], "theory: d_k": [1, 2, 3],
+                                   "sampled Var(q·k / √d_k)": [1, 1, 1]}, title="Variance of q·k vs d_k")
+    lg = fig.layout.legend
+    assert lg.yref == "container" and lg.yanchor == "top"
+    assert lg.y * fig.layout.height <= fig.layout.height - 30  # under the ~34 px title line

@@ -64,3 +64,13 @@ def test_multi_head_lines_one_colour_per_head():
     colours = {t.legendgroup: t.line.color for t in fig.data}
     assert len(colours) == 3 and len(set(colours.values())) == 3
     assert n_lines(fig.data) == 12
+
+
+def test_multi_head_lines_legend_under_the_title():
+    """With 12 heads the legend wrapped to two rows over the title (screenshot audit, issue 21
+    point 7): it sits in the top margin under the title, in container coordinates."""
+    w = np.full((12, 4, 4), 0.25)
+    fig = multi_head_lines(w, list("abcd"), title="Layer 0: 12 heads")
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.yanchor == "top"
+    assert fig.layout.title.yref == "container"
+    assert fig.layout.legend.y * fig.layout.height <= fig.layout.height - 30

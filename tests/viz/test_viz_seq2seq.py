@@ -112,3 +112,42 @@ def test_alignment_links_draws_strong_links_and_gold():
     assert any(np.allclose(t.x, [tx[1], sx[1]]) for t in gold_lines)  # gold of output 1 is source 1
     with pytest.raises(ValueError):
         alignment_links(w, ["a"], ["x", "y", "z"])
+
+
+def test_three_attentions_shared_rows_draw_no_labels_and_a_narrow_gap():
+    """The decoder self-attention has the cross-attention's rows: it draws none of its own, so the
+    gap before it is narrow and the panels keep room for one key label per column (screenshot
+    audit at 1280 px, issue 21 point 7)."""
+    enc = softmax_rows(RNG.normal(size=(6, 6)))
+    cross = softmax_rows(RNG.normal(size=(7, 6)))
+    dec = softmax_rows(RNG.normal(size=(7, 7)))
+    rows = [f"{a}→{b}" for a, b in zip(DEC, DEC[1:] + ["<eos>"])]
+    panels = [("Encoder self-attn (bidirectional)", enc, SRC, SRC, None), ("Cross-attention (dec → enc)", cross, rows, SRC, None),
+              ("Decoder self-attn (causal)", dec, DEC, DEC, None)]
+    fig = three_attentions(panels, shared_rows=[2])
+    lay = fig.layout
+    assert lay.yaxis.showticklabels is not False and lay.yaxis2.showticklabels is not False
+    assert lay.yaxis3.showticklabels is False
+    gap1, gap2 = lay.xaxis2.domain[0] - lay.xaxis.domain[1], lay.xaxis3.domain[0] - lay.xaxis2.domain[1]
+    assert gap2 < 0.05 < gap1
+    widths = {round(d[1] - d[0], 6) for d in (lay.xaxis.domain, lay.xaxis2.domain, lay.xaxis3.domain)}
+    assert len(widths) == 1 and lay.xaxis3.domain[1] <= 1.0
+    for c, ann in enumerate(lay.annotations[:3]):  # each title centred over its panel
+        dom = lay["xaxis" + ("" if c == 0 else str(c + 1))].domain
+        assert abs(ann.x - (dom[0] + dom[1]) / 2) < 1e-9
+    unshared = three_attentions(panels).layout
+    assert unshared.yaxis3.showticklabels is not False
+    assert unshared.xaxis3.domain[1] - unshared.xaxis3.domain[0] < lay.xaxis3.domain[1] - lay.xaxis3.domain[0]
+    with pytest.raises(ValueError, match="shares the rows"):
+        three_attentions([panels[0], panels[1]], shared_rows=[1])
+
+
+def test_alignment_links_and_three_attentions_follow_the_dark_theme():
+    """Dark theme (screenshot audit): the links chart forced a white plot under the theme's light
+    token text (unreadable), and the three attentions drew white grid lines across masked cells."""
+    w = softmax_rows(RNG.normal(size=(3, 4)))
+    fig = alignment_links(w, ["a", "b", "c", "d"], ["x", "y", "z"])
+    assert fig.layout.plot_bgcolor in (None, "rgba(0,0,0,0)") and fig.layout.font.color is None
+    enc = softmax_rows(RNG.normal(size=(6, 6)))
+    three = three_attentions([("enc", enc, SRC, SRC, None)]).layout
+    assert three.xaxis.showgrid is False and three.yaxis.showgrid is False
