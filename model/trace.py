@@ -44,6 +44,46 @@ def _to_numpy_tree(obj: Any) -> Any:
     return obj
 
 
+class derived:
+    """A trace field that may be left out when the trace is made and is then computed on first
+    read from the trace's other fields, exactly as the forward pass would have computed it (same
+    op, same inputs: the same values bit for bit), and kept. Use it as the field's default:
+    `probs: Tensor | None = derived(lambda tr: softmax(tr.logits))`. It stays a dataclass field
+    (same name, typed attribute, in `dataclasses.fields`, `.numpy()` and `flat_arrays`); passing a
+    value stores that value. What it saves is the forward's time and memory for values that many
+    readers never look at."""
+
+    def __init__(self, compute):
+        self.compute = compute
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the dataclass default: left out = computed on first read
+        value = obj.__dict__.get(self.slot)
+        if value is None:
+            value = self.compute(obj)
+            obj.__dict__[self.slot] = value  # frozen: only this cache is written, once
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
+def _probs(tr: "ForwardTrace") -> Tensor | None:
+    """softmax(logits) over the vocabulary, as Transformer.run computed it before (None without logits)."""
+    if tr.logits is None:
+        return None
+    if isinstance(tr.logits, np.ndarray):  # a numpy tree made without probs
+        arr = torch.softmax(torch.from_numpy(tr.logits), dim=-1).numpy()
+        arr.flags.writeable = False
+        return arr
+    with torch.no_grad():
+        return torch.softmax(tr.logits, dim=-1)
+
+
 @dataclass(frozen=True)
 class AttentionTrace(TraceNode):
     q: Tensor  # (B, H, Tq, d_k)  (rotated, with rotary positions)
@@ -155,7 +195,8 @@ class ForwardTrace(TraceNode):
     final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
     logits: Tensor | None  # (B, T, V); None for a model without an output layer (cfg.output_head
     #                        False, e.g. MiniLM: an encoder that cannot predict words)
-    probs: Tensor | None  # (B, T, V)  softmax(logits) over the vocabulary; None as logits
+    probs: Tensor | None = derived(_probs)  # (B, T, V)  softmax(logits) over the vocabulary; None as
+    #                                        logits. Computed on first read (model.trace leaves it out)
     token_type_ids: Tensor | None = None  # (B, T) long, the segment of each token (models with
     #                                       token types; zeros when trace() got none); else None
     positions: Tensor | None = None  # (T,) long, the position of each row: past_length .. past_length
