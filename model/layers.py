@@ -3,13 +3,11 @@ the arithmetic is identical (one code path). Modules never store activations."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import alibi_bias, alibi_slopes, attend, combine, window_allowed
+from .attention import alibi_bias, alibi_slopes, attend_fields, combine, window_allowed
 from .config import ModelConfig
 from .intervene import LayerIntervention, apply_to_heads, edited_weights
 from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
@@ -56,17 +54,19 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
                ) -> LayerNormTrace:
     """Layer norm over the last axis, every step recorded. The output is F.layer_norm's own
-    (bit-exact with torch and HF models); mean and biased variance are recorded beside it, and
-    `normalized` = (x - mean) / sqrt(var + eps) before gamma/beta. The one layer norm: the
-    LayerNorm module, the classroom analyses and the calculator call it.
-    var is the textbook mean of squared deviations (1/D) sum (x - mean)^2, computed from the
-    centred values it shares with `normalized` (~10x faster than Tensor.var's Welford kernel on
-    CPU; they agree to float rounding)."""
-    mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1)
+    (bit-exact with torch and HF models: the same kernel, torch.native_layer_norm, which also
+    returns the mean and 1/sqrt(var + eps) it used); the biased variance is recorded beside it, and
+    `normalized` = (x - mean) / sqrt(var + eps), before gamma/beta, is the centred values times
+    that kernel's 1/sqrt(var + eps). The one layer norm: the LayerNorm module, the classroom
+    analyses and the calculator call it.
+    var is the textbook mean of squared deviations (1/D) sum (x - mean)^2 of the centred values
+    (Tensor.var's Welford kernel is ~10x slower on CPU; they agree to float rounding). Three passes
+    over (B, T, D) besides the layer norm itself: centre, square, scale (in place)."""
+    out, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D), (B, T, 1) x2
     centered = x - mean  # (B, T, D)
-    var = (centered * centered).mean(dim=-1, keepdim=True)  # (B, T, 1) biased, as F.layer_norm
-    normalized = centered / torch.sqrt(var + eps)  # (B, T, D)
-    out = F.layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D)
+    var = centered.pow(2).mean(dim=-1, keepdim=True)  # (B, T, 1) biased, as F.layer_norm
+    # in place (centered is not kept), unless autograd needs centered for the backward of var
+    normalized = centered * rstd if centered.requires_grad else centered.mul_(rstd)  # (B, T, D)
     return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out,
                           gamma=weight, beta=bias)
 
@@ -182,22 +182,22 @@ class MultiHeadAttention(nn.Module):
                 bias = alibi_bias(extra["alibi_slopes"], Tq, Tk)  # (H, Tq, Tk)
         if self.add_wq is not None:  # Bahdanau: no 1/sqrt(d_k) (tanh bounds each term)
             energy, scale = (self.add_wq, self.add_wk, self.add_v), 1.0
-        a = attend(q, k_all, v_all, allowed=allowed, scale=scale, bias=bias, energy_weights=energy)
-        heads = a.heads  # (B, H, Tq, d_v)
+        a = attend_fields(q, k_all, v_all, allowed=allowed, scale=scale, bias=bias, energy_weights=energy)
+        heads = a["heads"]  # (B, H, Tq, d_v)
         if intervene is not None:
             if intervene.edits:  # edited rows: new weights, new Z rows
-                w = edited_weights(a.weights, intervene.edits, allowed)  # (B, H, Tq, Tk)
+                w = edited_weights(a["weights"], intervene.edits, allowed)  # (B, H, Tq, Tk)
                 heads = w @ v_all  # (B, H, Tq, d_v)
-                a = replace(a, weights=w, heads=heads)
+                a["weights"] = w
             heads, ablated = apply_to_heads(heads, intervene)  # (B, H, Tq, d_v), (B|1, H)
             extra["ablated"] = ablated
-            a = replace(a, heads=heads)
+            a["heads"] = heads
         B, H, Tq, dv = heads.shape
         concat = heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, H*d_v)
         out = self.o_proj(concat)  # (B, Tq, D)
         if not record:
             return out, None
-        return out, AttentionTrace(**{**a.__dict__, "k": k, "v": v, "concat": concat, "output": out, **extra})
+        return out, AttentionTrace(**{**a, "k": k, "v": v, "concat": concat, "output": out, **extra})
 
 
 class FeedForward(nn.Module):
