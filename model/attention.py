@@ -102,27 +102,28 @@ def additive(allowed: Tensor) -> Tensor:
     return torch.where(allowed, zero, torch.tensor(float("-inf")))
 
 
-def _rows_allowed(allowed: Tensor) -> tuple[Tensor, bool]:
-    """(row_ok (..., Tq, 1) bool: at least one key allowed, whether every row is ok) of a mask.
-    Remembered per mask tensor while it is unchanged (same object, same version counter): every
-    layer of a pass attends with the same mask, so the check runs once per pass, not per layer."""
+def _rows_allowed(allowed: Tensor) -> tuple[Tensor, bool, Tensor]:
+    """(row_ok (..., Tq, 1) bool: at least one key allowed, whether every row is ok, and
+    ~row_ok[..., 0] (..., Tq): the fully masked rows) of a mask. Remembered per mask tensor while
+    it is unchanged (same object, same version counter): every layer of a pass attends with the
+    same mask, so the check runs once per pass, not per layer."""
     try:
         key = (id(allowed), allowed._version)
     except RuntimeError:  # an inference-mode tensor has no version counter: nothing remembered
         row_ok = allowed.any(dim=-1, keepdim=True)
-        return row_ok, bool(row_ok.all())
+        return row_ok, bool(row_ok.all()), ~row_ok[..., 0]
     hit = _ROWS_SEEN.get(key[0])
     if hit is not None and hit[0]() is allowed and hit[1] == key[1]:
-        return hit[2], hit[3]
+        return hit[2]
     row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
-    every = bool(row_ok.all())
+    rows = (row_ok, bool(row_ok.all()), ~row_ok[..., 0])
     if len(_ROWS_SEEN) >= 64:
         _ROWS_SEEN.clear()
-    _ROWS_SEEN[key[0]] = (weakref.ref(allowed), key[1], row_ok, every)
-    return row_ok, every
+    _ROWS_SEEN[key[0]] = (weakref.ref(allowed), key[1], rows)
+    return rows
 
 
-_ROWS_SEEN: dict[int, tuple] = {}  # id(mask) -> (weakref(mask), version, row_ok, every row ok)
+_ROWS_SEEN: dict[int, tuple] = {}  # id(mask) -> (weakref(mask), version, _rows_allowed's answer)
 
 
 def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float = 1.0
@@ -144,7 +145,7 @@ def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float 
     if allowed.dtype != torch.bool:
         raise ValueError("allowed must be a bool tensor (True = may attend)")
     masked = torch.where(allowed, x, float("-inf"))  # (..., Tq, Tk)
-    row_ok, every = _rows_allowed(allowed)  # (..., Tq, 1): at least one key allowed
+    row_ok, every, _ = _rows_allowed(allowed)  # (..., Tq, 1): at least one key allowed
     if every:
         # No fully masked row: the guard below would be the identity (where keeps every value,
         # * True multiplies by one), so it is left out. Same values, bit for bit.
@@ -202,7 +203,7 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)  # (Tq, Tk)
         fully_masked = torch.zeros((), dtype=torch.bool, device=q.device).expand(scores.shape[:-1])
     else:
-        fully_masked = (~row_ok[..., 0]).expand(scores.shape[:-1])
+        fully_masked = _rows_allowed(allowed)[2].expand(scores.shape[:-1])  # ~row_ok[..., 0]
     out.update(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled, allowed=allowed, masked=masked,
                weights=weights, fully_masked=fully_masked, heads=heads)
     return out

@@ -2,7 +2,9 @@
 the arithmetic is identical (one code path). Modules never store activations."""
 from __future__ import annotations
 
+import functools
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -54,18 +56,17 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
                ) -> LayerNormTrace:
     """Layer norm over the last axis, every step recorded. The output is F.layer_norm's own
-    (bit-exact with torch and HF models: the same kernel, torch.native_layer_norm, which also
-    returns the mean and 1/sqrt(var + eps) it used); the biased variance is recorded beside it, and
-    `normalized` = (x - mean) / sqrt(var + eps), before gamma/beta, is the centred values times
-    that kernel's 1/sqrt(var + eps). The one layer norm: the LayerNorm module, the classroom
-    analyses and the calculator call it.
-    var is the textbook mean of squared deviations (1/D) sum (x - mean)^2 of the centred values
-    (Tensor.var's Welford kernel is ~10x slower on CPU; they agree to float rounding). Three passes
-    over (B, T, D) besides the layer norm itself: centre, square, scale (in place)."""
+    (bit-exact with torch and HF models: the same kernel, torch.native_layer_norm), and so are the
+    statistics: that kernel also returns the mean and rstd = 1/sqrt(var + eps) it used, from which
+    var = 1/rstd^2 - eps is recorded (the biased variance F.layer_norm computed, to float rounding;
+    no extra pass over the values for it, as Tensor.var or a mean of squares would take), and
+    `normalized` = (x - mean) * rstd = (x - mean) / sqrt(var + eps), before gamma/beta (equal to
+    F.layer_norm without gamma/beta). The one layer norm: the LayerNorm module, the classroom
+    analyses and the calculator call it."""
     out, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D), (B, T, 1) x2
+    var = (1.0 / (rstd * rstd) - eps).clamp_min(0.0)  # (B, T, 1) biased, as F.layer_norm (>= 0 after rounding)
     centered = x - mean  # (B, T, D)
-    var = centered.pow(2).mean(dim=-1, keepdim=True)  # (B, T, 1) biased, as F.layer_norm
-    # in place (centered is not kept), unless autograd needs centered for the backward of var
+    # in place (centered is not kept), unless autograd needs centered for a backward pass
     normalized = centered * rstd if centered.requires_grad else centered.mul_(rstd)  # (B, T, D)
     return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out,
                           gamma=weight, beta=bias)
@@ -115,6 +116,13 @@ class NoNorm(nn.Module):
 
     def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, None]:
         return x, None
+
+
+@functools.lru_cache(maxsize=64)
+def kv_head_index(n_heads: int, rep: int) -> Tensor:
+    """(H,) long: the K/V head each query head reads under grouped-query attention, h // rep
+    (HF's repeat_kv). A constant of the config: made once and shared by every trace (read-only)."""
+    return torch.arange(n_heads) // rep
 
 
 class MultiHeadAttention(nn.Module):
@@ -169,7 +177,7 @@ class MultiHeadAttention(nn.Module):
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
             k_all, v_all = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # (B, H, Tk, .)
-            extra["kv_head"] = torch.arange(self.n_heads) // rep  # (H,)
+            extra["kv_head"] = kv_head_index(self.n_heads, rep)  # (H,)
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         bias, energy = None, None
         if x_kv is x_q and (self.alibi or self.window is not None):  # self-attention only
