@@ -204,6 +204,12 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         fully_masked = torch.zeros((), dtype=torch.bool, device=q.device).expand(scores.shape[:-1])
     else:
         fully_masked = _rows_allowed(allowed)[2].expand(scores.shape[:-1])  # ~row_ok[..., 0]
+    if bias is None and energy_weights is None:
+        # scaled = scores * scale and (when nothing was masked) masked = scaled are computed again on
+        # first read (trace.derived: the same multiplication, the same values); the forward's product
+        # is a temporary, its memory reused by the next layer instead of kept in every trace.
+        masked = None if masked is scaled else masked
+        scaled = None
     out.update(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled, allowed=allowed, masked=masked,
                weights=weights, fully_masked=fully_masked, heads=heads)
     return out

@@ -59,17 +59,15 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     (bit-exact with torch and HF models: the same kernel, torch.native_layer_norm), and so are the
     statistics: that kernel also returns the mean and rstd = 1/sqrt(var + eps) it used, from which
     var = 1/rstd^2 - eps is recorded (the biased variance F.layer_norm computed, to float rounding;
-    no extra pass over the values for it, as Tensor.var or a mean of squares would take), and
-    `normalized` = (x - mean) * rstd = (x - mean) / sqrt(var + eps), before gamma/beta (equal to
-    F.layer_norm without gamma/beta). The one layer norm: the LayerNorm module, the classroom
-    analyses and the calculator call it."""
+    no extra pass over the values for it, as Tensor.var or a mean of squares would take).
+    `normalized` = (x - mean) * rstd = (x - mean) / sqrt(var + eps), before gamma/beta, is
+    F.layer_norm without gamma/beta; the forward does not need it, so it is computed on first read
+    (trace.derived: the same kernel on the recorded input and eps, the same values). The one layer
+    norm: the LayerNorm module, the classroom analyses and the calculator call it."""
     out, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D), (B, T, 1) x2
     var = (1.0 / (rstd * rstd) - eps).clamp_min(0.0)  # (B, T, 1) biased, as F.layer_norm (>= 0 after rounding)
-    centered = x - mean  # (B, T, D)
-    # in place (centered is not kept), unless autograd needs centered for a backward pass
-    normalized = centered * rstd if centered.requires_grad else centered.mul_(rstd)  # (B, T, D)
-    return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out,
-                          gamma=weight, beta=bias)
+    return LayerNormTrace(input=x, mean=mean, var=var, normalized=None, output=out,  # normalized: on first read
+                          gamma=weight, beta=bias, eps=eps)
 
 
 class LayerNorm(nn.Module):
@@ -103,7 +101,8 @@ class RMSNorm(nn.Module):
         out = self.weight * normalized  # (B, T, D)
         if not record:
             return out, None
-        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=normalized, output=out, gamma=self.weight)
+        # normalized (a temporary here) is recomputed from input and mean_sq on first read (trace.derived)
+        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=None, output=out, gamma=self.weight, eps=self.eps)
 
 
 def make_norm(cfg: ModelConfig) -> LayerNorm | RMSNorm:

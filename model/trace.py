@@ -15,6 +15,7 @@ from typing import Any, Self
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -45,22 +46,25 @@ def _to_numpy_tree(obj: Any) -> Any:
 
 
 class derived:
-    """A trace field that may be left out when the trace is made and is then computed on first
-    read from the trace's other fields, exactly as the forward pass would have computed it (same
-    op, same inputs: the same values bit for bit), and kept. Use it as the field's default:
-    `probs: Tensor | None = derived(lambda tr: softmax(tr.logits))`. It stays a dataclass field
-    (same name, typed attribute, in `dataclasses.fields`, `.numpy()` and `flat_arrays`); passing a
-    value stores that value. What it saves is the forward's time and memory for values that many
-    readers never look at."""
+    """A trace field that may be left out (None) when the trace is made and is then computed on
+    first read from the trace's other fields, exactly as the forward pass would have computed it
+    (the same op on the same inputs, elementwise or row by row: the same values bit for bit), and
+    kept. Use it as the field's default: `probs: Tensor | None = derived(_probs)`; required=True
+    keeps the field without a default (it must be passed, None meaning "compute on first read").
+    It stays a dataclass field (same name, typed attribute, in `dataclasses.fields`, `.numpy()`,
+    `flat_arrays`); passing a value stores that value. What it saves is the forward's time and
+    memory for values that many readers never look at (each trace keeps every intermediate)."""
 
-    def __init__(self, compute):
-        self.compute = compute
+    def __init__(self, compute, *, required: bool = False):
+        self.compute, self.required = compute, required
 
     def __set_name__(self, owner, name: str) -> None:
         self.slot = "_" + name
 
     def __get__(self, obj, owner=None):
         if obj is None:
+            if self.required:
+                raise AttributeError(self.slot[1:])  # dataclasses: no default value
             return None  # the dataclass default: left out = computed on first read
         value = obj.__dict__.get(self.slot)
         if value is None:
@@ -72,16 +76,40 @@ class derived:
         obj.__dict__[self.slot] = value
 
 
-def _probs(tr: "ForwardTrace") -> Tensor | None:
-    """softmax(logits) over the vocabulary, as Transformer.run computed it before (None without logits)."""
-    if tr.logits is None:
-        return None
-    if isinstance(tr.logits, np.ndarray):  # a numpy tree made without probs
-        arr = torch.softmax(torch.from_numpy(tr.logits), dim=-1).numpy()
+def _torch_op(fn, *xs):
+    """fn over tensors (no grad); numpy arrays in (a numpy tree made without the field) ->
+    a read-only numpy array out."""
+    if any(isinstance(x, np.ndarray) for x in xs):
+        arr = _torch_op(fn, *(torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in xs)).numpy()
         arr.flags.writeable = False
         return arr
     with torch.no_grad():
-        return torch.softmax(tr.logits, dim=-1)
+        return fn(*xs)
+
+
+def _probs(tr: "ForwardTrace"):
+    """softmax(logits) over the vocabulary, as Transformer.run computed it before (None without logits)."""
+    return None if tr.logits is None else _torch_op(lambda z: torch.softmax(z, dim=-1), tr.logits)
+
+
+def _scaled(tr: "AttentionTrace"):
+    """scores * scale (attend multiplies the same way; the product it fed the softmax is not kept)."""
+    return _torch_op(lambda s: s * tr.scale, tr.scores)
+
+
+def _masked(tr: "AttentionTrace"):
+    """Left out only when nothing was masked and no bias added: masked is then `scaled` itself."""
+    return tr.scaled
+
+
+def _ln_normalized(tr: "LayerNormTrace"):
+    """F.layer_norm(input) without gamma/beta: (x - mean) * rstd by the same kernel, row by row."""
+    return _torch_op(lambda x: F.layer_norm(x, x.shape[-1:], None, None, tr.eps), tr.input)
+
+
+def _rms_normalized(tr: "NormTrace"):
+    """x * rsqrt(mean_sq + eps), RMSNorm's own two ops on the recorded mean_sq."""
+    return _torch_op(lambda x, ms: x * torch.rsqrt(ms + tr.eps), tr.input, tr.mean_sq)
 
 
 @dataclass(frozen=True)
@@ -91,9 +119,11 @@ class AttentionTrace(TraceNode):
     v: Tensor  # (B, H, Tk, d_v); grouped-query attention: (B, H_kv, Tk, d_v). d_v = cfg.d_value
     scores: Tensor  # (B, H, Tq, Tk)  q @ k^T, before scaling
     scale: float  # 1/sqrt(d_k), or 1.0 when scale_scores=False
-    scaled: Tensor  # (B, H, Tq, Tk)  scores * scale
+    scaled: Tensor = derived(_scaled, required=True)  # (B, H, Tq, Tk)  scores * scale; None when made:
+    #                                                  computed on first read (trace.derived)
     allowed: Tensor  # bool, broadcastable to (B, H, Tq, Tk); True = may attend
-    masked: Tensor  # (B, H, Tq, Tk)  scaled, -inf where not allowed
+    masked: Tensor = derived(_masked, required=True)  # (B, H, Tq, Tk)  scaled, -inf where not allowed;
+    #                                                  None when made = nothing masked: `scaled` itself
     weights: Tensor  # (B, H, Tq, Tk)  softmax rows (sum 1), all-zero on fully masked rows
     fully_masked: Tensor  # bool (B, H or 1, Tq): rows where nothing was allowed
     heads: Tensor  # (B, H, Tq, d_v)  weights @ v, the per-head outputs Z_j
@@ -127,10 +157,12 @@ class LayerNormTrace(TraceNode):
     input: Tensor  # (B, T, D)
     mean: Tensor  # (B, T, 1)
     var: Tensor  # (B, T, 1)  biased, as F.layer_norm
-    normalized: Tensor  # (B, T, D)  (input - mean) / sqrt(var + eps), before gamma/beta
+    normalized: Tensor = derived(_ln_normalized, required=True)  # (B, T, D)  (input - mean) / sqrt(var + eps),
+    #                                   before gamma/beta; None when made: computed on first read
     output: Tensor  # (B, T, D)  normalized * gamma + beta
     gamma: Tensor | None = None  # (D,)  the learned scale (None: no scale)
     beta: Tensor | None = None  # (D,)  the learned shift (None: no shift)
+    eps: float | None = None  # inside the square root (needed to compute `normalized` on first read)
 
 
 @dataclass(frozen=True)
@@ -141,10 +173,12 @@ class NormTrace(TraceNode):
 
     input: Tensor  # (B, T, D)
     mean_sq: Tensor  # (B, T, 1)  mean of x^2 over D
-    normalized: Tensor  # (B, T, D)  x / sqrt(mean_sq + eps), before gamma
+    normalized: Tensor = derived(_rms_normalized, required=True)  # (B, T, D)  x / sqrt(mean_sq + eps), before
+    #                                   gamma; None when made: computed on first read
     output: Tensor  # (B, T, D)  gamma * normalized
     gamma: Tensor | None = None  # (D,)  the learned scale
     kind: str = "rmsnorm"
+    eps: float | None = None  # inside the square root (needed to compute `normalized` on first read)
 
 
 @dataclass(frozen=True)
