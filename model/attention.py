@@ -183,6 +183,11 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         raise ValueError(f"k and v must have the same number of positions; got {k.shape[-2]} and {v.shape[-2]}")
     d_k = q.shape[-1]
     out = {}
+    # The common path (no bias, no additive energies) keeps neither scores nor scaled: q @ k^T is
+    # scaled in place and fed to the softmax, and both are computed again on first read
+    # (trace.derived: the same matmul and multiplication, the same values), as transformers
+    # keeps only the weights. Its memory is reused by the next layer instead of kept in the trace.
+    lazy = bias is None and energy_weights is None
     if energy_weights is None:
         scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
         scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
@@ -190,7 +195,7 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         scale = 1.0 if scale is None else float(scale)
         scores = additive_energies(q, k, *energy_weights)  # (..., Tq, Tk)
         out["energies"] = scores
-    scaled = scores * scale  # (..., Tq, Tk)
+    scaled = scores.mul_(scale) if lazy and not scores.requires_grad else scores * scale  # (..., Tq, Tk)
     logits = scaled
     if bias is not None:
         logits = scaled + bias  # (..., Tq, Tk)
@@ -204,12 +209,9 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         fully_masked = torch.zeros((), dtype=torch.bool, device=q.device).expand(scores.shape[:-1])
     else:
         fully_masked = _rows_allowed(allowed)[2].expand(scores.shape[:-1])  # ~row_ok[..., 0]
-    if bias is None and energy_weights is None:
-        # scaled = scores * scale and (when nothing was masked) masked = scaled are computed again on
-        # first read (trace.derived: the same multiplication, the same values); the forward's product
-        # is a temporary, its memory reused by the next layer instead of kept in every trace.
+    if lazy:  # scores, scaled and (when nothing was masked: masked = scaled) on first read
         masked = None if masked is scaled else masked
-        scaled = None
+        scores = scaled = None
     out.update(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled, allowed=allowed, masked=masked,
                weights=weights, fully_masked=fully_masked, heads=heads)
     return out

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from .attention import alibi_bias, alibi_slopes, attend_fields, combine, window_allowed
 from .config import ModelConfig
 from .intervene import LayerIntervention, apply_to_heads, edited_weights
-from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
+from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace, kv_for_heads
 
 # (cos, sin), each (T, d_k): the rotary tables of the positions in this pass (model.rope)
 RopeTables = tuple[Tensor, Tensor]
@@ -175,8 +175,8 @@ class MultiHeadAttention(nn.Module):
         k_all, v_all = k, v
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
-            k_all, v_all = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # (B, H, Tk, .)
             extra["kv_head"] = kv_head_index(self.n_heads, rep)  # (H,)
+            k_all, v_all = kv_for_heads(k, extra["kv_head"]), kv_for_heads(v, extra["kv_head"])  # (B, H, Tk, .)
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         bias, energy = None, None
         if x_kv is x_q and (self.alibi or self.window is not None):  # self-attention only

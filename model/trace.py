@@ -92,6 +92,18 @@ def _probs(tr: "ForwardTrace"):
     return None if tr.logits is None else _torch_op(lambda z: torch.softmax(z, dim=-1), tr.logits)
 
 
+def kv_for_heads(kv, kv_head):
+    """K or V (..., H_kv, T, d) -> (..., H, T, d): the K/V head each query head reads (kv_head
+    (H,) long; None = one per query head, returned as is). A copy, as HF's repeat_kv."""
+    return kv if kv_head is None else kv.index_select(-3, kv_head)
+
+
+def _scores(tr: "AttentionTrace"):
+    """q @ k^T: the same matmul on the same q and (per query head) k that attend multiplied."""
+    return _torch_op(lambda q, k: q @ k.transpose(-2, -1), tr.q,
+                     kv_for_heads(torch.as_tensor(tr.k), None if tr.kv_head is None else torch.as_tensor(tr.kv_head)))
+
+
 def _scaled(tr: "AttentionTrace"):
     """scores * scale (attend multiplies the same way; the product it fed the softmax is not kept)."""
     return _torch_op(lambda s: s * tr.scale, tr.scores)
@@ -117,7 +129,8 @@ class AttentionTrace(TraceNode):
     q: Tensor  # (B, H, Tq, d_k)  (rotated, with rotary positions)
     k: Tensor  # (B, H, Tk, d_k); grouped-query attention: (B, H_kv, Tk, d_k), see kv_head
     v: Tensor  # (B, H, Tk, d_v); grouped-query attention: (B, H_kv, Tk, d_v). d_v = cfg.d_value
-    scores: Tensor  # (B, H, Tq, Tk)  q @ k^T, before scaling
+    scores: Tensor = derived(_scores, required=True)  # (B, H, Tq, Tk)  q @ k^T, before scaling; None when
+    #                                                  made: computed on first read (trace.derived)
     scale: float  # 1/sqrt(d_k), or 1.0 when scale_scores=False
     scaled: Tensor = derived(_scaled, required=True)  # (B, H, Tq, Tk)  scores * scale; None when made:
     #                                                  computed on first read (trace.derived)
