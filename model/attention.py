@@ -3,6 +3,7 @@ plus the masks that feed it. `allowed` (bool, True = may attend) is the source o
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 from torch import Tensor
@@ -101,6 +102,30 @@ def additive(allowed: Tensor) -> Tensor:
     return torch.where(allowed, zero, torch.tensor(float("-inf")))
 
 
+def _rows_allowed(allowed: Tensor) -> tuple[Tensor, bool, Tensor]:
+    """(row_ok (..., Tq, 1) bool: at least one key allowed, whether every row is ok, and
+    ~row_ok[..., 0] (..., Tq): the fully masked rows) of a mask. Remembered per mask tensor while
+    it is unchanged (same object, same version counter): every layer of a pass attends with the
+    same mask, so the check runs once per pass, not per layer."""
+    try:
+        key = (id(allowed), allowed._version)
+    except RuntimeError:  # an inference-mode tensor has no version counter: nothing remembered
+        row_ok = allowed.any(dim=-1, keepdim=True)
+        return row_ok, bool(row_ok.all()), ~row_ok[..., 0]
+    hit = _ROWS_SEEN.get(key[0])
+    if hit is not None and hit[0]() is allowed and hit[1] == key[1]:
+        return hit[2]
+    row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
+    rows = (row_ok, bool(row_ok.all()), ~row_ok[..., 0])
+    if len(_ROWS_SEEN) >= 64:
+        _ROWS_SEEN.clear()
+    _ROWS_SEEN[key[0]] = (weakref.ref(allowed), key[1], rows)
+    return rows
+
+
+_ROWS_SEEN: dict[int, tuple] = {}  # id(mask) -> (weakref(mask), version, _rows_allowed's answer)
+
+
 def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float = 1.0
                    ) -> tuple[Tensor, Tensor, Tensor]:
     """Row softmax of x / temperature over the last axis where `allowed` (bool, broadcastable,
@@ -112,20 +137,20 @@ def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float 
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
     x = x / temperature if temperature != 1.0 else x
-    everything = allowed is None
-    if everything:
-        allowed = torch.ones(x.shape[-2:] if x.dim() >= 2 else x.shape, dtype=torch.bool, device=x.device)
-    elif allowed.dtype != torch.bool:
+    if allowed is None:
+        # Nothing masked: `masked` is x itself (torch.where would copy every value unchanged) and
+        # every row is ok: row_ok is all True, of the shape an all-True (Tq, Tk) mask gives.
+        rows = x.shape[-2:-1] + (1,) if x.dim() >= 2 else (1,)
+        return x, torch.softmax(x, dim=-1), torch.ones(rows, dtype=torch.bool, device=x.device)
+    if allowed.dtype != torch.bool:
         raise ValueError("allowed must be a bool tensor (True = may attend)")
-    # Nothing masked: `masked` is x itself (torch.where would copy every value unchanged).
-    neg_inf = torch.tensor(float("-inf"), dtype=x.dtype)
-    masked = x if everything else torch.where(allowed, x, neg_inf)  # (..., Tq, Tk)
-    row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
-    if bool(row_ok.all()):
+    masked = torch.where(allowed, x, float("-inf"))  # (..., Tq, Tk)
+    row_ok, every, _ = _rows_allowed(allowed)  # (..., Tq, 1): at least one key allowed
+    if every:
         # No fully masked row: the guard below would be the identity (where keeps every value,
         # * True multiplies by one), so it is left out. Same values, bit for bit.
         return masked, torch.softmax(masked, dim=-1), row_ok
-    safe = torch.where(row_ok, masked, torch.zeros((), dtype=x.dtype))  # no all -inf rows
+    safe = torch.where(row_ok, masked, 0.0)  # no all -inf rows
     weights = torch.softmax(safe, dim=-1) * row_ok  # (..., Tq, Tk), zero rows when fully masked
     return masked, weights, row_ok
 
@@ -144,31 +169,49 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
     energy_weights: (W_q, W_k, v_a) of additive (Bahdanau) attention: the scores are then the
     energies v·tanh(q W_q + k W_k) (recorded as `scores` and `energies`), scale None -> 1.
     """
+    return AttentionTrace(**attend_fields(q, k, v, allowed, scale, bias=bias, energy_weights=energy_weights))
+
+
+def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
+                  scale: float | None = None, *, bias: Tensor | None = None,
+                  energy_weights: tuple[Tensor, Tensor, Tensor] | None = None) -> dict:
+    """attend's computation, as the keyword arguments of its AttentionTrace: the attention layer
+    adds its own fields (concat, output, ...) and builds the trace once."""
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same last dimension (d_k); got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of positions; got {k.shape[-2]} and {v.shape[-2]}")
     d_k = q.shape[-1]
-    extra = {}
+    out = {}
+    # The common path (no bias, no additive energies) keeps neither scores nor scaled: q @ k^T is
+    # scaled in place and fed to the softmax, and both are computed again on first read
+    # (trace.derived: the same matmul and multiplication, the same values), as transformers
+    # keeps only the weights. Its memory is reused by the next layer instead of kept in the trace.
+    lazy = bias is None and energy_weights is None
     if energy_weights is None:
         scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
         scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
     else:
         scale = 1.0 if scale is None else float(scale)
         scores = additive_energies(q, k, *energy_weights)  # (..., Tq, Tk)
-        extra["energies"] = scores
-    scaled = scores * scale  # (..., Tq, Tk)
+        out["energies"] = scores
+    scaled = scores.mul_(scale) if lazy and not scores.requires_grad else scores * scale  # (..., Tq, Tk)
     logits = scaled
     if bias is not None:
         logits = scaled + bias  # (..., Tq, Tk)
-        extra["bias"] = bias
+        out["bias"] = bias
     masked, weights, row_ok = masked_softmax(logits, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
-    if allowed is None:
-        allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)  # (Tq, Tk)
     heads = weights @ v  # (..., Tq, d_v)
     # (..., Tq) with the batch/head axes of the scores, e.g. (B, H, Tq), even when `allowed` is a
     # shared (Tq, Tk) mask such as the causal one (a view: no copy).
-    fully_masked = (~row_ok[..., 0]).expand(scores.shape[:-1])
-    return AttentionTrace(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled,
-                          allowed=allowed, masked=masked, weights=weights,
-                          fully_masked=fully_masked, heads=heads, **extra)
+    if allowed is None:
+        allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)  # (Tq, Tk)
+        fully_masked = torch.zeros((), dtype=torch.bool, device=q.device).expand(scores.shape[:-1])
+    else:
+        fully_masked = _rows_allowed(allowed)[2].expand(scores.shape[:-1])  # ~row_ok[..., 0]
+    if lazy:  # scores, scaled and (when nothing was masked: masked = scaled) on first read
+        masked = None if masked is scaled else masked
+        scores = scaled = None
+    out.update(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled, allowed=allowed, masked=masked,
+               weights=weights, fully_masked=fully_masked, heads=heads)
+    return out

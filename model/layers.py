@@ -2,17 +2,17 @@
 the arithmetic is identical (one code path). Modules never store activations."""
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import alibi_bias, alibi_slopes, attend, combine, window_allowed
+from .attention import alibi_bias, alibi_slopes, attend_fields, combine, window_allowed
 from .config import ModelConfig
 from .intervene import LayerIntervention, apply_to_heads, edited_weights
-from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
+from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace, kv_for_heads
 
 # (cos, sin), each (T, d_k): the rotary tables of the positions in this pass (model.rope)
 RopeTables = tuple[Tensor, Tensor]
@@ -56,19 +56,18 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
                ) -> LayerNormTrace:
     """Layer norm over the last axis, every step recorded. The output is F.layer_norm's own
-    (bit-exact with torch and HF models); mean and biased variance are recorded beside it, and
-    `normalized` = (x - mean) / sqrt(var + eps) before gamma/beta. The one layer norm: the
-    LayerNorm module, the classroom analyses and the calculator call it.
-    var is the textbook mean of squared deviations (1/D) sum (x - mean)^2, computed from the
-    centred values it shares with `normalized` (~10x faster than Tensor.var's Welford kernel on
-    CPU; they agree to float rounding)."""
-    mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1)
-    centered = x - mean  # (B, T, D)
-    var = (centered * centered).mean(dim=-1, keepdim=True)  # (B, T, 1) biased, as F.layer_norm
-    normalized = centered / torch.sqrt(var + eps)  # (B, T, D)
-    out = F.layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D)
-    return LayerNormTrace(input=x, mean=mean, var=var, normalized=normalized, output=out,
-                          gamma=weight, beta=bias)
+    (bit-exact with torch and HF models: the same kernel, torch.native_layer_norm), and so are the
+    statistics: that kernel also returns the mean and rstd = 1/sqrt(var + eps) it used, from which
+    var = 1/rstd^2 - eps is recorded (the biased variance F.layer_norm computed, to float rounding;
+    no extra pass over the values for it, as Tensor.var or a mean of squares would take).
+    `normalized` = (x - mean) * rstd = (x - mean) / sqrt(var + eps), before gamma/beta, is
+    F.layer_norm without gamma/beta; the forward does not need it, so it is computed on first read
+    (trace.derived: the same kernel on the recorded input and eps, the same values). The one layer
+    norm: the LayerNorm module, the classroom analyses and the calculator call it."""
+    out, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D), (B, T, 1) x2
+    var = (1.0 / (rstd * rstd) - eps).clamp_min(0.0)  # (B, T, 1) biased, as F.layer_norm (>= 0 after rounding)
+    return LayerNormTrace(input=x, mean=mean, var=var, normalized=None, output=out,  # normalized: on first read
+                          gamma=weight, beta=bias, eps=eps)
 
 
 class LayerNorm(nn.Module):
@@ -102,7 +101,8 @@ class RMSNorm(nn.Module):
         out = self.weight * normalized  # (B, T, D)
         if not record:
             return out, None
-        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=normalized, output=out, gamma=self.weight)
+        # normalized (a temporary here) is recomputed from input and mean_sq on first read (trace.derived)
+        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=None, output=out, gamma=self.weight, eps=self.eps)
 
 
 def make_norm(cfg: ModelConfig) -> LayerNorm | RMSNorm:
@@ -115,6 +115,13 @@ class NoNorm(nn.Module):
 
     def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, None]:
         return x, None
+
+
+@functools.lru_cache(maxsize=64)
+def kv_head_index(n_heads: int, rep: int) -> Tensor:
+    """(H,) long: the K/V head each query head reads under grouped-query attention, h // rep
+    (HF's repeat_kv). A constant of the config: made once and shared by every trace (read-only)."""
+    return torch.arange(n_heads) // rep
 
 
 class MultiHeadAttention(nn.Module):
@@ -168,8 +175,8 @@ class MultiHeadAttention(nn.Module):
         k_all, v_all = k, v
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
-            k_all, v_all = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # (B, H, Tk, .)
-            extra["kv_head"] = torch.arange(self.n_heads) // rep  # (H,)
+            extra["kv_head"] = kv_head_index(self.n_heads, rep)  # (H,)
+            k_all, v_all = kv_for_heads(k, extra["kv_head"]), kv_for_heads(v, extra["kv_head"])  # (B, H, Tk, .)
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         bias, energy = None, None
         if x_kv is x_q and (self.alibi or self.window is not None):  # self-attention only
@@ -182,22 +189,22 @@ class MultiHeadAttention(nn.Module):
                 bias = alibi_bias(extra["alibi_slopes"], Tq, Tk)  # (H, Tq, Tk)
         if self.add_wq is not None:  # Bahdanau: no 1/sqrt(d_k) (tanh bounds each term)
             energy, scale = (self.add_wq, self.add_wk, self.add_v), 1.0
-        a = attend(q, k_all, v_all, allowed=allowed, scale=scale, bias=bias, energy_weights=energy)
-        heads = a.heads  # (B, H, Tq, d_v)
+        a = attend_fields(q, k_all, v_all, allowed=allowed, scale=scale, bias=bias, energy_weights=energy)
+        heads = a["heads"]  # (B, H, Tq, d_v)
         if intervene is not None:
             if intervene.edits:  # edited rows: new weights, new Z rows
-                w = edited_weights(a.weights, intervene.edits, allowed)  # (B, H, Tq, Tk)
+                w = edited_weights(a["weights"], intervene.edits, allowed)  # (B, H, Tq, Tk)
                 heads = w @ v_all  # (B, H, Tq, d_v)
-                a = replace(a, weights=w, heads=heads)
+                a["weights"] = w
             heads, ablated = apply_to_heads(heads, intervene)  # (B, H, Tq, d_v), (B|1, H)
             extra["ablated"] = ablated
-            a = replace(a, heads=heads)
+            a["heads"] = heads
         B, H, Tq, dv = heads.shape
         concat = heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, H*d_v)
         out = self.o_proj(concat)  # (B, Tq, D)
         if not record:
             return out, None
-        return out, AttentionTrace(**{**a.__dict__, "k": k, "v": v, "concat": concat, "output": out, **extra})
+        return out, AttentionTrace(**{**a, "k": k, "v": v, "concat": concat, "output": out, **extra})
 
 
 class FeedForward(nn.Module):

@@ -15,6 +15,7 @@ from typing import Any, Self
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -44,16 +45,98 @@ def _to_numpy_tree(obj: Any) -> Any:
     return obj
 
 
+class derived:
+    """A trace field that may be left out (None) when the trace is made and is then computed on
+    first read from the trace's other fields, exactly as the forward pass would have computed it
+    (the same op on the same inputs, elementwise or row by row: the same values bit for bit), and
+    kept. Use it as the field's default: `probs: Tensor | None = derived(_probs)`; required=True
+    keeps the field without a default (it must be passed, None meaning "compute on first read").
+    It stays a dataclass field (same name, typed attribute, in `dataclasses.fields`, `.numpy()`,
+    `flat_arrays`); passing a value stores that value. What it saves is the forward's time and
+    memory for values that many readers never look at (each trace keeps every intermediate)."""
+
+    def __init__(self, compute, *, required: bool = False):
+        self.compute, self.required = compute, required
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            if self.required:
+                raise AttributeError(self.slot[1:])  # dataclasses: no default value
+            return None  # the dataclass default: left out = computed on first read
+        value = obj.__dict__.get(self.slot)
+        if value is None:
+            value = self.compute(obj)
+            obj.__dict__[self.slot] = value  # frozen: only this cache is written, once
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
+def _torch_op(fn, *xs):
+    """fn over tensors (no grad); numpy arrays in (a numpy tree made without the field) ->
+    a read-only numpy array out."""
+    if any(isinstance(x, np.ndarray) for x in xs):
+        arr = _torch_op(fn, *(torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in xs)).numpy()
+        arr.flags.writeable = False
+        return arr
+    with torch.no_grad():
+        return fn(*xs)
+
+
+def _probs(tr: "ForwardTrace"):
+    """softmax(logits) over the vocabulary, as Transformer.run computed it before (None without logits)."""
+    return None if tr.logits is None else _torch_op(lambda z: torch.softmax(z, dim=-1), tr.logits)
+
+
+def kv_for_heads(kv, kv_head):
+    """K or V (..., H_kv, T, d) -> (..., H, T, d): the K/V head each query head reads (kv_head
+    (H,) long; None = one per query head, returned as is). A copy, as HF's repeat_kv."""
+    return kv if kv_head is None else kv.index_select(-3, kv_head)
+
+
+def _scores(tr: "AttentionTrace"):
+    """q @ k^T: the same matmul on the same q and (per query head) k that attend multiplied."""
+    return _torch_op(lambda q, k: q @ k.transpose(-2, -1), tr.q,
+                     kv_for_heads(torch.as_tensor(tr.k), None if tr.kv_head is None else torch.as_tensor(tr.kv_head)))
+
+
+def _scaled(tr: "AttentionTrace"):
+    """scores * scale (attend multiplies the same way; the product it fed the softmax is not kept)."""
+    return _torch_op(lambda s: s * tr.scale, tr.scores)
+
+
+def _masked(tr: "AttentionTrace"):
+    """Left out only when nothing was masked and no bias added: masked is then `scaled` itself."""
+    return tr.scaled
+
+
+def _ln_normalized(tr: "LayerNormTrace"):
+    """F.layer_norm(input) without gamma/beta: (x - mean) * rstd by the same kernel, row by row."""
+    return _torch_op(lambda x: F.layer_norm(x, x.shape[-1:], None, None, tr.eps), tr.input)
+
+
+def _rms_normalized(tr: "NormTrace"):
+    """x * rsqrt(mean_sq + eps), RMSNorm's own two ops on the recorded mean_sq."""
+    return _torch_op(lambda x, ms: x * torch.rsqrt(ms + tr.eps), tr.input, tr.mean_sq)
+
+
 @dataclass(frozen=True)
 class AttentionTrace(TraceNode):
     q: Tensor  # (B, H, Tq, d_k)  (rotated, with rotary positions)
     k: Tensor  # (B, H, Tk, d_k); grouped-query attention: (B, H_kv, Tk, d_k), see kv_head
     v: Tensor  # (B, H, Tk, d_v); grouped-query attention: (B, H_kv, Tk, d_v). d_v = cfg.d_value
-    scores: Tensor  # (B, H, Tq, Tk)  q @ k^T, before scaling
+    scores: Tensor = derived(_scores, required=True)  # (B, H, Tq, Tk)  q @ k^T, before scaling; None when
+    #                                                  made: computed on first read (trace.derived)
     scale: float  # 1/sqrt(d_k), or 1.0 when scale_scores=False
-    scaled: Tensor  # (B, H, Tq, Tk)  scores * scale
+    scaled: Tensor = derived(_scaled, required=True)  # (B, H, Tq, Tk)  scores * scale; None when made:
+    #                                                  computed on first read (trace.derived)
     allowed: Tensor  # bool, broadcastable to (B, H, Tq, Tk); True = may attend
-    masked: Tensor  # (B, H, Tq, Tk)  scaled, -inf where not allowed
+    masked: Tensor = derived(_masked, required=True)  # (B, H, Tq, Tk)  scaled, -inf where not allowed;
+    #                                                  None when made = nothing masked: `scaled` itself
     weights: Tensor  # (B, H, Tq, Tk)  softmax rows (sum 1), all-zero on fully masked rows
     fully_masked: Tensor  # bool (B, H or 1, Tq): rows where nothing was allowed
     heads: Tensor  # (B, H, Tq, d_v)  weights @ v, the per-head outputs Z_j
@@ -87,10 +170,12 @@ class LayerNormTrace(TraceNode):
     input: Tensor  # (B, T, D)
     mean: Tensor  # (B, T, 1)
     var: Tensor  # (B, T, 1)  biased, as F.layer_norm
-    normalized: Tensor  # (B, T, D)  (input - mean) / sqrt(var + eps), before gamma/beta
+    normalized: Tensor = derived(_ln_normalized, required=True)  # (B, T, D)  (input - mean) / sqrt(var + eps),
+    #                                   before gamma/beta; None when made: computed on first read
     output: Tensor  # (B, T, D)  normalized * gamma + beta
     gamma: Tensor | None = None  # (D,)  the learned scale (None: no scale)
     beta: Tensor | None = None  # (D,)  the learned shift (None: no shift)
+    eps: float | None = None  # inside the square root (needed to compute `normalized` on first read)
 
 
 @dataclass(frozen=True)
@@ -101,10 +186,12 @@ class NormTrace(TraceNode):
 
     input: Tensor  # (B, T, D)
     mean_sq: Tensor  # (B, T, 1)  mean of x^2 over D
-    normalized: Tensor  # (B, T, D)  x / sqrt(mean_sq + eps), before gamma
+    normalized: Tensor = derived(_rms_normalized, required=True)  # (B, T, D)  x / sqrt(mean_sq + eps), before
+    #                                   gamma; None when made: computed on first read
     output: Tensor  # (B, T, D)  gamma * normalized
     gamma: Tensor | None = None  # (D,)  the learned scale
     kind: str = "rmsnorm"
+    eps: float | None = None  # inside the square root (needed to compute `normalized` on first read)
 
 
 @dataclass(frozen=True)
@@ -155,7 +242,8 @@ class ForwardTrace(TraceNode):
     final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
     logits: Tensor | None  # (B, T, V); None for a model without an output layer (cfg.output_head
     #                        False, e.g. MiniLM: an encoder that cannot predict words)
-    probs: Tensor | None  # (B, T, V)  softmax(logits) over the vocabulary; None as logits
+    probs: Tensor | None = derived(_probs)  # (B, T, V)  softmax(logits) over the vocabulary; None as
+    #                                        logits. Computed on first read (model.trace leaves it out)
     token_type_ids: Tensor | None = None  # (B, T) long, the segment of each token (models with
     #                                       token types; zeros when trace() got none); else None
     positions: Tensor | None = None  # (T,) long, the position of each row: past_length .. past_length

@@ -212,7 +212,7 @@ class Transformer(TokenModel):
         return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,
                             embeddings=emb,
                             layers=tuple(layer_traces), final_ln=final_ln, final=x,
-                            logits=logits, probs=None if logits is None else torch.softmax(logits, dim=-1),
+                            logits=logits,  # probs = softmax(logits): computed on first read (trace.derived)
                             token_type_ids=token_type_ids, positions=positions,
                             past_length=None if past is None else start)
 
