@@ -37,8 +37,10 @@ def nbytes(obj: Any) -> int:
                 seen.add(id(base))
                 total += base.nbytes
         elif dataclasses.is_dataclass(o) and not isinstance(o, type):
-            for f in dataclasses.fields(o):
-                walk(getattr(o, f.name, None))
+            # the instance's own values: a field computed on first read (model.trace.derived) is
+            # counted once computed, and is not computed by being counted
+            for x in vars(o).values():
+                walk(x)
         elif isinstance(o, (list, tuple)):
             for x in o:
                 walk(x)
