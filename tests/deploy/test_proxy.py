@@ -68,7 +68,7 @@ def test_health_and_production_config_through_proxy(deployment):
         assert not any(c.startswith("lab_route=") for c in r.headers.get_all("Set-Cookie") or [])
     flags = R.prod_flags()
     assert flags[flags.index("--client.showErrorDetails") + 1] == "none"
-    assert flags[flags.index("--client.toolbarMode") + 1] == "minimal"
+    assert flags[flags.index("--client.toolbarMode") + 1] == "viewer"  # Settings (theme) without developer items
     assert flags[flags.index("--browser.gatherUsageStats") + 1] == "false"
 
 
