@@ -66,3 +66,10 @@ def app_test(default_timeout: int = 60):
 
 def errors(at) -> list[str]:
     return [str(e.value) for e in at.exception]
+
+
+def fig_titled(at, title_start: str) -> dict:
+    """The first figure of the run whose title starts with title_start."""
+    found = [f for f in figures(at) if ((f["layout"].get("title") or {}).get("text") or "").startswith(title_start)]
+    assert found, f"no figure titled {title_start!r}; have {[(f['layout'].get('title') or {}).get('text') for f in figures(at)]}"
+    return found[0]

@@ -53,8 +53,7 @@ def present_fonts(fig: go.Figure) -> None:
 
 
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,
-             alt: str = "", filename: str | None = None, csv: bool = True,
-             on_select: Callable[[], None] | None = None) -> None:
+             alt: str = "", filename: str | None = None, csv: bool = True) -> None:
     """Draw a figure (the camera button downloads it as PNG, or as SVG, a vector image for papers
     and slides, when "Chart images" in the sidebar says so; made in the browser, offline) with an optional CSV download of its numbers and
     a caption describing it (alt text for screen readers). `table` may be a callable: the CSV is
@@ -63,11 +62,9 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     if st.session_state.get("present"):
         present_fonts(fig)
     fmt = "svg" if st.session_state.get("img_fmt") == "SVG" else "png"  # the sidebar's "Chart images" choice
-    select = {} if on_select is None else {"on_select": on_select, "selection_mode": "points"}  # a click calls it
     st.plotly_chart(fig, key=key, width="stretch",
                     config={**PLOT_CONFIG, "toImageButtonOptions": {"format": fmt, "filename": name,
-                                                                    **({"scale": 2} if fmt == "png" else {})}},
-                    **select)
+                                                                    **({"scale": 2} if fmt == "png" else {})}})
     # Accessibility (issue 8): every chart gets alt text and a numeric table. A page that passes
     # neither gets ones made from the figure itself (its title, chart kind and axes; its data).
     st.caption(alt or md_escape(describe_fig(fig)))

@@ -16,7 +16,7 @@ from model.checkpoint import load_checkpoint
 from model.config import ModelConfig, param_count
 from model.layers import sinusoidal_table
 from model.transformer import Transformer
-from tests.helpers import app_test, decode, errors, figures
+from tests.helpers import fig_titled, app_test, decode, errors, figures
 from ui import compute, state
 
 FRESH = state.FRESH
@@ -45,10 +45,7 @@ def start(page, **params):
     return at
 
 
-def fig(at, title_start):
-    found = [f for f in figures(at) if ((f["layout"].get("title") or {}).get("text") or "").startswith(title_start)]
-    assert found, f"no figure titled {title_start!r}; have {[(f['layout'].get('title') or {}).get('text') for f in figures(at)]}"
-    return found[0]
+fig = fig_titled
 
 
 def series(f, name=None, axis="y"):

@@ -9,7 +9,7 @@ import torch
 from classroom import variants
 from model.config import ModelConfig
 from model.transformer import Transformer
-from tests.helpers import app_test, decode, errors, figures
+from tests.helpers import fig_titled, app_test, decode, errors, figures
 from ui import compute, state
 
 
@@ -25,10 +25,7 @@ def start(page, **params):
     return at
 
 
-def fig(at, title_start):
-    found = [f for f in figures(at) if ((f["layout"].get("title") or {}).get("text") or "").startswith(title_start)]
-    assert found, f"no figure titled {title_start!r}"
-    return found[0]
+fig = fig_titled
 
 
 def frame(at, column):
