@@ -57,17 +57,18 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
                ) -> LayerNormTrace:
     """Layer norm over the last axis, every step recorded. The output is F.layer_norm's own
     (bit-exact with torch and HF models: the same kernel, torch.native_layer_norm), and so are the
-    statistics: that kernel also returns the mean and rstd = 1/sqrt(var + eps) it used, from which
-    var = 1/rstd^2 - eps is recorded (the biased variance F.layer_norm computed, to float rounding;
-    no extra pass over the values for it, as Tensor.var or a mean of squares would take).
+    statistics: that kernel also returns the mean and rstd = 1/sqrt(var + eps) it used; both are
+    recorded, and `var` = 1/rstd^2 - eps (the biased variance F.layer_norm computed, to float
+    rounding) is computed from rstd on first read (no extra pass over the values, as Tensor.var or
+    a mean of squares would take, and no work in the forward for a field few readers look at).
     `normalized` = (x - mean) * rstd = (x - mean) / sqrt(var + eps), before gamma/beta, is
     F.layer_norm without gamma/beta; the forward does not need it, so it is computed on first read
     (trace.derived: the same kernel on the recorded input and eps, the same values). The one layer
     norm: the LayerNorm module, the classroom analyses and the calculator call it."""
     out, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], weight, bias, eps)  # (B, T, D), (B, T, 1) x2
-    var = (1.0 / (rstd * rstd) - eps).clamp_min(0.0)  # (B, T, 1) biased, as F.layer_norm (>= 0 after rounding)
-    return LayerNormTrace(input=x, mean=mean, var=var, normalized=None, output=out,  # normalized: on first read
-                          gamma=weight, beta=bias, eps=eps)
+    # var = 1/rstd^2 - eps and normalized: on first read (trace.derived), not in the forward
+    return LayerNormTrace(input=x, mean=mean, var=None, normalized=None, output=out,
+                          gamma=weight, beta=bias, eps=eps, rstd=rstd)
 
 
 class LayerNorm(nn.Module):

@@ -129,6 +129,12 @@ def _ln_normalized(tr: "LayerNormTrace"):
     return _torch_op(lambda x: F.layer_norm(x, x.shape[-1:], None, None, tr.eps), tr.input)
 
 
+def _ln_var(tr: "LayerNormTrace"):
+    """The biased variance F.layer_norm used, from the rstd = 1/sqrt(var + eps) its kernel returned:
+    1/rstd^2 - eps (to float rounding; clamped at 0 after rounding). No pass over the values."""
+    return _torch_op(lambda r: (1.0 / (r * r) - tr.eps).clamp_min(0.0), tr.rstd)
+
+
 def _rms_normalized(tr: "NormTrace"):
     """x * rsqrt(mean_sq + eps), RMSNorm's own two ops on the recorded mean_sq."""
     return _torch_op(lambda x, ms: x * torch.rsqrt(ms + tr.eps), tr.input, tr.mean_sq)
@@ -179,13 +185,15 @@ class LayerNormTrace(TraceNode):
     biased variance recorded beside it."""
     input: Tensor  # (B, T, D)
     mean: Tensor  # (B, T, 1)
-    var: Tensor  # (B, T, 1)  biased, as F.layer_norm
+    var: Tensor = derived(_ln_var, required=True)  # (B, T, 1)  biased, as F.layer_norm; None when made:
+    #                                   computed on first read from rstd
     normalized: Tensor = derived(_ln_normalized, required=True)  # (B, T, D)  (input - mean) / sqrt(var + eps),
     #                                   before gamma/beta; None when made: computed on first read
     output: Tensor  # (B, T, D)  normalized * gamma + beta
     gamma: Tensor | None = None  # (D,)  the learned scale (None: no scale)
     beta: Tensor | None = None  # (D,)  the learned shift (None: no shift)
     eps: float | None = None  # inside the square root (needed to compute `normalized` on first read)
+    rstd: Tensor | None = None  # (B, T, 1)  1 / sqrt(var + eps), as the kernel returned it (gives `var`)
 
 
 @dataclass(frozen=True)
