@@ -159,3 +159,27 @@ def test_present_mode_key_axis_title_clears_the_slanted_labels(server, tall):
     for a, c in keys:
         for t in c["ticks"]:
             assert not _overlap(a, t), (a, t)
+
+
+@pytest.mark.parametrize("path", ["cost", "heads"])
+def test_present_mode_exit_button_is_not_under_the_header(server, browser, path):
+    """Screenshot audit, 1280 x 720: in presentation mode the page's "Exit presentation mode"
+    button sat under Streamlit's header (only its lower border showed): the one way out on the page."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    try:
+        pg.goto(page_url(server, path, "present=true"), timeout=120_000)
+        btn = pg.get_by_role("button", name="Exit presentation mode")
+        btn.wait_for(timeout=120_000)
+        wait_idle(pg)
+        b = btn.bounding_box()
+        assert b and b["y"] >= 0
+        # the element drawn at the button's centre is the button (or inside it), not the header
+        hit = pg.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y); return !!(e && e.closest('button') && e.closest('button').textContent.includes('Exit presentation mode')); }",
+                          [b["x"] + b["width"] / 2, b["y"] + b["height"] / 2])
+        assert hit, b
+    finally:
+        ctx.close()
+    assert not guard.offsite
