@@ -536,7 +536,8 @@ def measure_block_time(cfg: ModelConfig, Ts: Sequence[int], repeats: int = 7, se
     - "attention": the engine's attend() alone on random q, k, v of shape (1, H, T, d_k) with the
       causal mask: the QKᵀ scores, softmax and weights·V, the T² part;
     - "block": one whole transformer block (norms, Q/K/V/O projections, attend, FFN) of this
-      architecture with fresh weights (seed), on random input (1, T, d_model).
+      architecture with fresh weights (seed), on random input (1, T, d_model);
+    - "attention_spread", "block_spread": how much the runs of each T varied, median / best − 1.
     Fresh weights: the time does not depend on the values, and a block has no position limit."""
     from model.layers import Block
     torch.manual_seed(seed)
@@ -556,17 +557,22 @@ def measure_block_time(cfg: ModelConfig, Ts: Sequence[int], repeats: int = 7, se
     def run_block(x):
         block(x[4], x[3], record=False)
 
-    best = {"attention": np.full(len(inputs), np.inf), "block": np.full(len(inputs), np.inf)}
+    runs = {"attention": np.zeros((max(1, int(repeats)), len(inputs))), "block": np.zeros((max(1, int(repeats)), len(inputs)))}
     for x in inputs:  # warm-up
         run_attn(x)
         run_block(x)
-    for _ in range(max(1, int(repeats))):
+    for r in range(max(1, int(repeats))):
         for i, x in enumerate(inputs):
             for name, fn in (("attention", run_attn), ("block", run_block)):
                 t0 = time.perf_counter()
                 fn(x)
-                best[name][i] = min(best[name][i], time.perf_counter() - t0)
-    return best
+                runs[name][r, i] = time.perf_counter() - t0
+    out = {}
+    for name, t in runs.items():
+        out[name] = t.min(0)
+        # how much the runs of one length varied: the median run over the fastest, minus 1
+        out[f"{name}_spread"] = np.median(t, 0) / out[name] - 1
+    return out
 
 
 def fit_linear_quadratic(Ts: Sequence[int], seconds: Sequence[float]) -> dict:
@@ -575,7 +581,8 @@ def fit_linear_quadratic(Ts: Sequence[int], seconds: Sequence[float]) -> dict:
     the times span two orders of magnitude, and a plain fit would match the longest lengths only
     and call the short ones' fixed overhead zero. Returns the coefficients, the fitted curve, its
     T² part, the T² share of the fit at each T, and `crossover`: the T where b·T² = c + a·T (the
-    quadratic term is half the time beyond it; None when b = 0)."""
+    quadratic term is half the time beyond it; None when b = 0), and `rel_err`: fit / measured − 1
+    at each T."""
     T = np.asarray(Ts, dtype=np.float64)
     y = np.asarray(seconds, dtype=np.float64)
     if T.shape != y.shape or T.size < 3:
@@ -597,18 +604,21 @@ def fit_linear_quadratic(Ts: Sequence[int], seconds: Sequence[float]) -> dict:
     quad = b * T ** 2
     share = np.divide(quad, fit, out=np.zeros_like(fit), where=fit > 0)
     crossover = (a + math.sqrt(a * a + 4 * b * c)) / (2 * b) if b > 0 else None
-    return {"c": c, "a": a, "b": b, "fit": fit, "quadratic": quad, "share": share, "crossover": crossover}
+    return {"c": c, "a": a, "b": b, "fit": fit, "quadratic": quad, "share": share, "crossover": crossover,
+            "rel_err": fit / y - 1}  # the fit's error at each T, relative to the measured time
 
 
-def timing_summary(Ts: Sequence[int], block_s: Sequence[float], attn_s: Sequence[float], max_len: int) -> str:
+def timing_summary(Ts: Sequence[int], block_s: Sequence[float], attn_s: Sequence[float], max_len: int,
+                   spread: Sequence[float] | None = None) -> str:
     """What the measurement shows, in sentences computed from the numbers (never a canned claim):
-    where the fitted T² term passes half of the block time (inside or beyond the measured lengths),
-    the attention's share of the block at the longest length, and whether the timings went down
-    anywhere as T grew (noise)."""
+    how far the fitted c + a·T + b·T² is from the measured times (beside how much the runs of one
+    length varied, `spread` = median / best − 1 per T, when given), where the fitted T² term passes
+    half of the block time (inside or beyond the measured lengths), the attention's share of the
+    block at the longest length, and whether the timings went down anywhere as T grew (noise)."""
     T = [int(t) for t in Ts]
     blk, att = np.asarray(block_s, dtype=float), np.asarray(attn_s, dtype=float)
     f = fit_linear_quadratic(T, blk)
-    out = []
+    out = [fit_error_sentence(T, blk, f, spread)]
     x = f["crossover"]
     if x is None:
         out.append(f"The fit found no T² term in the block's time up to T = {T[-1]}: at these lengths the time "
@@ -635,6 +645,39 @@ def timing_summary(Ts: Sequence[int], block_s: Sequence[float], attn_s: Sequence
         out.append(f"This model reads at most {max_len} tokens; the longer lengths time a block of its size, "
                    "which has no such limit.")
     return " ".join(out)
+
+
+FIT_OK = 0.05  # a fit within 5% of every measured time (or within the runs' own spread) is called close
+
+
+def fit_error_sentence(Ts: Sequence[int], seconds: np.ndarray, f: dict, spread: Sequence[float] | None = None) -> str:
+    """One honest sentence on the fit c + a·T + b·T² (f from fit_linear_quadratic): within how many
+    percent of every measured time it stays, or where it misses and by how much, beside the runs'
+    spread (median / best − 1 per T) when given. A fit below the measurement at the longest length
+    is named: it understates how fast the time grows there."""
+    T = [int(t) for t in Ts]
+    err = np.asarray(f["rel_err"], dtype=float)
+    y = np.asarray(seconds, dtype=float)
+    sp = None if spread is None else np.asarray(spread, dtype=float)
+    i = int(np.argmax(np.abs(err)))
+    tol = max(FIT_OK, float(sp[i]) if sp is not None else 0.0)
+    var = "" if sp is None else f" (the runs at one length varied by up to {100 * float(np.max(sp)):.0f}%)"
+    if abs(err[i]) <= tol:
+        return f"The fitted curve c + a·T + b·T² stays within {100 * abs(err[i]):.0f}% of every measured time{var}."
+    side = "under" if err[i] < 0 else "over"
+    s = (f"The fitted curve is a rough summary, not an exact law: it is {100 * abs(err[i]):.0f}% {side} the measured "
+         f"time at T = {T[i]:,} (fit {1e3 * f['fit'][i]:.2f} ms, measured {1e3 * y[i]:.2f} ms)")
+    if sp is not None:
+        s += f", more than the runs at that length varied ({100 * float(sp[i]):.0f}%)"
+    s += ". "
+    if i != len(T) - 1:
+        s += f"At T = {T[-1]:,} it is {100 * abs(err[-1]):.0f}% {'under' if err[-1] < 0 else 'over'} the measurement. "
+    if err[-1] < -tol:
+        s += ("Under at the longest length means the time grows faster there than c + a·T + b·T² allows; "
+              "the fit weighs every length's relative error alike, so the short lengths' overhead still counts.")
+    else:
+        s += "The fit weighs every length's relative error alike, so no single length dominates it."
+    return s.strip()
 
 
 # --------------------------------------------------------------------------------------------

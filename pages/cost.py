@@ -69,9 +69,11 @@ if run.source is not None and run.source.kind == "pretrained":  # seconds of mea
 def measured() -> None:
     tm = block_timing(json.dumps(cfg.to_dict(), sort_keys=True), t_grid, REPEATS)
     blk, att = np.array(tm["block"]), np.array(tm["attention"])
+    spread = np.array(tm["block_spread"])  # how much the runs of each length varied (median / best − 1)
     f = analysis.fit_linear_quadratic(t_grid, blk)
     tt = pd.DataFrame({"T": t_grid, "whole block (ms)": blk * 1e3, "attention alone (ms)": att * 1e3,
-                       "fit c + a·T + b·T² (ms)": f["fit"] * 1e3, "T² part of the fit (ms)": f["quadratic"] * 1e3,
+                       "fit c + a·T + b·T² (ms)": f["fit"] * 1e3, "fit − measured (%)": f["rel_err"] * 100,
+                       "runs' spread, median vs best (%)": spread * 100, "T² part of the fit (ms)": f["quadratic"] * 1e3,
                        "T² share of the fit (%)": f["share"] * 100}).set_index("T")
     show_fig(line_chart(t_grid, {"whole block (measured)": blk * 1e3, "attention alone (measured)": att * 1e3,
                                  "fit c + a·T + b·T²": f["fit"] * 1e3, "T² part of the fit": f["quadratic"] * 1e3},
@@ -80,8 +82,9 @@ def measured() -> None:
              "cost_time", table=tt,
              alt=f"Measured milliseconds at T = {', '.join(map(str, t_grid))}, with the least-squares fit "
                  f"c + a·T + b·T² (c = {f['c'] * 1e3:.3f} ms, a = {f['a'] * 1e6:.3f} µs per token, "
-                 f"b = {f['b'] * 1e9:.3f} ns per token²).")
-    st.markdown(analysis.timing_summary(t_grid, blk, att, cfg.max_len))
+                 f"b = {f['b'] * 1e9:.3f} ns per token²), fitted on relative errors; the table gives its "
+                 "error at every length.")
+    st.markdown(analysis.timing_summary(t_grid, blk, att, cfg.max_len, spread=spread))
     st.dataframe(tt.style.format("{:.2f}"), width="stretch")
     st.caption("Measured once per architecture and cached. The machine is shared, so single timings are noisy; "
                "each point is the fastest of its runs, and the sentences above are computed from these numbers.")

@@ -31,25 +31,43 @@ PRESENT_FONT_PX = 16  # chart text in presentation mode (Plotly's default is 12)
 def present_fonts(fig: go.Figure) -> None:
     """Presentation mode: every chart's text at PRESENT_FONT_PX or more (ticks of every subplot,
     panel titles, colour bars, legends), on every page alike (issue 21: the heads page's tick labels
-    stayed at 12 px while other charts grew)."""
+    stayed at 12 px while other charts grew). The room around the plot grows with the text: the
+    left and bottom margins (and the axis titles placed in them) by the tick labels' growth from
+    Plotly's 12 px, the top margin by the larger title (and a legend under it moves down with it),
+    so the title never lands on the top tick label (screenshot audit: positional, multi-head and
+    FFN & output pages)."""
     fig.update_layout(font_size=PRESENT_FONT_PX)
     fig.update_xaxes(tickfont_size=PRESENT_FONT_PX)
     fig.update_yaxes(tickfont_size=PRESENT_FONT_PX)
     for ann in fig.layout.annotations or ():
         size = ann.font.size if ann.font and ann.font.size else 12
         ann.font.size = max(size, PRESENT_FONT_PX)
-    if fig.layout.title and fig.layout.title.text:
-        fig.update_layout(title_font_size=PRESENT_FONT_PX + 4)
     m = fig.layout.margin
-    if m is not None and m.l is not None:  # tick-label margins were sized for 14 px labels
-        fig.update_layout(margin_l=int(m.l * PRESENT_FONT_PX / 14), margin_b=int((m.b or 10) * PRESENT_FONT_PX / 14))
-        # axis titles placed in those margins (the head grid's "query (looking)", "key (looked at)")
+    title = fig.layout.title
+    if title and title.text:
+        fig.update_layout(title_font_size=PRESENT_FONT_PX + 4)
+        if m is not None and m.t is not None:
+            # each title line ~8 px taller (20 px bold vs ~14), and the 16 px top tick label reaches
+            # ~2 px further up than a 12 px one: the plot starts lower by that much plus a gap
+            lines = str(title.text).count("<br>") + 1
+            grow = 8 * lines + 8
+            fig.update_layout(margin_t=m.t + grow)
+            if fig.layout.height:
+                h = fig.layout.height
+                lg = fig.layout.legend
+                if lg is not None and lg.yref == "container" and lg.y is not None and lg.yanchor == "top":
+                    lg.y = max(0.0, 1 - ((1 - lg.y) * h + 8 * lines) / (h + grow))  # same gap under the title
+                fig.update_layout(height=h + grow)
+    if m is not None and m.l is not None:  # tick-label margins were sized for 14 px labels (slack over 12)
+        grow_lb = PRESENT_FONT_PX / 12  # the tick labels' real growth: without the slack, 16 px slanted
+        fig.update_layout(margin_l=int(m.l * grow_lb), margin_b=int((m.b or 10) * grow_lb))  # labels reached
+        # the axis titles placed in those margins (the head grid's "query (looking)", "key (looked at)")
         # move out with them, or they land on the larger tick labels
         for ann in fig.layout.annotations or ():
             if ann.xref == "paper" and ann.xshift and ann.xshift < 0:
-                ann.xshift = ann.xshift * PRESENT_FONT_PX / 14
+                ann.xshift = ann.xshift * grow_lb
             if ann.yref == "paper" and ann.yshift and ann.yshift < 0:
-                ann.yshift = ann.yshift * PRESENT_FONT_PX / 14
+                ann.yshift = ann.yshift * grow_lb
 
 
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,

@@ -14,7 +14,7 @@ PRESENT_CSS = """
 <style>
 html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
 h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-size: 1.6rem !important;}
-.block-container {max-width: 100% !important; padding-top: 1.5rem !important;}
+.block-container {max-width: 100% !important; padding-top: 4.5rem !important;}  /* clears the header (3.75rem): the exit button sat under it */
 </style>
 """
 

@@ -115,6 +115,41 @@ def test_timing_summary_follows_the_numbers():
     assert "beyond the lengths measured" in timing_summary(Ts, small, small, max_len=128)
 
 
+def test_timing_summary_states_the_fits_error_honestly():
+    """Audit: the fitted curve sat ~30% under the measured time at T = 1,024 while the caption said
+    nothing of it. The summary now gives the fit's error where it is largest, beside the runs' spread."""
+    from classroom.analysis import fit_linear_quadratic, timing_summary
+    Ts = [16, 27, 45, 76, 128, 215, 362, 609, 1024]
+    clean = [4e-4 + 3e-7 * t + 1.7e-8 * t * t for t in Ts]
+    spread = [0.03] * len(Ts)
+    text = timing_summary(Ts, clean, [0.3 * v for v in clean], max_len=128, spread=spread)
+    assert "stays within 0% of every measured time (the runs at one length varied by up to 3%)" in text
+    # the longest length 40% above a quadratic: the fit, weighing relative errors alike, stays under it
+    steep = list(clean)
+    steep[-1] *= 1.4
+    f = fit_linear_quadratic(Ts, steep)
+    err = f["rel_err"][-1]
+    assert err < -0.15  # the situation the audit saw
+    text = timing_summary(Ts, steep, [0.3 * v for v in steep], max_len=128, spread=spread)
+    assert f"{100 * abs(err):.0f}% under the measured time at T = 1,024" in text
+    assert f"fit {1e3 * f['fit'][-1]:.2f} ms, measured {1e3 * steep[-1]:.2f} ms" in text
+    assert "more than the runs at that length varied (3%)" in text
+    assert "grows faster there than c + a·T + b·T² allows" in text
+    assert "stays within" not in text
+    # without a spread (old callers) the sentence still states the error
+    assert "under the measured time at T = 1,024" in timing_summary(Ts, steep, steep, max_len=128)
+
+
+def test_block_timing_reports_the_runs_spread():
+    from classroom.analysis import measure_block_time
+    from model.config import ModelConfig
+    cfg = ModelConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=64)
+    r = measure_block_time(cfg, [8, 16, 32], repeats=3)
+    for k in ("attention", "block", "attention_spread", "block_spread"):
+        assert r[k].shape == (3,) and np.isfinite(r[k]).all(), k
+    assert (r["block_spread"] >= 0).all() and (r["block"] > 0).all()
+
+
 def test_cost_page_measures_long_lengths_and_attention_alone():
     at = _open("pages/cost.py")
     fig = next(f for f in figures(at) if "block" in str(f["layout"].get("title", {}).get("text", "")))
@@ -126,6 +161,9 @@ def test_cost_page_measures_long_lengths_and_attention_alone():
     text = _all_text(at)
     assert "the T² term shows at the longest lengths" not in text
     assert "ms beside the whole block's" in text
+    assert "The fitted curve" in text  # the fit's error, stated (stays within … / is … under …)
+    cols = [c for d in at.dataframe for c in getattr(d.value, "columns", [])]
+    assert "fit − measured (%)" in cols and "runs' spread, median vs best (%)" in cols
 
 
 # ---------------------------------------------------------------- point 7: readable labels (figures)

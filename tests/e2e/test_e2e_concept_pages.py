@@ -19,17 +19,41 @@ def charts(page) -> list[str]:
     return page.evaluate(CHARTS_JS)
 
 
+# A chart's title as Plotly holds it: layout.title is {text: ...} (plotly.py always sends that
+# shape), but a bare string is valid too; _fullLayout has it once Plotly has drawn the chart. HTML
+# tags (<b>) are stripped. A chart whose div exists but is not drawn yet has no title here.
+TITLE_JS = """el => { const t = (el._fullLayout && el._fullLayout.title) || (el.layout && el.layout.title) || '';
+  return String((typeof t === 'string' ? t : t.text) || '').replace(/<[^>]+>/g, ''); }"""
+
+
 def chart_titles(page) -> list[str]:
-    return page.evaluate("""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'))
-      .map(el => (el.layout && el.layout.title && el.layout.title.text) || '')""")
+    return page.evaluate(f"""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'))
+      .map({TITLE_JS})""")
+
+
+def wait_titles(page, *starts: str, timeout: float = 60_000) -> None:
+    """Wait until a drawn chart starts with each of these titles (the page's charts arrive one by
+    one; counting charts raced: the top two of the positional page were missing in one CI run)."""
+    page.wait_for_function(f"""starts => {{
+      const titles = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'))
+        .filter(el => el._fullLayout).map({TITLE_JS});
+      return starts.every(s => titles.some(t => t.startsWith(s)));
+    }}""", arg=list(starts), timeout=timeout)
 
 
 def chart_by_title(page, start: str) -> str:
-    titles, data = [re.sub(r"<[^>]+>", "", t) for t in chart_titles(page)], charts(page)
-    for t, d in zip(titles, data):
-        if t.startswith(start):
-            return d
-    raise AssertionError(f"no chart titled {start!r}; have {titles}")
+    """The data of the chart titled `start`, titles and data read in one step (a rerun between two
+    reads would pair a title with another chart's data)."""
+    found = page.evaluate(f"""start => {{
+      const els = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'));
+      const titles = els.map({TITLE_JS});
+      const data = ({CHARTS_JS})();
+      const i = titles.findIndex(t => t.startsWith(start));
+      return i < 0 ? {{titles}} : {{data: data[i]}};
+    }}""", start)
+    if "data" not in found:
+        raise AssertionError(f"no chart titled {start!r}; have {found['titles']}")
+    return found["data"]
 
 
 def changed(page, start: str, before: str, timeout: float = 30.0) -> str:
@@ -70,16 +94,18 @@ def warm(server, browser):
     return server
 
 
-def opened(page, server, path: str, min_charts: int) -> None:
+def opened(page, server, path: str, min_charts: int, titles: tuple[str, ...] = ()) -> None:
     open_page(page, server, path)
     page.wait_for_selector('[data-testid="stPlotlyChart"] .js-plotly-plot', timeout=60_000)
     page.wait_for_function(f"() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot').length >= {min_charts}",
                            timeout=30_000)
+    if titles:
+        wait_titles(page, *titles)
     assert exceptions(page) == 0
 
 
 def test_scaling_temperature(warm, page):
-    opened(page, warm, "scaling", 4)
+    opened(page, warm, "scaling", 4, titles=("Softmax weights",))
     before = chart_by_title(page, "Softmax weights")
     press(page, "Temperature", "ArrowRight", 1)
     assert exceptions(page) == 0
@@ -89,7 +115,7 @@ def test_scaling_temperature(warm, page):
 
 
 def test_positional_dimensions(warm, page):
-    opened(page, warm, "positional", 6)
+    opened(page, warm, "positional", 6, titles=("Sinusoidal PE", "Chosen dimensions"))
     before = chart_by_title(page, "Chosen dimensions")
     ms = page.locator('[data-testid="stMultiSelect"]').first
     ms.locator("input").click()
@@ -104,7 +130,7 @@ def test_positional_dimensions(warm, page):
 
 
 def test_layernorm_choice(warm, page):
-    opened(page, warm, "layer-norm", 6)
+    opened(page, warm, "layer-norm", 6, titles=("Per-token variance",))
     before = chart_by_title(page, "Per-token variance")
     choose(page, "Layer norm", "layer 1 · ln2")
     assert exceptions(page) == 0
@@ -113,7 +139,7 @@ def test_layernorm_choice(warm, page):
 
 
 def test_multihead_head(warm, page):
-    opened(page, warm, "multi-head", 5)
+    opened(page, warm, "multi-head", 5, titles=("Q, K, V",))
     before = chart_by_title(page, "Q, K, V")
     choose(page, "Head", "2")
     assert exceptions(page) == 0
@@ -122,7 +148,7 @@ def test_multihead_head(warm, page):
 
 
 def test_ffn_output_topk(warm, page):
-    opened(page, warm, "ffn-output", 4)
+    opened(page, warm, "ffn-output", 4, titles=("Top-5 next tokens",))
     before = chart_by_title(page, "Top-5 next tokens")
     press(page, "Top-k", "ArrowLeft", 1)
     assert exceptions(page) == 0
@@ -132,7 +158,7 @@ def test_ffn_output_topk(warm, page):
 
 
 def test_contextual_second_sentence(warm, page):
-    opened(page, warm, "contextual", 1)
+    opened(page, warm, "contextual", 1, titles=("Same word, two contexts",))
     before = chart_by_title(page, "Same word, two contexts")
     box = page.get_by_label("Sentence B")
     box.fill("yesterday apple released a new phone .")
@@ -144,7 +170,7 @@ def test_contextual_second_sentence(warm, page):
 
 
 def test_cost_range(warm, page):
-    opened(page, warm, "cost", 3)
+    opened(page, warm, "cost", 3, titles=("Attention-weight memory",))
     before = chart_by_title(page, "Attention-weight memory")
     press(page, "Plot sequence lengths up to", "ArrowLeft", 1)
     assert exceptions(page) == 0

@@ -110,3 +110,76 @@ def test_causal_vs_bidirectional_labels_stay_out_of_the_panels(server, narrow):
     for lab in labels:
         for p in plots:
             assert not _overlap(lab, p, pad=1.0), (lab, p)
+
+
+@pytest.fixture
+def tall(browser):
+    """1280 px wide and tall enough for a whole page (Streamlit scrolls inside its own container)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 9000})
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    yield pg
+    ctx.close()
+    assert not guard.offsite
+
+
+# every chart's title, tick labels (any subplot, colour bars excluded), axis titles and annotations
+_TEXTS_JS = r"""() => Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')).map(el => {
+  const box = (t, kind) => { const r = t.getBoundingClientRect(); return {kind, text: t.textContent, x: r.x, y: r.y, width: r.width, height: r.height}; };
+  const q = s => Array.from(el.querySelectorAll(s)).filter(t => t.getBoundingClientRect().width > 0);
+  return {title: q('g.g-gtitle text').map(t => box(t, 'title')),
+          ticks: q('g[class^="x"][class$="tick"] text, g[class^="y"][class$="tick"] text').map(t => box(t, 'tick')),
+          other: q('g[class^="g-x"][class$="title"] text, g[class^="g-y"][class$="title"] text, g.annotation text, g.legend text').map(t => box(t, 'other'))};
+})"""
+
+
+@pytest.mark.parametrize("path", ["positional", "multi-head", "ffn-output"])
+def test_present_mode_chart_titles_clear_the_tick_labels(server, tall, path):
+    """Presentation mode: a chart's 20 px title touched the 16 px top tick label on these pages
+    (screenshot audit). No chart title overlaps any tick label, axis title, legend or annotation."""
+    _open(tall, server, path, "present=true")
+    tall.wait_for_timeout(1500)
+    charts = tall.evaluate(_TEXTS_JS)
+    titled = [c for c in charts if c["title"]]
+    assert len(titled) >= 3
+    for c in titled:
+        for t in c["title"]:
+            for o in c["ticks"] + c["other"]:
+                assert not _overlap(t, o), (path, t["text"], o["text"], t, o)
+
+
+def test_present_mode_key_axis_title_clears_the_slanted_labels(server, tall):
+    """Variants page, presentation mode: "key (looked at)" sat on a slanted 16 px key label."""
+    _open(tall, server, "variants", "present=true")
+    tall.wait_for_timeout(1500)
+    charts = tall.evaluate(_TEXTS_JS)
+    keys = [(a, c) for c in charts for a in c["other"] if a["text"].startswith("key (looked at)")]
+    assert len(keys) >= 5
+    for a, c in keys:
+        for t in c["ticks"]:
+            assert not _overlap(a, t), (a, t)
+
+
+@pytest.mark.parametrize("path", ["cost", "heads"])
+def test_present_mode_exit_button_is_not_under_the_header(server, browser, path):
+    """Screenshot audit, 1280 x 720: in presentation mode the page's "Exit presentation mode"
+    button sat under Streamlit's header (only its lower border showed): the one way out on the page."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    try:
+        pg.goto(page_url(server, path, "present=true"), timeout=120_000)
+        btn = pg.get_by_role("button", name="Exit presentation mode")
+        btn.wait_for(timeout=120_000)
+        wait_idle(pg)
+        b = btn.bounding_box()
+        assert b and b["y"] >= 0
+        # the element drawn at the button's centre is the button (or inside it), not the header
+        hit = pg.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y); return !!(e && e.closest('button') && e.closest('button').textContent.includes('Exit presentation mode')); }",
+                          [b["x"] + b["width"] / 2, b["y"] + b["height"] / 2])
+        assert hit, b
+    finally:
+        ctx.close()
+    assert not guard.offsite
