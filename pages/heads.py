@@ -32,12 +32,16 @@ allowed = layer_allowed(run, layer)  # (T, T)
 pats = label_heads(w, run.special_keys)  # one HeadPattern per head
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
-st.caption(f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
-           "Each head's title names its pattern and the score that decided it.")
+legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
+          "Each head's title names its pattern and the score that decided it.")
+if not st.session_state.get("present"):
+    st.caption(legend)
 show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
                    title=f"Layer {layer}: {mode} attention, all {H} heads"),
          "heads_grid", table=lambda: heads_table(w, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
+if st.session_state.get("present"):
+    st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen
 
 
 @st.fragment

@@ -14,7 +14,13 @@ PRESENT_CSS = """
 <style>
 html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
 h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-size: 1.6rem !important;}
-.block-container {max-width: 100% !important; padding-top: 4.5rem !important;}  /* clears the header (3.75rem): the exit button sat under it */
+.block-container {max-width: 100% !important; padding-top: 3.5rem !important;}
+/* the exit button sits in Streamlit's header bar, left of its menu: no page height spent on it, so
+   more of the first chart is above the fold at 1280 x 720 */
+.st-key-present_exit {position: fixed !important; top: 0.45rem; right: 3.6rem; z-index: 1000001;
+                      width: auto !important;}
+.st-key-present_exit button {min-height: 0 !important; padding: 0.15rem 0.7rem !important;}
+.st-key-present_exit button p {font-size: 0.8rem !important;}
 </style>
 """
 

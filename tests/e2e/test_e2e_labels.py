@@ -183,3 +183,27 @@ def test_present_mode_exit_button_is_not_under_the_header(server, browser, path)
     finally:
         ctx.close()
     assert not guard.offsite
+
+
+def test_present_mode_heads_show_above_the_fold(server, browser):
+    """Issue 21 point 1: at 1280 x 720 in presentation mode the heads page showed no heatmap above
+    the fold (the exit button, the title, the example row and the caption came first). The exit
+    button now sits in the header bar and the caption under the grid: the heatmaps start at least
+    200 px above the bottom of the window."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    pg = ctx.new_page()
+    try:
+        pg.goto(page_url(server, "heads", "present=true"), timeout=120_000)
+        pg.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 4",
+                             timeout=120_000)
+        wait_idle(pg)
+        top = pg.evaluate("() => Math.min(...[...document.querySelectorAll('.js-plotly-plot .heatmaplayer image')]"
+                          ".map(e => e.getBoundingClientRect().top))")
+        assert top <= 720 - 200, top
+        exit_box = pg.get_by_role("button", name="Exit presentation mode").bounding_box()
+        assert exit_box and exit_box["y"] + exit_box["height"] <= 80, exit_box  # in the header bar
+    finally:
+        ctx.close()
+    assert not guard.offsite
