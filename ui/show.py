@@ -45,10 +45,14 @@ def present_fonts(fig: go.Figure) -> None:
         fig.update_layout(margin_l=int(m.l * PRESENT_FONT_PX / 14), margin_b=int((m.b or 10) * PRESENT_FONT_PX / 14))
         # axis titles placed in those margins (the head grid's "query (looking)", "key (looked at)")
         # move out with them, or they land on the larger tick labels
+        # (xref, yref may be in the figure's template: viz.common.hoist_shared)
+        dflt = fig.layout.template.layout.annotationdefaults if fig.layout.template else None
         for ann in fig.layout.annotations or ():
-            if ann.xref == "paper" and ann.xshift and ann.xshift < 0:
+            xref = ann.xref or (dflt.xref if dflt else None)
+            yref = ann.yref or (dflt.yref if dflt else None)
+            if xref == "paper" and ann.xshift and ann.xshift < 0:
                 ann.xshift = ann.xshift * PRESENT_FONT_PX / 14
-            if ann.yref == "paper" and ann.yshift and ann.yshift < 0:
+            if yref == "paper" and ann.yshift and ann.yshift < 0:
                 ann.yshift = ann.yshift * PRESENT_FONT_PX / 14
 
 
@@ -191,12 +195,26 @@ def _source_of(dotted: str) -> tuple[str, str, int]:
     return textwrap.dedent("".join(lines)), rel, start
 
 
+CODE_KEY = "code_view"  # the code expander's open state (one per page)
+
+
 def show_code(*names: str, what: str = "") -> None:
     """The Annotated-Transformer pairing: a collapsed "The code" expander with the engine's own
     lines that compute what the page shows, read from the source at run time (so they never drift
-    from what runs). names: dotted paths such as "model.attention.attend"."""
-    with st.expander("The code" + (f": {what}" if what else ""), icon=":material/code:"):
-        for name in names:
-            src, rel, start = _source_of(name)
-            st.caption(f"`{name}` · {rel}, line {start}")
-            st.code(src, language="python", line_numbers=True)
+    from what runs). names: dotted paths such as "model.attention.attend".
+    The code is sent only while the expander is open: opening it reruns this fragment alone. Closed,
+    it cost every rerun of the heads page 3.5 kB (issue 22: a tenth of the page's budget at the
+    2017 preset, T = 64)."""
+    _code_view(names, what)
+
+
+@st.fragment
+def _code_view(names: tuple[str, ...], what: str) -> None:
+    box = st.expander("The code" + (f": {what}" if what else ""), icon=":material/code:", key=CODE_KEY,
+                      on_change="rerun")
+    with box:
+        if box.open:
+            for name in names:
+                src, rel, start = _source_of(name)
+                st.caption(f"`{name}` · {rel}, line {start}")
+                st.code(src, language="python", line_numbers=True)
