@@ -86,10 +86,10 @@ def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequen
     plotly.js gives matched category axes one shared category list, so the other heatmaps send no
     x, y: their cells sit at 0..T-1, which on those axes are the same tokens. Hover (%{x}, %{y}) and
     tick labels name the tokens exactly as before. Tick positions (x_ticks, y_ticks: _tick_index)
-    go only to the axes that draw labels. Before, the 2017 preset's heads grid (8 heads, T = 64)
-    sent its 64 labels 16 times plus tick arrays on 16 axes (~17 kB a rerun, 1.68x the float32
-    bytes of its weights with the rest of the page; budget 1.5x). Zooming one panel zooms them all
-    (the axes are matched), as in a shared-axis grid."""
+    are category indices, the same on every axis (hoist_shared then sends them once). Before, the
+    2017 preset's heads grid (8 heads, T = 64) sent its 64 labels 16 times and tick values and
+    texts on 18 axes (~17 kB a rerun: with the rest of the page 1.68x the float32 bytes of its
+    weights; budget 1.5x). Zooming one panel zooms them all (matched axes), as in a shared-axis grid."""
     for i, tr in enumerate(data):
         if i == 0:
             tr.update(x=list(x), y=list(y))
@@ -97,15 +97,11 @@ def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequen
             tr.pop("x", None)
             tr.pop("y", None)
     for k, ax in layout.items():
-        if k.startswith(("xaxis", "yaxis")) and ax.get("visible", True):
+        if k.startswith(("xaxis", "yaxis")):
             letter = k[0]
-            if k not in ("xaxis", "yaxis"):
+            if k not in ("xaxis", "yaxis") and ax.get("visible", True):
                 ax["matches"] = letter
-            if ax.get("showticklabels", True):
-                ax.update(x_ticks if letter == "x" else y_ticks)
-            else:
-                for p in ("tickmode", "tickvals", "ticktext"):
-                    ax.pop(p, None)
+            ax.update(x_ticks if letter == "x" else y_ticks)  # the same on every axis: sent once
 
 
 def _plain(text: str) -> str:
@@ -162,7 +158,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
         data.append(dict(
             type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]),
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
-            hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
+            hovertemplate="%{fullData.name}<br>query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
     # Rows are tall enough for TICKS_ALL_MAX labels; a panel is only a 1/cols of the chart wide, so the
     # key axis gets fewer (32 across the whole width: ~16 px per slanted label at 1280 px)
     x_max = max(8, 32 // cols)
@@ -202,7 +198,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
                   height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
-    return figure(data, hoist_shared(layout))
+    return figure(data, hoist_shared(layout, data))
 
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
@@ -273,7 +269,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
                   height=height, margin=dict(l=left, r=10, t=top, b=bottom))
-    return figure(data, hoist_shared(layout))
+    return figure(data, hoist_shared(layout, data))
 
 
 def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed_a: np.ndarray | None = None,
@@ -312,8 +308,8 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
             xr, yr = refs[3 * r + c]
             data.append(dict(type="heatmap", z=z, coloraxis=ax, hoverongaps=False,
                              name=titles[3 * r + c], xaxis=xr, yaxis=yr,
-                                   hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
-                                                 f"<br>{what} %{{z:.4f}}<extra></extra>"))
+                             hovertemplate=f"%{{fullData.name}}<br>query %{{y}}<br>key %{{x}}"
+                                           f"<br>{what} %{{z:.4f}}<extra></extra>"))
     # The same tokens label every panel: query labels only left of the first column (they ran into
     # the panel on their left) and key labels only under the last row; every n-th on long sentences.
     axes(layout, y_autorange="reversed", y_type="category", x_type="category", x_tickangle=-60,
@@ -331,7 +327,7 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
                   height=plot_px + 50 + mb, margin=dict(l=ml, r=10, t=50, b=mb))
-    return figure(data, hoist_shared(layout))
+    return figure(data, hoist_shared(layout, data))
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,

@@ -143,7 +143,12 @@ THEMED_AXIS_PROPS = frozenset({"automargin", "tickfont", "title", "ticklabelposi
                                "zerolinecolor", "minor", "rangeselector"})
 
 
-def hoist_shared(layout: dict) -> dict:
+# What identifies a trace or holds its data: never moved to the template
+TRACE_OWN_PROPS = frozenset({"type", "x", "y", "z", "text", "customdata", "xaxis", "yaxis", "name", "uid",
+                             "meta", "ids", "marker", "line"})
+
+
+def hoist_shared(layout: dict, data: list[dict] | None = None) -> dict:
     """Send once what every axis of a letter, or every annotation, of a grid of panels repeats
     (issue 22: the 2017 preset's grids repeated `"type":"category","showgrid":false,...` on 18 axes
     and the font, colour, anchors of every panel title): those properties move to the figure's own
@@ -153,7 +158,9 @@ def hoist_shared(layout: dict) -> dict:
     theme sets in the template (THEMED_AXIS_PROPS) stay on each axis. A property is moved when
     every item sets it and most set the same plain value; the others keep their own value, which
     overrides the template's (a nested value, such as a font, moves only when all are equal: a
-    partial font would inherit the rest). Returns the layout."""
+    partial font would inherit the rest). data (the traces): the same for the traces of each type
+    (template.data.<type>: hover template, colour axis, hoverongaps; not their type, axes or data).
+    Returns the layout."""
     tpl = dict(layout.get("template", MINIMAL_TEMPLATE)["layout"])
 
     def common(items: list[dict], skip=frozenset()) -> dict:
@@ -191,7 +198,16 @@ def hoist_shared(layout: dict) -> dict:
     if shared:
         tpl["annotationdefaults"] = shared
         move(anns, shared)
-    layout["template"] = {"layout": tpl}
+    template = {"layout": tpl}
+    by_type: dict[str, list[dict]] = {}
+    for tr in data or ():
+        by_type.setdefault(tr.get("type", ""), []).append(tr)
+    for kind, traces in by_type.items():
+        shared = {k: v for k, v in common(traces, TRACE_OWN_PROPS).items() if not isinstance(v, (dict, list))}
+        if kind and shared:
+            template.setdefault("data", {})[kind] = [shared]
+            move(traces, shared)
+    layout["template"] = template
     return layout
 
 
