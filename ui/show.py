@@ -112,14 +112,31 @@ def fig_table(fig: go.Figure) -> pd.DataFrame:
     """Every trace's numbers as one long table (trace, x, y, value): a heatmap cell per row, or a
     point/bar per row. The fallback CSV for charts whose page gives no table of its own."""
     frames = []
+    # A grid's panels share the first panel's token labels through matched axes (the other heatmaps
+    # send no x, y: viz.attention.share_token_axes): a panel without its own takes its axis's.
+    cats: dict[str, object] = {}
+    for t in fig.data:
+        if t.type == "heatmap":
+            for letter in ("x", "y"):
+                if t[letter] is not None:
+                    cats.setdefault(t[letter + "axis"] or letter, t[letter])
+
+    def labels_of(t, letter: str, n: int):
+        own = t[letter]
+        if own is not None:
+            return own
+        ax = fig.layout[letter + "axis" + (t[letter + "axis"] or letter)[1:]]
+        shared = cats.get(ax.matches) if ax is not None and ax.matches else None
+        return shared if shared is not None and len(shared) == n else np.arange(n)
+
     for i, t in enumerate(fig.data):
         name = _plain(t.name) or f"trace {i}"
         if t.type == "heatmap" and t.z is not None:
             z = np.asarray(t.z, dtype=float)
             if z.ndim != 2:
                 continue
-            xs = np.asarray(t.x if t.x is not None else np.arange(z.shape[1]), dtype=object)
-            ys = np.asarray(t.y if t.y is not None else np.arange(z.shape[0]), dtype=object)
+            xs = np.asarray(labels_of(t, "x", z.shape[1]), dtype=object)
+            ys = np.asarray(labels_of(t, "y", z.shape[0]), dtype=object)
             r, c = np.meshgrid(np.arange(z.shape[0]), np.arange(z.shape[1]), indexing="ij")
             frames.append(pd.DataFrame({"trace": name, "x": xs[c.ravel() % len(xs)], "y": ys[r.ravel() % len(ys)],
                                         "value": z.ravel()}))

@@ -149,18 +149,17 @@ TRACE_OWN_PROPS = frozenset({"type", "x", "y", "z", "text", "customdata", "xaxis
 
 
 def hoist_shared(layout: dict, data: list[dict] | None = None) -> dict:
-    """Send once what every axis of a letter, or every annotation, of a grid of panels repeats
-    (issue 22: the 2017 preset's grids repeated `"type":"category","showgrid":false,...` on 18 axes
-    and the font, colour, anchors of every panel title): those properties move to the figure's own
-    template (template.layout.xaxis applies to every x axis, .yaxis to every y axis,
-    .annotationdefaults to every annotation), which draws exactly the same figure. Only values that
-    all of them share are moved, so nothing inherits a value it did not have; properties Streamlit's
-    theme sets in the template (THEMED_AXIS_PROPS) stay on each axis. A property is moved when
-    every item sets it and most set the same plain value; the others keep their own value, which
-    overrides the template's (a nested value, such as a font, moves only when all are equal: a
-    partial font would inherit the rest). data (the traces): the same for the traces of each type
-    (template.data.<type>: hover template, colour axis, hoverongaps; not their type, axes or data).
-    Returns the layout."""
+    """Send once what the axes, panel titles or traces of a grid of panels repeat (issue 22: the
+    2017 preset's grids repeated `"type":"category","showgrid":false,...` on 18 axes and the
+    anchors and chip of every panel title). Those properties move to the figure's own template:
+    template.layout.xaxis applies to every x axis, .yaxis to every y axis, .annotationdefaults to
+    every annotation, template.data.<type> to every trace of that type (hover template, colour
+    axis, hoverongaps; never a trace's type, axes, name or data). A property moves when every item
+    sets it and more than half set the same plain value; the others keep their own value, which
+    overrides the template's, so every item draws exactly as before and none inherits a value it
+    did not have. A nested value (a font) moves only when all are equal: a partial font would
+    inherit the rest. Properties Streamlit's theme sets in the template in the browser
+    (THEMED_AXIS_PROPS) stay on each axis. Returns the layout (with its new template)."""
     tpl = dict(layout.get("template", MINIMAL_TEMPLATE)["layout"])
 
     def common(items: list[dict], skip=frozenset()) -> dict:

@@ -65,3 +65,16 @@ def test_grid_token_labels_sent_once(make):
     spec = pio.to_json(fig, validate=False)
     for i in (0, 7, 19):
         assert spec.count(f'"{i}:tok{i}"') == 2, (make, i)
+
+
+def test_fallback_csv_names_every_panels_tokens():
+    """A page that passes no table of its own (the train page's grid) gets fig_table's CSV: the
+    panels that send no labels take them from the panel their axes match, not 0..T-1."""
+    from ui.show import fig_table
+
+    w = _weights(3, 4)
+    t = fig_table(head_grid(w, list("abcd")))
+    for h in range(3):
+        rows = t[t.trace == f"head {h}"]
+        assert list(rows["x"][:4]) == ["0:a", "1:b", "2:c", "3:d"] and list(rows["y"][::4]) == ["0:a", "1:b", "2:c", "3:d"]
+        np.testing.assert_allclose(rows["value"].to_numpy(), w[h].ravel(), rtol=1e-6)
