@@ -73,3 +73,15 @@ def fig_titled(at, title_start: str) -> dict:
     found = [f for f in figures(at) if ((f["layout"].get("title") or {}).get("text") or "").startswith(title_start)]
     assert found, f"no figure titled {title_start!r}; have {[(f['layout'].get('title') or {}).get('text') for f in figures(at)]}"
     return found[0]
+
+
+def axis_prop(layout, name: str, prop: str):
+    """An axis property as Plotly draws it: the axis's own value, else the figure template's for
+    every axis of its letter (viz.common.hoist_shared moves what all axes of a grid share there).
+    layout: a figure's layout (go.Layout) or a spec's layout dict."""
+    if not isinstance(layout, dict):
+        layout = layout.to_plotly_json()
+    own = (layout.get(name) or {}).get(prop)
+    if own is not None:
+        return own
+    return (((layout.get("template") or {}).get("layout") or {}).get(name[0] + "axis") or {}).get(prop)

@@ -63,10 +63,14 @@ def present_fonts(fig: go.Figure) -> None:
         fig.update_layout(margin_l=int(m.l * grow_lb), margin_b=int((m.b or 10) * grow_lb))  # labels reached
         # the axis titles placed in those margins (the head grid's "query (looking)", "key (looked at)")
         # move out with them, or they land on the larger tick labels
+        # (xref, yref may be in the figure's template: viz.common.hoist_shared)
+        dflt = fig.layout.template.layout.annotationdefaults if fig.layout.template else None
         for ann in fig.layout.annotations or ():
-            if ann.xref == "paper" and ann.xshift and ann.xshift < 0:
+            xref = ann.xref or (dflt.xref if dflt else None)
+            yref = ann.yref or (dflt.yref if dflt else None)
+            if xref == "paper" and ann.xshift and ann.xshift < 0:
                 ann.xshift = ann.xshift * grow_lb
-            if ann.yref == "paper" and ann.yshift and ann.yshift < 0:
+            if yref == "paper" and ann.yshift and ann.yshift < 0:
                 ann.yshift = ann.yshift * grow_lb
 
 
@@ -126,14 +130,31 @@ def fig_table(fig: go.Figure) -> pd.DataFrame:
     """Every trace's numbers as one long table (trace, x, y, value): a heatmap cell per row, or a
     point/bar per row. The fallback CSV for charts whose page gives no table of its own."""
     frames = []
+    # A grid's panels share the first panel's token labels through matched axes (the other heatmaps
+    # send no x, y: viz.attention.share_token_axes): a panel without its own takes its axis's.
+    cats: dict[str, object] = {}
+    for t in fig.data:
+        if t.type == "heatmap":
+            for letter in ("x", "y"):
+                if t[letter] is not None:
+                    cats.setdefault(t[letter + "axis"] or letter, t[letter])
+
+    def labels_of(t, letter: str, n: int):
+        own = t[letter]
+        if own is not None:
+            return own
+        ax = fig.layout[letter + "axis" + (t[letter + "axis"] or letter)[1:]]
+        shared = cats.get(ax.matches) if ax is not None and ax.matches else None
+        return shared if shared is not None and len(shared) == n else np.arange(n)
+
     for i, t in enumerate(fig.data):
         name = _plain(t.name) or f"trace {i}"
         if t.type == "heatmap" and t.z is not None:
             z = np.asarray(t.z, dtype=float)
             if z.ndim != 2:
                 continue
-            xs = np.asarray(t.x if t.x is not None else np.arange(z.shape[1]), dtype=object)
-            ys = np.asarray(t.y if t.y is not None else np.arange(z.shape[0]), dtype=object)
+            xs = np.asarray(labels_of(t, "x", z.shape[1]), dtype=object)
+            ys = np.asarray(labels_of(t, "y", z.shape[0]), dtype=object)
             r, c = np.meshgrid(np.arange(z.shape[0]), np.arange(z.shape[1]), indexing="ij")
             frames.append(pd.DataFrame({"trace": name, "x": xs[c.ravel() % len(xs)], "y": ys[r.ravel() % len(ys)],
                                         "value": z.ravel()}))
@@ -209,12 +230,26 @@ def _source_of(dotted: str) -> tuple[str, str, int]:
     return textwrap.dedent("".join(lines)), rel, start
 
 
+CODE_KEY = "code_view"  # the code expander's open state (one per page)
+
+
 def show_code(*names: str, what: str = "") -> None:
     """The Annotated-Transformer pairing: a collapsed "The code" expander with the engine's own
     lines that compute what the page shows, read from the source at run time (so they never drift
-    from what runs). names: dotted paths such as "model.attention.attend"."""
-    with st.expander("The code" + (f": {what}" if what else ""), icon=":material/code:"):
-        for name in names:
-            src, rel, start = _source_of(name)
-            st.caption(f"`{name}` · {rel}, line {start}")
-            st.code(src, language="python", line_numbers=True)
+    from what runs). names: dotted paths such as "model.attention.attend".
+    The code is sent only while the expander is open: opening it reruns this fragment alone. Closed,
+    it cost every rerun of the heads page 3.5 kB (issue 22: a tenth of the page's budget at the
+    2017 preset, T = 64)."""
+    _code_view(names, what)
+
+
+@st.fragment
+def _code_view(names: tuple[str, ...], what: str) -> None:
+    box = st.expander("The code" + (f": {what}" if what else ""), icon=":material/code:", key=CODE_KEY,
+                      on_change="rerun")
+    with box:
+        if box.open:
+            for name in names:
+                src, rel, start = _source_of(name)
+                st.caption(f"`{name}` · {rel}, line {start}")
+                st.code(src, language="python", line_numbers=True)

@@ -9,10 +9,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import (DIVERGING_SCALE, FONT, MASK_COLORS, MASKED_COLOR, NEG_INF, OKABE_ITO, WEIGHT_SCALE,
-                     as_array, axes, check_labels, figure, label_margins, masked_z, scale, subplot_layout,
+                     as_array, axes, check_labels, figure, hoist_shared, label_margins, masked_z, scale,
+                     subplot_layout,
                      token_labels, visible)
 
 FONT = {**FONT, "size": 14}  # attention figures: larger (projector); colour from the theme (dark theme too)
+NO_CHIP = "rgba(0,0,0,0)"  # an annotation's default background (none)
 CELL_TEXT_MAX = 32  # numbers/symbols drawn inside cells only up to this many rows/columns (readable)
 
 
@@ -68,6 +70,40 @@ def _ticks(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
     return dict(tickmode="array", tickvals=shown, ticktext=shown)
 
 
+def _tick_index(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
+    """Axis properties drawing exactly tick_subset(labels), by category index (0, step, 2*step ...):
+    on a category axis Plotly draws the category's own name at an index, so the labels themselves
+    need not travel again as tickvals and ticktext (for the shared-label grids, share_token_axes)."""
+    labels = list(labels)
+    step = 1 if len(labels) <= max_labels else math.ceil(len(labels) / max_labels)
+    return dict(tickmode="array", tickvals=list(range(0, len(labels), step)))
+
+
+def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequence[str], *,
+                     x_ticks: dict, y_ticks: dict) -> None:
+    """Token labels once per figure (issue 22). Every panel of a grid shows the same tokens: the
+    first heatmap carries them (its x, y), every other panel's axes `match` the first panel's, and
+    plotly.js gives matched category axes one shared category list, so the other heatmaps send no
+    x, y: their cells sit at 0..T-1, which on those axes are the same tokens. Hover (%{x}, %{y}) and
+    tick labels name the tokens exactly as before. Tick positions (x_ticks, y_ticks: _tick_index)
+    are category indices, the same on every axis (hoist_shared then sends them once). Before, the
+    2017 preset's heads grid (8 heads, T = 64) sent its 64 labels 16 times and tick values and
+    texts on 18 axes (~17 kB a rerun: with the rest of the page 1.68x the float32 bytes of its
+    weights; budget 1.5x). Zooming one panel zooms them all (matched axes), as in a shared-axis grid."""
+    for i, tr in enumerate(data):
+        if i == 0:
+            tr.update(x=list(x), y=list(y))
+        else:
+            tr.pop("x", None)
+            tr.pop("y", None)
+    for k, ax in layout.items():
+        if k.startswith(("xaxis", "yaxis")):
+            letter = k[0]
+            if k not in ("xaxis", "yaxis") and ax.get("visible", True):
+                ax["matches"] = letter
+            ax.update(x_ticks if letter == "x" else y_ticks)  # the same on every axis: sent once
+
+
 def _plain(text: str) -> str:
     """The visible characters of an HTML-escaped title line (entities count as one; tags none)."""
     import re
@@ -120,15 +156,14 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     for h in range(H):
         xr, yr = refs[h]
         data.append(dict(
-            type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]), x=x, y=y,
+            type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]),
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
-            hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"))
+            hovertemplate="%{fullData.name}<br>query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
     # Rows are tall enough for TICKS_ALL_MAX labels; a panel is only a 1/cols of the chart wide, so the
     # key axis gets fewer (32 across the whole width: ~16 px per slanted label at 1280 px)
     x_max = max(8, 32 // cols)
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
-         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False,
-         **{"x_" + k: v for k, v in _ticks(x, x_max).items()}, **{"y_" + k: v for k, v in _ticks(y).items()})
+         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
     ml, mb = label_margins(tick_subset(x, x_max), tick_subset(y), x_title=True, y_title=True)  # fixed: no automargin passes
     # The query labels and key labels are the same in every panel (like a shared-axis grid): only the
     # left column shows query labels (a long token never runs into the panel on its left) and only
@@ -143,13 +178,16 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     # "query" / "key" axis titles, as the mask lab's heatmaps have: one each, in the margins left
     # free for them (axis titles with automargin off would sit on the tick labels)
     layout["annotations"] = list(layout.get("annotations", [])) + [
+        # (no chip behind them, and their own shifts: hoist_shared moves the panel titles' bgcolor and
+        # yshift to the template, which these then override)
         dict(text="query (looking)", x=0, y=0.5, xref="paper", yref="paper", xanchor="left", yanchor="middle",
-             xshift=-ml + 2, textangle=-90, showarrow=False, font=dict(size=13)),
+             xshift=-ml + 2, yshift=0, textangle=-90, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP),
         dict(text="key (looked at)", x=0.5, y=0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
-             yshift=-mb + 2, showarrow=False, font=dict(size=13))]
+             yshift=-mb + 2, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP)]
     for i in range(H, rows * cols):  # empty cells of the last row
         sx = str(i + 1)
         layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
+    share_token_axes(data, layout, x, y, x_ticks=_tick_index(x, x_max), y_ticks=_tick_index(y))
     # the chart title at the very top, the panel titles (lines of ~16 px each) below it: never on top
     # of each other
     top = (40 if title else 8) + 17 * lines + 8
@@ -160,7 +198,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
                                  colorbar=dict(title=dict(text="weight"), thickness=14)),
                   height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
-    return figure(data, layout)
+    return figure(data, hoist_shared(layout, data))
 
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
@@ -214,8 +252,6 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                          name=f"L{first_layer + l} H{h}", xaxis=xr, yaxis=yr,
                          hovertemplate=f"layer {first_layer + l} head {h}<br>query %{{y}}<br>key %{{x}}"
                                        "<br>weight %{z:.4f}<extra></extra>")
-            if cats is not None:
-                trace.update(x=cats, y=cats)
             data.append(trace)
     axes(layout, y_autorange="reversed", y_showticklabels=False, x_showticklabels=False)
     if ticks:
@@ -226,11 +262,14 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
                 layout["yaxis" + yr[1:]].update(tick)
             if l == L - 1:
                 layout["xaxis" + xr[1:]].update(tick, tickangle=-60)
+    if cats is not None:  # token labels on hover (and ticks when few), sent once: share_token_axes
+        axes(layout, x_type="category", y_type="category")
+        share_token_axes(data, layout, cats, cats, x_ticks={}, y_ticks={})
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text="weight"), thickness=12)),
                   height=height, margin=dict(l=left, r=10, t=top, b=bottom))
-    return figure(data, layout)
+    return figure(data, hoist_shared(layout, data))
 
 
 def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed_a: np.ndarray | None = None,
@@ -267,20 +306,20 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                                            (masked_z(b[h], None if ab is None else ab[h]), "coloraxis", "weight"),
                                            (diff[h], "coloraxis2", "difference")]):
             xr, yr = refs[3 * r + c]
-            data.append(dict(type="heatmap", z=z, x=x, y=y, coloraxis=ax, hoverongaps=False,
+            data.append(dict(type="heatmap", z=z, coloraxis=ax, hoverongaps=False,
                              name=titles[3 * r + c], xaxis=xr, yaxis=yr,
-                                   hovertemplate=f"{titles[3 * r + c]}<br>query %{{y}}<br>key %{{x}}"
-                                                 f"<br>{what} %{{z:.4f}}<extra></extra>"))
+                             hovertemplate=f"%{{fullData.name}}<br>query %{{y}}<br>key %{{x}}"
+                                           f"<br>{what} %{{z:.4f}}<extra></extra>"))
     # The same tokens label every panel: query labels only left of the first column (they ran into
     # the panel on their left) and key labels only under the last row; every n-th on long sentences.
     axes(layout, y_autorange="reversed", y_type="category", x_type="category", x_tickangle=-60,
-         y_automargin=False, x_automargin=False,
-         **{"x_" + k: v for k, v in _ticks(x, 10).items()}, **{"y_" + k: v for k, v in _ticks(y, 16).items()})
+         y_automargin=False, x_automargin=False)
     n_panels = 3 * len(heads)
     for i in range(n_panels):
         sx = "" if i == 0 else str(i + 1)
         layout[f"yaxis{sx}"]["showticklabels"] = i % 3 == 0
         layout[f"xaxis{sx}"]["showticklabels"] = i >= n_panels - 3
+    share_token_axes(data, layout, x, y, x_ticks=_tick_index(x, 10), y_ticks=_tick_index(y, 16))
     ml, mb = label_margins(tick_subset(x, 10), tick_subset(y, 16))
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
@@ -288,7 +327,7 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
                   height=plot_px + 50 + mb, margin=dict(l=ml, r=10, t=50, b=mb))
-    return figure(data, layout)
+    return figure(data, hoist_shared(layout, data))
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,

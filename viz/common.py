@@ -43,6 +43,10 @@ def masked_z(weights: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return z
 
 
+def _r(v: float) -> float:
+    return round(float(v), 6)
+
+
 def subplot_layout(rows: int, cols: int, titles: Sequence[str], *, hspace: float, vspace: float,
                    title_size: int = 14) -> tuple[dict, list[tuple[str, str]]]:
     """Layout (axes with domains + title annotations) for a rows x cols grid of panels, like
@@ -61,13 +65,14 @@ def subplot_layout(rows: int, cols: int, titles: Sequence[str], *, hspace: float
         x0 = c * (cw + hspace)
         y1 = 1 - r * (rh + vspace)
         # no grid lines or zero lines across the heatmaps
-        layout[f"xaxis{sx}"] = dict(domain=[max(0.0, x0), min(1.0, x0 + cw)], anchor=f"y{sx}",
+        # positions rounded to 1e-6 of the chart (far below a pixel): 0.14666666666666667 was 19 bytes
+        layout[f"xaxis{sx}"] = dict(domain=[_r(max(0.0, x0)), _r(min(1.0, x0 + cw))], anchor=f"y{sx}",
                                     showgrid=False, zeroline=False)
-        layout[f"yaxis{sx}"] = dict(domain=[max(0.0, y1 - rh), min(1.0, y1)], anchor=f"x{sx}",
+        layout[f"yaxis{sx}"] = dict(domain=[_r(max(0.0, y1 - rh)), _r(min(1.0, y1))], anchor=f"x{sx}",
                                     showgrid=False, zeroline=False)
         refs.append((f"x{sx}", f"y{sx}"))
         if i < len(titles):
-            ann.append(dict(text=titles[i], x=x0 + cw / 2, y=min(1.0, y1), xref="paper", yref="paper",
+            ann.append(dict(text=titles[i], x=_r(x0 + cw / 2), y=_r(min(1.0, y1)), xref="paper", yref="paper",
                             showarrow=False, xanchor="center", yanchor="bottom", yshift=4,
                             font=dict(size=title_size, color=TITLE_COLOR),
                             # light chip behind the dark title: readable in the dark theme too (issue 8)
@@ -130,6 +135,79 @@ def _drop_none(d: dict) -> dict:
 # (almost) empty template looks the same: the heads, causal-vs-bidirectional and mask-lab pages were
 # screenshot with both templates, in both themes, and did not differ by one pixel.
 MINIMAL_TEMPLATE = {"layout": {"hoverlabel": {"align": "left"}}}
+
+
+# Axis properties Streamlit's theme sets in layout.template.layout.xaxis / .yaxis in the browser (it
+# merges its theme over the figure's template): a figure's own value for these must stay on each axis.
+THEMED_AXIS_PROPS = frozenset({"automargin", "tickfont", "title", "ticklabelposition", "tickcolor", "gridcolor",
+                               "zerolinecolor", "minor", "rangeselector"})
+
+
+# What identifies a trace or holds its data: never moved to the template
+TRACE_OWN_PROPS = frozenset({"type", "x", "y", "z", "text", "customdata", "xaxis", "yaxis", "name", "uid",
+                             "meta", "ids", "marker", "line"})
+
+
+def hoist_shared(layout: dict, data: list[dict] | None = None) -> dict:
+    """Send once what the axes, panel titles or traces of a grid of panels repeat (issue 22: the
+    2017 preset's grids repeated `"type":"category","showgrid":false,...` on 18 axes and the
+    anchors and chip of every panel title). Those properties move to the figure's own template:
+    template.layout.xaxis applies to every x axis, .yaxis to every y axis, .annotationdefaults to
+    every annotation, template.data.<type> to every trace of that type (hover template, colour
+    axis, hoverongaps; never a trace's type, axes, name or data). A property moves when every item
+    sets it and more than half set the same plain value; the others keep their own value, which
+    overrides the template's, so every item draws exactly as before and none inherits a value it
+    did not have. A nested value (a font) moves only when all are equal: a partial font would
+    inherit the rest. Properties Streamlit's theme sets in the template in the browser
+    (THEMED_AXIS_PROPS) stay on each axis. Returns the layout (with its new template)."""
+    tpl = dict(layout.get("template", MINIMAL_TEMPLATE)["layout"])
+
+    def common(items: list[dict], skip=frozenset()) -> dict:
+        if len(items) < 2:
+            return {}
+        out = {}
+        for k in dict.fromkeys(k for it in items for k in it if k not in skip):  # first-seen order
+            if not all(k in it and it[k] is not None for it in items):
+                continue
+            vals = [it[k] for it in items]
+            if isinstance(vals[0], (dict, list)):
+                if all(v == vals[0] for v in vals):
+                    out[k] = vals[0]
+                continue
+            best = max(set(map(repr, vals)), key=[repr(v) for v in vals].count)
+            v = next(v for v in vals if repr(v) == best)
+            if 2 * sum(repr(x) == best for x in vals) > len(vals):
+                out[k] = v
+        return out
+
+    def move(items: list[dict], shared: dict) -> None:
+        for it in items:
+            for k, v in shared.items():
+                if repr(it[k]) == repr(v):
+                    del it[k]
+
+    for letter in ("x", "y"):
+        axs = [v for k, v in layout.items() if k.startswith(letter + "axis") and isinstance(v, dict)]
+        shared = common(axs, THEMED_AXIS_PROPS)
+        if shared:
+            tpl[letter + "axis"] = shared
+            move(axs, shared)
+    anns = [a for a in layout.get("annotations", []) if isinstance(a, dict)]
+    shared = common(anns, {"text", "x", "y"})
+    if shared:
+        tpl["annotationdefaults"] = shared
+        move(anns, shared)
+    template = {"layout": tpl}
+    by_type: dict[str, list[dict]] = {}
+    for tr in data or ():
+        by_type.setdefault(tr.get("type", ""), []).append(tr)
+    for kind, traces in by_type.items():
+        shared = {k: v for k, v in common(traces, TRACE_OWN_PROPS).items() if not isinstance(v, (dict, list))}
+        if kind and shared:
+            template.setdefault("data", {})[kind] = [shared]
+            move(traces, shared)
+    layout["template"] = template
+    return layout
 
 
 def figure(data: list[dict], layout: dict) -> go.Figure:

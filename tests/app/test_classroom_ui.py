@@ -3,6 +3,7 @@ before its fix."""
 from __future__ import annotations
 
 from tests.helpers import app_test, errors
+from ui.show import CODE_KEY
 
 FRESH = "fresh weights (your architecture)"
 
@@ -99,15 +100,22 @@ def test_every_concept_page_shows_the_engines_own_code():
         assert not errors(at), (page, errors(at))
         exp = [e for e in at.expander if e.label.startswith("The code")]
         assert exp, page
+        assert not exp[0].code, page  # closed: nothing of it is sent (issue 22)
+        at.session_state[CODE_KEY] = True  # open it
+        at.run()
+        exp = [e for e in at.expander if e.label.startswith("The code")]
         code = "\n".join(c.value for c in exp[0].code)
         assert marker in code, (page, code[:200])
     at = app_test()
+    at.session_state[CODE_KEY] = True
     at.run()
     exp = next(e for e in at.expander if e.label.startswith("The code"))
     shown = [c.value.strip() for c in exp.code]
     assert textwrap.dedent(inspect.getsource(attention.attend)).strip() in shown
     assert textwrap.dedent(inspect.getsource(attention.masked_softmax)).strip() in shown
     at.switch_page("pages/layer-norm.py").run()
+    at.session_state[CODE_KEY] = True
+    at.run()
     exp = next(e for e in at.expander if e.label.startswith("The code"))
     assert textwrap.dedent(inspect.getsource(layers.layer_norm)).strip() in [c.value.strip() for c in exp.code]
 

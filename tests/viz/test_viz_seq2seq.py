@@ -3,7 +3,7 @@ alignment is drawn where it should be, labels are escaped, bad shapes raise Valu
 import numpy as np
 import pytest
 
-from tests.helpers import decode
+from tests.helpers import axis_prop, decode
 from viz.seq2seq import alignment_links, attention_panel, cross_attention_grid, step_bars, step_labels, three_attentions
 
 RNG = np.random.default_rng(1)
@@ -34,15 +34,21 @@ def test_cross_attention_grid_values_gold_and_labels():
     assert len(heat) == 4 and len(marks) == 4  # one reference overlay per head panel
     for h, t in enumerate(heat):
         np.testing.assert_allclose(np.asarray(t.z), w[h], rtol=1e-6)
-        assert list(t.x) == [f"{j}:{s}" for j, s in enumerate(SRC)]
-        assert t.y[0] == "0:&lt;bos&gt;→woru"  # escaped: Plotly would render <bos> as a tag
+    # the labels travel once, on the first panel; the other panels' axes match its axes (they share
+    # its categories in plotly.js: viz.attention.share_token_axes)
+    assert list(heat[0].x) == [f"{j}:{s}" for j, s in enumerate(SRC)]
+    assert heat[0].y[0] == "0:&lt;bos&gt;→woru"  # escaped: Plotly would render <bos> as a tag
+    assert all(t.x is None and t.y is None for t in heat[1:])
+    assert all(fig.layout["xaxis" + t.xaxis[1:]].matches == "x" and fig.layout["yaxis" + t.yaxis[1:]].matches == "y"
+               for t in heat[1:])
     # the markers sit exactly on the gold cells (row label, column label); None is skipped
     m = marks[0]
     assert list(m.x) == [f"{g}:{SRC[g]}" for g in gold if g is not None]
     assert list(m.y) == [heat[0].y[i] for i, g in enumerate(gold) if g is not None]
     assert [(m_.xaxis, m_.yaxis) for m_ in marks] == [(t.xaxis or "x", t.yaxis or "y") for t in heat]  # one per panel
     # y labels only in the first grid column (longer labels would overlap the panel on the left)
-    assert fig.layout.yaxis2.showticklabels is False and fig.layout.yaxis.showticklabels is not False
+    assert axis_prop(fig.layout, "yaxis2", "showticklabels") is False
+    assert axis_prop(fig.layout, "yaxis", "showticklabels") is not False
 
 
 def test_attention_panel_masked_cells_are_nan():
