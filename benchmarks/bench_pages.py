@@ -130,7 +130,9 @@ async def _page_reruns(url: str, page: str, cfg: dict, n: int) -> dict:
         label = "Sentence 1" if page == "mask-lab" else "Sentence"
         secs, ratios, sent, shown, esc = [], [], [], [], []
         for i in range(n):
-            text = sentence(n_tok or 11, i + 1)
+            # T tokens in all: the toy models put <bos> in front, so T - 1 words fill the sequence
+            # (T words were cut to T with a truncation notice: a rerun unlike the others)
+            text = sentence(n_tok - 1 if n_tok else 11, i + 1)
             rec.frames = []
             r = await c.set_widget(label, text)
             if not r.ok:

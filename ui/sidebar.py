@@ -192,11 +192,12 @@ def _use_example(text: str) -> None:
 def example_buttons() -> None:
     """"Try an example" on the attention pages: one click puts a sentence worth showing into the
     sidebar's sentence box. With a toy model, one line says it cannot show them well."""
-    cols = st.columns([1.2] + [1] * len(ATTENTION_EXAMPLES), vertical_alignment="center")
-    cols[0].markdown("**Try an example:**")
-    for i, (label, text) in enumerate(ATTENTION_EXAMPLES):
-        cols[i + 1].button(label, key=f"example_{i}", on_click=_use_example, args=(text,), help=text,
-                           width="stretch")
+    # one horizontal container (a flex row that wraps), not columns: each button shows its whole
+    # label, and a rerun sends one block instead of six (issue 22: ~0.6 kB per rerun)
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.markdown("**Try an example:**", width="content")
+        for i, (label, text) in enumerate(ATTENTION_EXAMPLES):
+            st.button(label, key=f"example_{i}", on_click=_use_example, args=(text,), help=text)
     if st.session_state.get("text") in {t for _, t in ATTENTION_EXAMPLES} and \
             compute.current_source().kind != "pretrained":
         st.caption("This toy model's small vocabulary knows few of these words (they become unknown tokens): "

@@ -121,9 +121,11 @@ def legend_below_title(title_px: int, height: int) -> dict:
 @functools.lru_cache(maxsize=32)
 def scale(name: str) -> tuple:
     """A named colour scale as explicit [position, colour] stops (what Plotly's validation would
-    send; some names, such as "RdBu_r", exist only in plotly.py, not in plotly.js)."""
+    send; some names, such as "RdBu_r", exist only in plotly.py, not in plotly.js). Positions are
+    rounded to 6 decimals (0.111111, not 0.1111111111111111: the colours move by under 1e-6 of the
+    scale, and every chart sends its scale on every rerun)."""
     from plotly.colors import get_colorscale
-    return tuple(tuple(stop) for stop in get_colorscale(name))
+    return tuple((round(float(p), 6), c) for p, c in get_colorscale(name))
 
 
 def _drop_none(d: dict) -> dict:
