@@ -1,6 +1,7 @@
 """Attention Lab: the router. Shared sidebar controls, then st.navigation over the pages."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -9,6 +10,22 @@ import streamlit as st
 st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide",
                    initial_sidebar_state="collapsed" if st.query_params.get("present", "").lower() in ("1", "true")
                    else "auto")
+
+# A session's first run draws an empty 10-pixel Plotly chart here, before torch is imported and a
+# model is loaded, so the browser fetches and compiles plotly.js (~3 s in headless Chromium on this
+# machine) while the server is still working; the placeholder is emptied when the run ends. Later
+# runs keep the (empty) placeholder, so the page's elements keep their places.
+_prefetch = st.empty()
+if not st.session_state.get("_plotly_prefetched"):
+    st.session_state["_plotly_prefetched"] = True
+    _prefetch.plotly_chart({"data": [{"type": "scatter", "x": [0], "y": [0], "mode": "markers", "marker": {"opacity": 0},
+                                      "hoverinfo": "skip"}],
+                            "layout": {"height": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+                                       "xaxis": {"visible": False}, "yaxis": {"visible": False}}},
+                           key="_plotly_prefetch", config={"staticPlot": True, "displayModeBar": False})
+    # let the server's event loop send it now: importing torch (next line, on a fresh server) holds
+    # the GIL for seconds at a time, and the chart would reach the browser only after it
+    time.sleep(0.1)
 
 from ui import runtime  # noqa: E402,F401  torch thread settings for a multi-user server (see ui/runtime.py)
 from ui import sidebar, state  # noqa: E402  (after set_page_config)
@@ -87,3 +104,4 @@ try:
     pg.run()
 finally:
     state.sync_url()
+    _prefetch.empty()

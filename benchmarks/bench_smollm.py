@@ -161,7 +161,7 @@ def run(quick: bool = False, n_new: int | None = None, gen_rounds: int | None = 
     cold = load["cold_total_s"]
     rows.append(_row(f"SmolLM2 load_pretrained, cold (new process; imports {load['import_s']:.2f} s + first load)",
                      "s", round(cold, 2), target=f"≤ {COLD_LOAD_TARGET_S:g} s", ok=cold <= COLD_LOAD_TARGET_S))
-    rows.append(_row("SmolLM2 dequantization alone (gguf, 134.5M parameters, 2 threads)", "s",
+    rows.append(_row("SmolLM2 dequantization alone (torch kernels, 134.5M parameters, 2 worker threads)", "s",
                      round(load["dequant_s"], 2)))
     rows.append(_row("SmolLM2 process RSS after load (python + torch + model)", "MB", round(load["rss_mb"], 1)))
     return rows
