@@ -102,6 +102,8 @@ sidebar.render()
 pg = st.navigation(nav, expanded=True)  # every page listed on first load (no "View 8 more")
 try:
     pg.run()
+except state.PageEnd:  # a page ended early (state.end_page): what follows still reaches the browser
+    pass
 finally:
     state.sync_url()
     _prefetch.empty()

@@ -73,7 +73,7 @@ if causal.trace.probs is None:  # an encoder without an output layer (MiniLM)
                                  "‖causal‖": change["norm_a"]}))
     st.caption("1 = the same vector both ways. The last token sees the whole sentence under both masks, yet its "
                "vector still changes: from layer 1 on, every other token it reads was computed differently.")
-    st.stop()
+    state.end_page()
 pc, pb = causal.trace.probs[0, -1], bidi.trace.probs[0, -1]  # (V,)
 rows = analysis.topk_change(pc, pb, k=5)
 names = [causal.vocab[r.token_id] for r in rows]

@@ -45,14 +45,14 @@ text_a = c1.text_input("Sentence A", key="ctx_a", max_chars=MAX_CHARS)
 text_b = c2.text_input("Sentence B", key="ctx_b", max_chars=MAX_CHARS)
 if not text_a.strip() or not text_b.strip():
     st.info("Type a sentence in both boxes: the page compares one word across the two.", icon=":material/edit:")
-    st.stop()
+    state.end_page()
 run_a = current_run(text=text_a, notices=False)
 run_b = current_run(text=text_b, notices=False)
 words = analysis.common_words(run_a.labels, run_b.labels)
 if not words:
     st.warning("No word appears in both sentences. Put the same word in both (for example “apple” in "
                "“i ate an apple” and “apple released a phone”).", icon=":material/search:")
-    st.stop()
+    state.end_page()
 state.fix("ctx_word", words, w_default)
 word = st.selectbox("Word to compare (only words found in both sentences are offered)", words, key="ctx_word")
 ia, ib = analysis.find_word(run_a.labels, word), analysis.find_word(run_b.labels, word)

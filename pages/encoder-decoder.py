@@ -49,12 +49,12 @@ with st.expander("The toy vocabulary and grammar"):
 if not str(text).strip():
     st.info("Type an English sentence to translate, for example “the big dog sees a small cat .”",
             icon=":material/edit:")
-    st.stop()
+    state.end_page()
 try:
     r = translator.get_translation(str(text))
 except ValueError as e:  # translate() explains what is wrong with the input
     st.info(md_escape(str(e)), icon=":material/edit:")
-    st.stop()
+    state.end_page()
 translator.input_notices(r)
 ref = translator.reference(r)
 

@@ -31,7 +31,7 @@ task = st.segmented_control("Job", list(TASKS), key="ex_task") or next(iter(TASK
 err = load_error(name)
 if err:
     st.error(err)
-    st.stop()
+    state.end_page()
 res = expert_scores(name, task)
 L, H = res.score.shape
 top = res.top(10)

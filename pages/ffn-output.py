@@ -91,7 +91,7 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
                f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
                "classification read as the whole sentence's summary.")
     neighbours_section()
-    st.stop()
+    state.end_page()
 
 if trained_causal(run.source.name) is False and run.source.kind == "checkpoint":  # the masked LM
     st.subheader("Fill in the blank: what a masked language model is for")
@@ -116,7 +116,7 @@ if trained_causal(run.source.name) is False and run.source.kind == "checkpoint":
         st.warning("The sidebar mask is causal, but this model was trained bidirectionally: switch the mask to "
                    "bidirectional to see it as it learned. (The guesses above are always computed bidirectionally.)")
     neighbours_section()
-    st.stop()
+    state.end_page()
 
 st.subheader("Output layer: logits → softmax over the vocabulary")
 state.bound("ffn_k", 5)

@@ -44,7 +44,7 @@ try:
     walk = flash.tile_walk(run, layer, head, int(tile))
 except ValueError as e:  # tile 0: model.flash explains
     st.error(f"{flash.sentence(md_escape(str(e)))}. Pick a tile size between 1 and T = {T}.", icon=":material/error:")
-    st.stop()
+    state.end_page()
 res = walk.tiled
 for note in res.notices:
     if note.startswith("key tile"):

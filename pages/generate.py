@@ -22,7 +22,7 @@ reason = G.why_not(source)
 if reason:
     st.info(f"{reason} Pick a model that writes left to right in the sidebar: causal-lm, or SmolLM2-135M · "
             "pretrained LLM.", icon=":material/info:")
-    st.stop()
+    state.end_page()
 cfg = G.config(source)
 default_prompt = "The capital of France is" if source.kind == "pretrained" else "the cat sat on the"
 state.bound("gen_prompt", default_prompt)
@@ -51,7 +51,7 @@ max_new = st.slider("Tokens to generate", 1, 64, key="gen_max")
 limit = max(1, min(cfg.max_len - max_new, 256))
 if not prompt_text.strip():
     st.info("Type a prompt above: the model continues it.")
-    st.stop()
+    state.end_page()
 ids, _, n, _, unknown = tokenize(source, prompt_text, limit)
 if n > limit:
     st.warning(f"The prompt has {n} tokens; it was cut to the first {limit} (this model reads {cfg.max_len} positions, "

@@ -52,7 +52,7 @@ if window < 1:
 if problems:
     for p in problems:
         st.error(p, icon=":material/error:")
-    st.stop()
+    state.end_page()
 
 gqa_opts = [h for h in kvcache.kv_options(shape.n_heads) if 1 < h < shape.n_heads]
 gqa = None

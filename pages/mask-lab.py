@@ -34,7 +34,7 @@ if empty:
             "It is left out of the batch meanwhile.", icon=":material/edit:")
 batch_texts = tuple(t for t in texts if t.strip())
 if len(batch_texts) < 1:
-    st.stop()
+    state.end_page()
 
 state.bound("ml_q", "keys only")
 state.fix("ml_q", ["keys only", "keys and queries"])

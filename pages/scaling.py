@@ -41,7 +41,7 @@ allowed = np.broadcast_to(attn.allowed, attn.scores.shape)[0, head]  # (T, T)
 keys = np.flatnonzero(allowed[qi])
 if keys.size == 0:
     st.info("This query may not attend to any key (fully masked row): nothing to normalise.")
-    st.stop()
+    state.end_page()
 row = analysis.scaling_row(scores[qi, keys], cfg.d_k, float(temp))
 key_labels = [run.labels[j] for j in keys]
 st.markdown(f"d_k = d_model / h = {cfg.d_model} / {cfg.n_heads} = **{cfg.d_k}**, √d_k = **{np.sqrt(cfg.d_k):.4g}**. "

@@ -17,7 +17,7 @@ st.title("Attention variants")
 s = var_ui.sentence()
 if s is None:
     st.info("Type a sentence in the sidebar to compare the variants on it (the box is empty).", icon=":material/edit:")
-    st.stop()
+    state.end_page()
 T = len(s.ids)
 causal = st.session_state.get("mask", "causal") == "causal"
 b = variants.BASE

@@ -281,7 +281,7 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     source = current_source()
     if not str(text).strip():
         st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon=":material/edit:")
-        st.stop()
+        state.end_page()
     run = get_run(source, str(text), bool(causal), int(s.get("T", 64)))
     if notices:
         input_notices(run)

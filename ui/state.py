@@ -8,7 +8,7 @@ falls back to the default and a notice says so. Pages can bind their own widgets
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import streamlit as st
 
@@ -137,6 +137,25 @@ def fix(key: str, options: list, fallback: Any | None = None) -> None:
             st.session_state.setdefault("_url_fixed", set()).add(key)
             st.warning(f"The link's value {key}={raw[:40]!r} is not available here; using {new!r}.", icon=":material/link:")
         st.session_state[key] = new
+
+
+class PageEnd(Exception):
+    """Raised by end_page(): the page has said what it has to say. app.py catches it around
+    pg.run(), so the run's closing work (the URL sync, emptying the plotly.js prefetch chart) still
+    reaches the browser: after st.stop() Streamlit drops every later element and URL change."""
+
+
+def end_page() -> NoReturn:
+    """End the page here (in place of st.stop() on pages). Inside a fragment, where app.py's
+    handler is not on the stack, Streamlit's own st.stop()."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import RunLocation, ThreadState
+        in_fragment = ThreadState.get().run_location == RunLocation.FRAGMENT
+    except Exception:  # a Streamlit without these internals: assume a fragment (st.stop is safe)
+        in_fragment = True
+    if in_fragment:
+        st.stop()
+    raise PageEnd
 
 
 def begin_run() -> None:

@@ -163,6 +163,16 @@ def test_empty_text_gives_a_friendly_message(page):
     assert any("empty" in i.value for i in at.info)
 
 
+def test_a_page_that_ends_early_still_syncs_the_url():
+    """A page that stops at a message (empty box) still writes the box's value to the link: with
+    st.stop() Streamlit dropped app.py's closing work, and a copied link kept the old sentence."""
+    at = start(text="the cat sat")
+    at.sidebar.text_input(key="text").set_value("").run()
+    assert any("empty" in i.value for i in at.info)
+    assert at.query_params["text"] == [""] or at.query_params["text"] == ""
+    assert not figures(at)  # nor the first run's plotly.js prefetch chart
+
+
 def test_long_and_odd_text():
     odd = "Hi 😀 你好 שלום \x07 <script>alert(1)</script> <img src=x onerror=alert(1)> "
     at = start(text="x")  # text via the widget: the URL keeps only short texts
