@@ -59,10 +59,11 @@ def stages(tr, cfg) -> list[dict]:
     if tr.final_ln is not None:
         out.append(dict(name=f"final {norm_name}", shape=_shape(tr.final_ln.output)[1:], page="layer-norm",
                         what="before the output layer"))
-    if tr.logits is not None:
+    if cfg.output_head:  # shapes only: the logits themselves are computed on first read (not here)
+        t_v = (_shape(tr.final)[1], cfg.vocab_size)  # (T, V)
         out.append(dict(name="logits = h · Eᵀ" if cfg.tie_weights else "logits = h · W_outᵀ",
-                        shape=_shape(tr.logits)[1:], page="ffn-output", what="a score per vocabulary token"))
-        out.append(dict(name="softmax → probabilities", shape=_shape(tr.probs)[1:], page="generate",
+                        shape=t_v, page="ffn-output", what="a score per vocabulary token"))
+        out.append(dict(name="softmax → probabilities", shape=t_v, page="generate",
                         what="the next-token distribution at every position"))
     else:
         out.append(dict(name="last hidden states (no output layer)", shape=_shape(tr.final)[1:], page="ffn-output",

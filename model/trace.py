@@ -97,6 +97,38 @@ def _torch_op(fn, *xs):
         return fn(*xs)
 
 
+class WeightRef:
+    """A model weight that a trace computes a field from on first read (the output matrix, for the
+    logits): the model's own tensor (detached, not a copy) and its in-place version counter when
+    the trace was made. Not a trace value: `.numpy()` keeps it as it is, and `flat_arrays` (the
+    .npz export) and ui.budget_cache's byte count skip it (the model's memory, not the trace's).
+    Reading the field after the weight was changed in place raises instead of mixing weights."""
+
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor: Tensor):
+        self.tensor = tensor.detach()  # shares the version counter with the parameter
+        self.version = tensor._version
+
+    def get(self) -> Tensor:
+        if self.tensor._version != self.version:
+            raise RuntimeError("the model's weights were changed in place after this trace was made; "
+                               "trace the sentence again to read its logits")
+        return self.tensor
+
+    def __repr__(self) -> str:
+        return f"WeightRef({tuple(self.tensor.shape)})"
+
+
+def _logits(tr: "ForwardTrace"):
+    """final @ W_out^T: the output layer's matmul on the recorded last hidden states, as
+    Transformer.run computes it (the same op on the same tensors: the same values bit for bit).
+    None for a model without an output layer (no output_weight)."""
+    if tr.output_weight is None:
+        return None
+    return _torch_op(lambda x, w: x @ w.T, tr.final, tr.output_weight.get())
+
+
 def _probs(tr: "ForwardTrace"):
     """softmax(logits) over the vocabulary, as Transformer.run computed it before (None without logits)."""
     return None if tr.logits is None else _torch_op(lambda z: torch.softmax(z, dim=-1), tr.logits)
@@ -258,8 +290,11 @@ class ForwardTrace(TraceNode):
     layers: tuple[BlockTrace, ...]
     final_ln: LayerNormTrace | NormTrace | None  # pre-LN models (GPT-2); None for post-LN
     final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
-    logits: Tensor | None  # (B, T, V); None for a model without an output layer (cfg.output_head
-    #                        False, e.g. MiniLM: an encoder that cannot predict words)
+    logits: Tensor | None = derived(_logits, required=True)  # (B, T, V)  final @ W_out^T; None for a
+    #                        model without an output layer (cfg.output_head False, e.g. MiniLM: an
+    #                        encoder that cannot predict words). A model with frozen weights (every
+    #                        model the app shows) leaves it to first read (trace.derived): a fifth of
+    #                        SmolLM2's forward, and no page about attention reads it
     probs: Tensor | None = derived(_probs)  # (B, T, V)  softmax(logits) over the vocabulary; None as
     #                                        logits. Computed on first read (model.trace leaves it out)
     token_type_ids: Tensor | None = None  # (B, T) long, the segment of each token (models with
@@ -269,6 +304,10 @@ class ForwardTrace(TraceNode):
     past_length: int | None = None  # tokens already in the KV cache (model.generate): the rows
     #                                 here are the new ones, attending over past_length + T keys.
     #                                 None without a cache
+    output_weight: WeightRef | None = None  # (V, D) the output matrix `logits` is computed from on
+    #                                         first read (the model's own tensor, not a copy); None
+    #                                         when the forward computed the logits, or without an
+    #                                         output layer
 
 
 def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
 from .intervene import Intervention
 from .layers import Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
-from .trace import EmbeddingTrace, ForwardTrace
+from .trace import EmbeddingTrace, ForwardTrace, WeightRef
 
 if TYPE_CHECKING:
     from .generate import KVCache
@@ -206,15 +206,21 @@ class Transformer(TokenModel):
         final_ln = None
         if self.ln_f is not None:
             x, final_ln = self.ln_f(x, record)  # (B, T, D)
-        logits = x @ self.output_matrix.T if self.cfg.output_head else None  # (B, T, V)
         if not record:
-            return x if logits is None else logits
+            return x @ self.output_matrix.T if self.cfg.output_head else x  # (B, T, V) logits, or (B, T, D)
+        logits, out_w = None, None
+        if self.cfg.output_head:
+            w = self.output_matrix  # (V, D)
+            if w.requires_grad:  # weights that may still change (training): the logits now
+                logits = x @ w.T  # (B, T, V)
+            else:  # frozen (the app's models): the same matmul on first read (trace.derived)
+                out_w = WeightRef(w)
         return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,
                             embeddings=emb,
                             layers=tuple(layer_traces), final_ln=final_ln, final=x,
                             logits=logits,  # probs = softmax(logits): computed on first read (trace.derived)
                             token_type_ids=token_type_ids, positions=positions,
-                            past_length=None if past is None else start)
+                            past_length=None if past is None else start, output_weight=out_w)
 
     def _check_past(self, past: KVCache, ids: Tensor, key_padding_mask: Tensor | None,
                     token_type_ids: Tensor | None) -> int:

@@ -16,7 +16,7 @@ rows = stages(run.trace, cfg)
 st.caption(f"Your sentence through {cfg.n_layers} block(s) of this model ({cfg.norm}-LN, {cfg.n_heads} heads, "
            f"d_model {cfg.d_model}): each box is one step, each arrow's label the shape of the tensor it passes on "
            "(batch axis left out). Colours: the page that explains the step (links below).")
-show_fig(flow_diagram(rows, title=f"{run.T} tokens, from ids to {'probabilities' if run.trace.probs is not None else 'hidden states'}"),
+show_fig(flow_diagram(rows, title=f"{run.T} tokens, from ids to {'probabilities' if cfg.output_head else 'hidden states'}"),
          "flow_diagram", table=pd.DataFrame([{"step": r["name"], "shape": " × ".join(map(str, r["shape"])),
                                                "page": r["page"], "what": r["what"]} for r in rows]),
          alt="A vertical chain of boxes from token ids to the output, each arrow labelled with a tensor shape.")

@@ -70,10 +70,13 @@ class BudgetCache:
 
     def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
         with self._lock:
-            if key in self._items:
+            hit = self._items.get(key)
+            if hit is not None:
                 self._items.move_to_end(key)
-                return self._items[key][0]
-            gate = self._pending.setdefault(key, threading.Lock())
+            else:
+                gate = self._pending.setdefault(key, threading.Lock())
+        if hit is not None:
+            return self._recount(key, *hit)
         with gate:  # one computation per key; the others wait here, then find it cached
             with self._lock:
                 if key in self._items:
@@ -90,10 +93,28 @@ class BudgetCache:
                 self._pending.pop(key, None)
                 self._items[key] = (value, n)
                 self.bytes += n
-                while len(self._items) > 1 and (self.bytes > self.budget or len(self._items) > self.max_entries):
-                    _, (_, m) = self._items.popitem(last=False)
-                    self.bytes -= m
+                self._evict()
             return value
+
+    def _recount(self, key: Hashable, value: Any, counted: int) -> Any:
+        """A hit: count the entry again. Fields computed on first read since it was cached (a
+        trace's logits and probabilities, model.trace.derived) grow it after the fact; without
+        this, the cache would hold more than its budget."""
+        n = self._size(value)
+        if n != counted:
+            with self._lock:
+                item = self._items.get(key)
+                if item is not None and item[0] is value:
+                    self._items[key] = (value, n)
+                    self.bytes += n - item[1]
+                    self._evict()
+        return value
+
+    def _evict(self) -> None:
+        """Drop least recently used entries until within budget and count (caller holds the lock)."""
+        while len(self._items) > 1 and (self.bytes > self.budget or len(self._items) > self.max_entries):
+            _, (_, m) = self._items.popitem(last=False)
+            self.bytes -= m
 
     def __len__(self) -> int:
         return len(self._items)

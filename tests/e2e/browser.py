@@ -83,6 +83,20 @@ class Guard:
             route.abort()
 
 
+@contextmanager
+def guarded_page(browser, width: int, height: int, **options):
+    """A fresh page in its own context (viewport width x height, more new_context options) whose
+    requests may only go to localhost; closed afterwards, then the offsite requests checked."""
+    ctx = browser.new_context(viewport={"width": width, "height": height}, **options)
+    guard = Guard()
+    ctx.route("**/*", guard.route)
+    try:
+        yield ctx.new_page()
+    finally:
+        ctx.close()
+    assert not guard.offsite, f"requests left localhost: {guard.offsite[:5]}"
+
+
 def wait_idle(page, timeout: float = 60_000) -> None:
     """Wait until the script run finished and the status widget is gone."""
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser import Guard, exceptions, open_page, wait_idle
+from tests.e2e.browser import exceptions, guarded_page, open_page, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -28,11 +28,7 @@ def is_dark(rgb: str) -> bool:
 
 @pytest.mark.parametrize("scheme, dark", [("dark", True), ("light", False)])
 def test_the_theme_follows_the_system_preference(browser, server, scheme, dark):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, color_scheme=scheme)
-    guard = Guard()
-    ctx.route("**/*", guard.route)
-    pg = ctx.new_page()
-    try:
+    with guarded_page(browser, 1400, 900, color_scheme=scheme) as pg:
         open_page(pg, server)
         pg.wait_for_selector(".main-svg", timeout=60_000)
         rgb = pg.evaluate("() => getComputedStyle(document.querySelector('[data-testid=stApp]')).backgroundColor")
@@ -42,16 +38,10 @@ def test_the_theme_follows_the_system_preference(browser, server, scheme, dark):
         pg.wait_for_function("(d) => { const c = getComputedStyle(document.querySelector('[data-testid=stApp]'))"
                              ".backgroundColor.match(/\\d+/g).slice(0, 3).map(Number); "
                              "return (c[0] + c[1] + c[2] < 150) === d; }", arg=not dark, timeout=10_000)
-    finally:
-        ctx.close()
 
 
 def test_the_camera_button_downloads_an_svg_with_the_charts_title(browser, server, tmp_path):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    guard = Guard()
-    ctx.route("**/*", guard.route)
-    pg = ctx.new_page()
-    try:
+    with guarded_page(browser, 1400, 1000, accept_downloads=True) as pg:
         open_page(pg, server, "scaling", "img_fmt=SVG")
         pg.locator('[data-testid="stSidebar"]').get_by_text("SVG", exact=True).click()
         wait_idle(pg)
@@ -65,6 +55,3 @@ def test_the_camera_button_downloads_an_svg_with_the_charts_title(browser, serve
         assert svg.lstrip().startswith("<svg") and dl.value.suggested_filename.endswith(".svg")
         title = pg.locator('[data-testid="stPlotlyChart"]').first.locator(".gtitle").first.text_content()
         assert title and title in svg.replace("&amp;", "&")
-        assert guard.offsite == []
-    finally:
-        ctx.close()

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import Guard, exceptions, page_url, wait_idle
+from tests.e2e.browser import exceptions, guarded_page, page_url, wait_idle
 from ui.state import FRESH
 
 pytestmark = pytest.mark.e2e
@@ -17,13 +17,8 @@ FRESH_Q = "src=" + quote(FRESH)
 
 @pytest.fixture
 def narrow(browser):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 2400})
-    guard = Guard()
-    ctx.route("**/*", guard.route)
-    pg = ctx.new_page()
-    yield pg
-    ctx.close()
-    assert not guard.offsite
+    with guarded_page(browser, 1280, 2400) as pg:
+        yield pg
 
 
 def _open(pg, server, path: str, query: str) -> None:
@@ -115,13 +110,8 @@ def test_causal_vs_bidirectional_labels_stay_out_of_the_panels(server, narrow):
 @pytest.fixture
 def tall(browser):
     """1280 px wide and tall enough for a whole page (Streamlit scrolls inside its own container)."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 9000})
-    guard = Guard()
-    ctx.route("**/*", guard.route)
-    pg = ctx.new_page()
-    yield pg
-    ctx.close()
-    assert not guard.offsite
+    with guarded_page(browser, 1280, 9000) as pg:
+        yield pg
 
 
 # every chart's title, tick labels (any subplot, colour bars excluded), axis titles and annotations
@@ -165,11 +155,7 @@ def test_present_mode_key_axis_title_clears_the_slanted_labels(server, tall):
 def test_present_mode_exit_button_is_not_under_the_header(server, browser, path):
     """Screenshot audit, 1280 x 720: in presentation mode the page's "Exit presentation mode"
     button sat under Streamlit's header (only its lower border showed): the one way out on the page."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    guard = Guard()
-    ctx.route("**/*", guard.route)
-    pg = ctx.new_page()
-    try:
+    with guarded_page(browser, 1280, 720) as pg:
         pg.goto(page_url(server, path, "present=true"), timeout=120_000)
         btn = pg.get_by_role("button", name="Exit presentation mode")
         btn.wait_for(timeout=120_000)
@@ -180,9 +166,6 @@ def test_present_mode_exit_button_is_not_under_the_header(server, browser, path)
         hit = pg.evaluate("([x, y]) => { const e = document.elementFromPoint(x, y); return !!(e && e.closest('button') && e.closest('button').textContent.includes('Exit presentation mode')); }",
                           [b["x"] + b["width"] / 2, b["y"] + b["height"] / 2])
         assert hit, b
-    finally:
-        ctx.close()
-    assert not guard.offsite
 
 
 def test_present_mode_heads_show_above_the_fold(server, browser):
@@ -190,11 +173,7 @@ def test_present_mode_heads_show_above_the_fold(server, browser):
     the fold (the exit button, the title, the example row and the caption came first). The exit
     button now sits in the header bar and the caption under the grid: the heatmaps start at least
     200 px above the bottom of the window."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    guard = Guard()
-    ctx.route("**/*", guard.route)
-    pg = ctx.new_page()
-    try:
+    with guarded_page(browser, 1280, 720) as pg:
         pg.goto(page_url(server, "heads", "present=true"), timeout=120_000)
         pg.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 4",
                              timeout=120_000)
@@ -204,6 +183,3 @@ def test_present_mode_heads_show_above_the_fold(server, browser):
         assert top <= 720 - 200, top
         exit_box = pg.get_by_role("button", name="Exit presentation mode").bounding_box()
         assert exit_box and exit_box["y"] + exit_box["height"] <= 80, exit_box  # in the header bar
-    finally:
-        ctx.close()
-    assert not guard.offsite

@@ -2,7 +2,7 @@
 nothing leaves localhost."""
 import pytest
 
-from tests.e2e.browser import X_TICKS, Guard, exceptions, open_page, screenshot, serving, wait_idle
+from tests.e2e.browser import X_TICKS, exceptions, guarded_page, open_page, screenshot, serving, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -27,11 +27,7 @@ def test_deep_link_as_a_fresh_servers_first_request(browser, path, title, query)
     process, Streamlit resolves pages by file name (ui/__init__.py): the right page, the link's
     settings kept, and no "Page not found" dialog."""
     with serving() as url:
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        guard = Guard()
-        ctx.route("**/*", guard.route)
-        pg = ctx.new_page()
-        try:
+        with guarded_page(browser, 1400, 1000) as pg:
             open_page(pg, url, path, query)
             pg.wait_for_timeout(1000)  # the reroute to app.py's navigation has settled
             wait_idle(pg)
@@ -40,6 +36,3 @@ def test_deep_link_as_a_fresh_servers_first_request(browser, path, title, query)
             assert exceptions(pg) == 0
             assert f"/{path}" in pg.url and query in pg.url, pg.url
             screenshot(pg, f"first_request_{path}")
-        finally:
-            ctx.close()
-        assert not guard.offsite, guard.offsite
