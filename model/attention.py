@@ -102,21 +102,21 @@ def additive(allowed: Tensor) -> Tensor:
     return torch.where(allowed, zero, torch.tensor(float("-inf")))
 
 
-def _rows_allowed(allowed: Tensor) -> tuple[Tensor, bool, Tensor]:
-    """(row_ok (..., Tq, 1) bool: at least one key allowed, whether every row is ok, and
-    ~row_ok[..., 0] (..., Tq): the fully masked rows) of a mask. Remembered per mask tensor while
+def _rows_allowed(allowed: Tensor) -> tuple[Tensor, bool, Tensor, Tensor]:
+    """(row_ok (..., Tq, 1) bool: at least one key allowed, whether every row is ok,
+    ~row_ok[..., 0] (..., Tq): the fully masked rows, and ~allowed: where -inf goes) of a mask. Remembered per mask tensor while
     it is unchanged (same object, same version counter): every layer of a pass attends with the
     same mask, so the check runs once per pass, not per layer."""
     try:
         key = (id(allowed), allowed._version)
     except RuntimeError:  # an inference-mode tensor has no version counter: nothing remembered
         row_ok = allowed.any(dim=-1, keepdim=True)
-        return row_ok, bool(row_ok.all()), ~row_ok[..., 0]
+        return row_ok, bool(row_ok.all()), ~row_ok[..., 0], ~allowed
     hit = _ROWS_SEEN.get(key[0])
     if hit is not None and hit[0]() is allowed and hit[1] == key[1]:
         return hit[2]
     row_ok = allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1): at least one key allowed
-    rows = (row_ok, bool(row_ok.all()), ~row_ok[..., 0])
+    rows = (row_ok, bool(row_ok.all()), ~row_ok[..., 0], ~allowed)
     if len(_ROWS_SEEN) >= 64:
         _ROWS_SEEN.clear()
     _ROWS_SEEN[key[0]] = (weakref.ref(allowed), key[1], rows)
@@ -126,13 +126,20 @@ def _rows_allowed(allowed: Tensor) -> tuple[Tensor, bool, Tensor]:
 _ROWS_SEEN: dict[int, tuple] = {}  # id(mask) -> (weakref(mask), version, _rows_allowed's answer)
 
 
-def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float = 1.0
-                   ) -> tuple[Tensor, Tensor, Tensor]:
+def _fits(small: torch.Size, big: torch.Size) -> bool:
+    """Whether `small` broadcasts to `big` without growing it (torch.broadcast_shapes costs ~80 us)."""
+    return len(small) <= len(big) and all(a == 1 or a == b for a, b in zip(reversed(small), reversed(big)))
+
+
+def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float = 1.0, *,
+                   in_place: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Row softmax of x / temperature over the last axis where `allowed` (bool, broadcastable,
     True = may attend; None = everything). Returns (masked, weights, row_ok):
       masked  x / temperature, -inf where not allowed (what the page shows as "masked scores")
       weights softmax rows (sum 1); all-zero rows where nothing is allowed, never NaN
       row_ok  (..., Tq, 1) bool, False on fully masked rows
+    in_place: x is a temporary the caller gives up (attend's scaled scores): -inf is written into
+    it (masked_fill_, the same values as torch.where) and `masked` is x itself, no new buffer.
     The one masked softmax: attend, the classroom analyses and the calculator call it."""
     if not (temperature > 0 and math.isfinite(temperature)):
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
@@ -144,8 +151,11 @@ def masked_softmax(x: Tensor, allowed: Tensor | None = None, temperature: float 
         return x, torch.softmax(x, dim=-1), torch.ones(rows, dtype=torch.bool, device=x.device)
     if allowed.dtype != torch.bool:
         raise ValueError("allowed must be a bool tensor (True = may attend)")
-    masked = torch.where(allowed, x, float("-inf"))  # (..., Tq, Tk)
-    row_ok, every, _ = _rows_allowed(allowed)  # (..., Tq, 1): at least one key allowed
+    row_ok, every, _, not_allowed = _rows_allowed(allowed)  # (..., Tq, 1): at least one key allowed
+    if in_place and not x.requires_grad and _fits(allowed.shape, x.shape):
+        masked = x.masked_fill_(not_allowed, float("-inf"))  # (..., Tq, Tk)
+    else:
+        masked = torch.where(allowed, x, float("-inf"))  # (..., Tq, Tk)
     if every:
         # No fully masked row: the guard below would be the identity (where keeps every value,
         # * True multiplies by one), so it is left out. Same values, bit for bit.
@@ -183,8 +193,8 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         raise ValueError(f"k and v must have the same number of positions; got {k.shape[-2]} and {v.shape[-2]}")
     d_k = q.shape[-1]
     out = {}
-    # The common path (no bias, no additive energies) keeps neither scores nor scaled: q @ k^T is
-    # scaled in place and fed to the softmax, and both are computed again on first read
+    # The common path (no bias, no additive energies) keeps neither scores, scaled nor masked: q @ k^T
+    # is scaled and masked in place and fed to the softmax, and all three are computed again on first read
     # (trace.derived: the same matmul and multiplication, the same values), as transformers
     # keeps only the weights. Its memory is reused by the next layer instead of kept in the trace.
     lazy = bias is None and energy_weights is None
@@ -200,7 +210,8 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
     if bias is not None:
         logits = scaled + bias  # (..., Tq, Tk)
         out["bias"] = bias
-    masked, weights, row_ok = masked_softmax(logits, allowed)  # (..., Tq, Tk) x2, (..., Tq, 1)
+    # lazy: the scaled scores are a temporary, masked in place (masked_softmax's in_place)
+    masked, weights, row_ok = masked_softmax(logits, allowed, in_place=lazy)  # (..., Tq, Tk) x2, (..., Tq, 1)
     heads = weights @ v  # (..., Tq, d_v)
     # (..., Tq) with the batch/head axes of the scores, e.g. (B, H, Tq), even when `allowed` is a
     # shared (Tq, Tk) mask such as the causal one (a view: no copy).
@@ -209,7 +220,7 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
         fully_masked = torch.zeros((), dtype=torch.bool, device=q.device).expand(scores.shape[:-1])
     else:
         fully_masked = _rows_allowed(allowed)[2].expand(scores.shape[:-1])  # ~row_ok[..., 0]
-    if lazy:  # scores, scaled and (when nothing was masked: masked = scaled) on first read
+    if lazy:  # scores, scaled and masked (the buffer softmax read) on first read
         masked = None if masked is scaled else masked
         scores = scaled = None
     out.update(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled, allowed=allowed, masked=masked,

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from .attention import alibi_bias, alibi_slopes, attend_fields, combine, window_allowed
 from .config import ModelConfig
 from .intervene import LayerIntervention, apply_to_heads, edited_weights
-from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace, kv_for_heads
+from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
 
 # (cos, sin), each (T, d_k): the rotary tables of the positions in this pass (model.rope)
 RopeTables = tuple[Tensor, Tensor]
@@ -125,6 +125,14 @@ def kv_head_index(n_heads: int, rep: int) -> Tensor:
     return torch.arange(n_heads) // rep
 
 
+def repeat_kv(kv: Tensor, rep: int) -> Tensor:
+    """K or V (B, H_kv, T, d) -> (B, H_kv * rep, T, d): each K/V head repeated for the rep query
+    heads that read it (h // rep), by a broadcast view and one copy, as HF's repeat_kv. The same
+    values as trace.kv_for_heads (index_select on kv_head_index), with one strided copy."""
+    B, H_kv, T, d = kv.shape
+    return kv[:, :, None].expand(B, H_kv, rep, T, d).reshape(B, H_kv * rep, T, d)
+
+
 class MultiHeadAttention(nn.Module):
     """Q = X W_Q^T + b, split into H heads of d_k; attend per head; concat; W_O.
     Grouped-query attention (cfg.n_kv_heads): K and V have H_kv heads; query head h reads K/V head
@@ -177,7 +185,7 @@ class MultiHeadAttention(nn.Module):
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
             extra["kv_head"] = kv_head_index(self.n_heads, rep)  # (H,)
-            k_all, v_all = kv_for_heads(k, extra["kv_head"]), kv_for_heads(v, extra["kv_head"])  # (B, H, Tk, .)
+            k_all, v_all = repeat_kv(k, rep), repeat_kv(v, rep)  # (B, H, Tk, .) query head h reads kv_head[h]
         scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         bias, energy = None, None
         if x_kv is x_q and (self.alibi or self.window is not None):  # self-attention only
@@ -224,7 +232,8 @@ class FeedForward(nn.Module):
         if self.gate is not None:  # SwiGLU
             gate = self.gate(x)  # (B, T, d_ff)
             up = self.fc1(x)  # (B, T, d_ff)
-            post = F.silu(gate) * up  # (B, T, d_ff)
+            act = F.silu(gate)  # (B, T, d_ff)
+            post = act * up if act.requires_grad else act.mul_(up)  # (B, T, d_ff) (no grad: in place)
             out = self.fc2(post)  # (B, T, D)
             return out, (FFNTrace(input=x, hidden_pre=gate, hidden_post=post, output=out, gate=gate, up=up)
                          if record else None)

@@ -152,8 +152,9 @@ def _scaled(tr: "AttentionTrace"):
 
 
 def _masked(tr: "AttentionTrace"):
-    """Left out only when nothing was masked and no bias added: masked is then `scaled` itself."""
-    return tr.scaled
+    """Left out when no bias was added (attend masked its scaled scores in place, masked_fill_):
+    scaled with -inf where not allowed, by torch.where (the same values)."""
+    return _torch_op(lambda x, a: torch.where(a, x, float("-inf")), tr.scaled, tr.allowed)
 
 
 def _ln_normalized(tr: "LayerNormTrace"):
@@ -184,7 +185,7 @@ class AttentionTrace(TraceNode):
     #                                                  computed on first read (trace.derived)
     allowed: Tensor  # bool, broadcastable to (B, H, Tq, Tk); True = may attend
     masked: Tensor = derived(_masked, required=True)  # (B, H, Tq, Tk)  scaled, -inf where not allowed;
-    #                                                  None when made = nothing masked: `scaled` itself
+    #                                                  None when made (no bias): computed on first read
     weights: Tensor  # (B, H, Tq, Tk)  softmax rows (sum 1), all-zero on fully masked rows
     fully_masked: Tensor  # bool (B, H or 1, Tq): rows where nothing was allowed
     heads: Tensor  # (B, H, Tq, d_v)  weights @ v, the per-head outputs Z_j
