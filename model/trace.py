@@ -10,6 +10,7 @@ names, same shapes): what pages, analyses and exports read, as typed attributes
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -86,6 +87,11 @@ class derived:
         obj.__dict__[self.slot] = value
 
 
+# _torch_op reads read-only numpy arrays through torch.from_numpy (the same memory, no copy): torch
+# warns that it cannot protect such memory; the ops here only read it. Silenced for this module only.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", module=r"model\.trace")
+
+
 def _torch_op(fn, *xs):
     """fn over tensors (no grad); numpy arrays in (a numpy tree made without the field) ->
     a read-only numpy array out."""
@@ -118,6 +124,9 @@ class WeightRef:
 
     def __repr__(self) -> str:
         return f"WeightRef({tuple(self.tensor.shape)})"
+
+    def __deepcopy__(self, memo) -> "WeightRef":  # a reference to the model's weights, never a copy
+        return self  # (dataclasses.asdict and copy.deepcopy of a trace)
 
 
 def _logits(tr: "ForwardTrace"):

@@ -50,6 +50,16 @@ def test_export_has_logits_but_never_the_weight():
     assert not any("output_weight" in k for k in flat)
 
 
+def test_asdict_and_deepcopy_share_the_weight_reference():
+    import copy
+    import dataclasses
+    model = make()
+    tr = model.trace(IDS)
+    assert copy.deepcopy(tr).output_weight is tr.output_weight
+    d = dataclasses.asdict(tr)
+    assert d["output_weight"] is tr.output_weight and torch.equal(d["logits"], model(IDS))
+
+
 def test_trainable_model_computes_logits_in_the_forward():
     model = make(frozen=False)
     tr = model.trace(IDS)
