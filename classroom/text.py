@@ -20,7 +20,8 @@ def visible(text: str) -> str:
         else:
             out.append(ch)
     s = "".join(out)
-    return html.escape(s if s else "∅", quote=True)
+    # quotes as numeric references: Plotly decodes &#34; and &#x27; but shows "&quot;" as typed
+    return html.escape(s if s else "∅", quote=True).replace("&quot;", "&#34;")
 
 
 def token_labels(labels: Sequence[str], max_chars: int = 14, *, plain: bool = False, start: int = 0,

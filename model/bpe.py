@@ -25,6 +25,7 @@ app uses it: `encode(text) -> Encoded(ids, labels)`, `decode`, `vocab`, `index`,
 """
 from __future__ import annotations
 
+import functools
 import unicodedata
 from functools import lru_cache
 from typing import Iterable, Sequence
@@ -155,6 +156,21 @@ class ByteLevelBPETokenizer:
         if tid in self._special_ids:
             return piece.encode("utf-8")
         return bytes(self._byte_of[c] for c in piece)
+
+    @functools.cached_property
+    def display_vocab(self) -> list[str]:
+        """One readable label per token id, for token ids shown out of context (top-k predictions,
+        embedding rows): "ĠParis" -> "·Paris", "Ċ" -> "↵" (module docstring); a token that is
+        only part of a UTF-8 character shows its bytes ("<0xE2><0x80>"); special tokens as
+        spelled. `vocab` keeps the file's spelling (what the ids mean to the tokenizer)."""
+        out = []
+        for tid in range(len(self.vocab)):
+            b = self.token_bytes(tid)
+            try:
+                out.append(readable(b.decode("utf-8")) or "∅")
+            except UnicodeDecodeError:
+                out.append("".join(f"<0x{x:02X}>" for x in b))
+        return out
 
     def labels(self, ids: Sequence[int], text: str | None = None,
                offsets: Sequence[tuple[int, int]] | None = None) -> list[str]:

@@ -167,7 +167,7 @@ class Run:
     unknown: list[str]  # typed words that map to the unknown token
     causal: bool
     cfg: ModelConfig
-    vocab: list[str]
+    vocab: list[str]  # one label per token id, as a reader sees it (byte-level BPE: "·Paris", not "ĠParis")
     trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1
     source: ModelSource | None = None  # the model that computed it (for the model-level views below)
     unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
@@ -202,6 +202,12 @@ def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], l
     return ids, labels, n, text_cut, unknown
 
 
+def display_vocab(tok) -> list[str]:
+    """Token ids as labels for tables out of context: the byte-level BPE vocabulary readable
+    (model.bpe.ByteLevelBPETokenizer.display_vocab, made once per tokenizer), others as spelled."""
+    return getattr(tok, "display_vocab", tok.vocab)
+
+
 def special_ids(tok) -> set[int]:
     """Ids of [CLS] and [SEP] for a WordPiece tokenizer; empty for the toy vocabularies (their
     <bos> is the first token, which the first-token sink already covers)."""
@@ -224,7 +230,7 @@ def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=tok.vocab, trace=tr.numpy(),
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=tr.numpy(),
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 

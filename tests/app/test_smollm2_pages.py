@@ -114,3 +114,24 @@ def test_control_characters_emoji_and_right_to_left_text():
     w = decode(heat[0]["z"])
     assert np.isfinite(np.nan_to_num(w)).all()
     np.testing.assert_allclose(np.nansum(w, axis=1), 1.0, atol=1e-5)
+
+
+def test_ffn_page_writes_swiglu_as_the_gated_unit_it_is():
+    """SmolLM2's FFN is W2 (SiLU(W_gate x) * W_up x), with no biases; the page wrote
+    "W2 · SWIGLU(W1 x + b1) + b2", a one-matrix formula with biases the model does not have."""
+    at = start("pages/ffn-output.py")
+    text = text_of(at)
+    assert "FFN(x) = W₂ · (SiLU(W_gate x) ⊙ (W_up x))" in text
+    assert "b₁" not in text and "SWIGLU(" not in text
+    assert any("after SwiGLU" in (f["layout"]["title"]["text"] if isinstance(f["layout"].get("title"), dict) else "")
+               for f in figures(at))
+
+
+def test_top_k_predictions_read_as_text_not_byte_level_spelling():
+    """Issue 18: labels show leading spaces readably, never the raw "Ġ". The top-k table of the
+    FFN & output page showed the vocabulary's spelling ("Ġthe", "Ċ"); it now shows "·the", "↵"."""
+    at = start("pages/ffn-output.py", text="The capital of France is")
+    topk = next(f for f in figures(at) if "Top-" in str(f["layout"].get("title", "")))
+    cells = [t for tr in topk["data"] for t in (tr.get("text") or []) for t in (t if isinstance(t, list) else [t])]
+    assert cells and not any(c in str(cell) for cell in cells for c in "ĠĊ"), cells[:10]
+    assert any(str(cell).startswith("·Paris") for cell in cells), cells[:10]

@@ -137,6 +137,23 @@ def test_hostile_text_is_shown_literally(server, page, evil):
     screenshot(page, "attention_hostile_" + ("script" if "script" in evil else "img"))
 
 
+def test_quotes_in_labels_show_as_typed(server, page):
+    """A typed quote was escaped as "&quot;", which Plotly draws literally (the top-k table showed
+    ".&quot;"); labels now carry numeric references, which Plotly decodes: the tick reads 3:"."""
+    open_page(page, server, "", FRESH_Q)
+    box = page.get_by_role("textbox", name="Sentence", exact=True)
+    box.fill('he said "no" it\'s')
+    box.press("Enter")
+    wait_idle(page)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] "
+                           "g[class^=x][class$=tick] text')].some(t => t.textContent === '3:\"')",
+                           timeout=30_000)
+    labels = x_labels(page)
+    assert '5:"' in labels and "6:it's" in labels, labels
+    assert not any("&quot;" in lab or "&#" in lab for lab in labels), labels
+    assert exceptions(page) == 0
+
+
 def test_line_view_hover_isolates_a_token(server, page):
     open_page(page, server, "", FRESH_Q + "&detail=true&head_tab=Lines&head=2")
     page.wait_for_selector(".al-lines .ln", timeout=60_000)

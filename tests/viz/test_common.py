@@ -15,7 +15,7 @@ def test_token_labels_unique_escaped_and_visible():
 
 
 def test_visible_escapes_quotes():
-    assert visible('a"b\'') == "a&quot;b&#x27;"
+    assert visible('a"b\'') == "a&#34;b&#x27;"  # numeric: Plotly shows "&quot;" literally
 
 
 def test_masked_z_nan_where_not_allowed():
