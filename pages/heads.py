@@ -48,17 +48,26 @@ if st.session_state.get("present"):
 def head_detail() -> None:
     """One head: the heatmap, its numbers, and the line view. Behind an expander that computes
     nothing while closed (a second heatmap on every keystroke cost a quarter of the page's rerun
-    and of its repaint); opening it or changing the head reruns this fragment alone."""
+    and of its repaint); opening it or changing the head reruns this fragment alone.
+    It reads the run itself (current_run: the shared cache) instead of the page's globals: Streamlit
+    keeps a session's fragments, and with them the page's namespace, until its next run, and
+    that namespace no longer holds the trace (deleted at the end of the page). Holding it cost
+    ~70 MB per SmolLM2 session under load (benchmarks/ws_load.py: 10 sessions peaked at 2.4 GB
+    with it, 1.7 GB without)."""
     state.bound("detail", False)
     box = st.expander("One head in detail: heatmap, line view, numbers", key="detail", on_change="rerun",
                       icon=":material/zoom_in:")
     with box:
         if box.open:
-            detail_body()
+            run = current_run(notices=False)
+            layer = st.session_state["layer"]
+            w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
+            detail_body(run, layer, w, layer_allowed(run, layer), label_heads(w, run.special_keys))
     state.sync_url()
 
 
-def detail_body() -> None:
+def detail_body(run, layer: int, w, allowed, pats) -> None:
+    H = w.shape[0]
     state.bound("head", 0)
     state.fix("head", list(range(H)))
     h = st.selectbox("Head", list(range(H)), key="head",
@@ -92,3 +101,4 @@ def detail_body() -> None:
 
 head_detail()
 show_code("model.attention.attend", "model.attention.masked_softmax", what="attention weights")
+del run, w, allowed, pats  # the trace is not kept alive by this page's namespace (see head_detail)
