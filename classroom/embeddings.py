@@ -58,11 +58,16 @@ def special_rows(vocab: Sequence[str]) -> np.ndarray:
     return np.array([bool(_SPECIAL_NAME.match(t)) for t in vocab], dtype=bool)
 
 
+def display_vocab(tok) -> Sequence[str]:
+    """One label per token id, as a reader sees it out of context (top-k tables, neighbour lists):
+    a byte-level BPE vocabulary through the tokenizer's display_vocab ("ĠParis" -> "·Paris",
+    made once per tokenizer), other vocabularies as spelled."""
+    return getattr(tok, "display_vocab", tok.vocab)
+
+
 def row_label(tok, i: int) -> str:
-    """A vocabulary row as a reader sees it: byte-level BPE rows through the tokenizer's readable
-    labels ("ĠParis" -> "·Paris"), other vocabularies as spelled."""
-    labels = getattr(tok, "labels", None)
-    return labels([int(i)])[0] if callable(labels) else tok.vocab[int(i)]
+    """A vocabulary row as a reader sees it (display_vocab)."""
+    return display_vocab(tok)[int(i)]
 
 
 def resolve_word(tok, word: str) -> tuple[int | None, list[str]]:

@@ -129,13 +129,19 @@ class WeightRef:
         return self  # (dataclasses.asdict and copy.deepcopy of a trace)
 
 
+def output_logits(final, w):
+    """The output layer: final (..., T, D) @ W_out^T (V, D) -> logits (..., T, V). The one matmul
+    Transformer.run and the trace's logits on first read both use (the same values, bit for bit)."""
+    return final @ w.T
+
+
 def _logits(tr: "ForwardTrace"):
     """final @ W_out^T: the output layer's matmul on the recorded last hidden states, as
     Transformer.run computes it (the same op on the same tensors: the same values bit for bit).
     None for a model without an output layer (no output_weight)."""
     if tr.output_weight is None:
         return None
-    return _torch_op(lambda x, w: x @ w.T, tr.final, tr.output_weight.get())
+    return _torch_op(output_logits, tr.final, tr.output_weight.get())
 
 
 def _probs(tr: "ForwardTrace"):

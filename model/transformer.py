@@ -16,7 +16,7 @@ from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
 from .intervene import Intervention
 from .layers import Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
-from .trace import EmbeddingTrace, ForwardTrace, WeightRef
+from .trace import EmbeddingTrace, ForwardTrace, WeightRef, output_logits
 
 if TYPE_CHECKING:
     from .generate import KVCache
@@ -207,12 +207,12 @@ class Transformer(TokenModel):
         if self.ln_f is not None:
             x, final_ln = self.ln_f(x, record)  # (B, T, D)
         if not record:
-            return x @ self.output_matrix.T if self.cfg.output_head else x  # (B, T, V) logits, or (B, T, D)
+            return output_logits(x, self.output_matrix) if self.cfg.output_head else x  # (B, T, V), or (B, T, D)
         logits, out_w = None, None
         if self.cfg.output_head:
             w = self.output_matrix  # (V, D)
             if w.requires_grad:  # weights that may still change (training): the logits now
-                logits = x @ w.T  # (B, T, V)
+                logits = output_logits(x, w)  # (B, T, V)
             else:  # frozen (the app's models): the same matmul on first read (trace.derived)
                 out_w = WeightRef(w)
         return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,

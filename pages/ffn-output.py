@@ -21,12 +21,14 @@ cfg = run.cfg
 idx = token_labels(run.labels, plain=True)
 
 st.subheader("Position-wise feed-forward network")
-b1, b2 = (" + b₁", " + b₂") if cfg.bias else ("", "")
+b2 = " + b₂" if cfg.bias else ""
 if cfg.activation == "swiglu":  # Llama: a gated unit, two up-projections, no biases in SmolLM2
+    act_name = "SwiGLU"
     bg, bu = (" + b_gate", " + b_up") if cfg.bias else ("", "")
     formula = f"FFN(x) = W₂ · (SiLU(W_gate x{bg}) ⊙ (W_up x{bu})){b2}"
 else:
-    formula = f"FFN(x) = W₂ · {cfg.activation.upper()}(W₁ x{b1}){b2}"
+    act_name = cfg.activation.upper()
+    formula = f"FFN(x) = W₂ · {act_name}(W₁ x{' + b₁' if cfg.bias else ''}){b2}"
 st.caption(f"{formula}, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} "
            "and back, applied to every position separately with the same weights.")
 layers = list(range(cfg.n_layers))
@@ -36,7 +38,7 @@ layer = st.selectbox("Layer", layers, key="ffn_layer")
 ffn = run.trace.layers[layer].ffn  # FFNTrace (numpy, B = 1)
 hidden = ffn.hidden_post[0]  # (T, d_ff)
 show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], annotate=False,
-                        title=f"Hidden activations after {'SwiGLU' if cfg.activation == 'swiglu' else cfg.activation.upper()} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
+                        title=f"Hidden activations after {act_name} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
 diff = ffn_position_check(run, layer)

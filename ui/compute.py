@@ -19,6 +19,7 @@ import streamlit as st
 import torch
 
 from classroom import analysis
+from classroom.embeddings import display_vocab
 from classroom.text import md_escape  # noqa: F401  (pages import it from here with the other helpers)
 from model import checkpoint
 from model.checkpoint import from_bytes, load_checkpoint
@@ -200,12 +201,6 @@ def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], l
     ids, labels = enc.ids[:max_len], enc.labels[:max_len]
     unknown = [lab for i, lab in zip(ids, labels) if i == tok.unk_id]
     return ids, labels, n, text_cut, unknown
-
-
-def display_vocab(tok) -> list[str]:
-    """Token ids as labels for tables out of context: the byte-level BPE vocabulary readable
-    (model.bpe.ByteLevelBPETokenizer.display_vocab, made once per tokenizer), others as spelled."""
-    return getattr(tok, "display_vocab", tok.vocab)
 
 
 def special_ids(tok) -> set[int]:

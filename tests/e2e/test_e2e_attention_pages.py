@@ -111,17 +111,24 @@ def test_invalid_url_values_show_notice(server, page):
     assert exceptions(page) == 0
 
 
-@pytest.mark.parametrize("evil", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>"])
-def test_hostile_text_is_shown_literally(server, page, evil):
+def type_sentence(page, server, text: str, tick: str):
+    """Open the heads page (fresh weights), type `text` in the sidebar's Sentence box, press Enter,
+    and wait until a chart's x tick reads `tick` (the chart repaints after the script ends: no fixed
+    sleep). Returns the box."""
     open_page(page, server, "", FRESH_Q)
     box = page.get_by_role("textbox", name="Sentence", exact=True)
-    box.fill(evil)
+    box.fill(text)
     box.press("Enter")
     wait_idle(page)
-    # the chart repaints after the script ends: wait for the new labels (not a fixed sleep)
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] "
-                           "g[class^=x][class$=tick] text')].some(t => t.textContent === '1:<')",
-                           timeout=30_000)
+    page.wait_for_function("(tick) => [...document.querySelectorAll('[data-testid=stPlotlyChart] "
+                           "g[class^=x][class$=tick] text')].some(t => t.textContent === tick)",
+                           arg=tick, timeout=30_000)
+    return box
+
+
+@pytest.mark.parametrize("evil", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>"])
+def test_hostile_text_is_shown_literally(server, page, evil):
+    box = type_sentence(page, server, evil, "1:<")
     labels = x_labels(page)
     assert "1:<" in labels  # the tokenizer splits punctuation; the "<" is shown as typed
     assert page.locator("img[src=x]").count() == 0
@@ -140,14 +147,7 @@ def test_hostile_text_is_shown_literally(server, page, evil):
 def test_quotes_in_labels_show_as_typed(server, page):
     """A typed quote was escaped as "&quot;", which Plotly draws literally (the top-k table showed
     ".&quot;"); labels now carry numeric references, which Plotly decodes: the tick reads 3:"."""
-    open_page(page, server, "", FRESH_Q)
-    box = page.get_by_role("textbox", name="Sentence", exact=True)
-    box.fill('he said "no" it\'s')
-    box.press("Enter")
-    wait_idle(page)
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] "
-                           "g[class^=x][class$=tick] text')].some(t => t.textContent === '3:\"')",
-                           timeout=30_000)
+    type_sentence(page, server, 'he said "no" it\'s', '3:"')
     labels = x_labels(page)
     assert '5:"' in labels and "6:it's" in labels, labels
     assert not any("&quot;" in lab or "&#" in lab for lab in labels), labels
