@@ -35,6 +35,7 @@ RUN useradd --create-home --uid 10001 --user-group app
 COPY app.py ./
 COPY model ./model
 COPY classroom ./classroom
+COPY labels ./labels
 COPY training ./training
 COPY viz ./viz
 COPY ui ./ui

@@ -15,7 +15,7 @@ of both). The ratio is the slow-down a user of another page feels while someone 
     from benchmarks.bench_train_responsive import run; rows = run(quick=True)
 
 Without --no-yield-compare (and not quick) it repeats the measurement on a second server with
-ATTN_LAB_TRAIN_YIELD_S=0 (no pause between training steps) to show what ui/training.py's pause
+ATTN_LAB_TRAIN_YIELD_S=0 (no pause between training steps) to show what ui.train.py's pause
 buys. The machine is shared: the load average is printed, and a busy machine inflates every time.
 """
 from __future__ import annotations

@@ -194,11 +194,11 @@ def run_pair(sessions: int = 30, reruns: int = 20, pages: list[str] | None = Non
 
 
 def default_heads() -> int:
-    """Heads of the model the app opens with (checkpoints/<ui.compute.DEFAULT_SOURCE>/config.json,
+    """Heads of the model the app opens with (checkpoints/<ui.models.DEFAULT_SOURCE>/config.json,
     read as JSON: importing ui would need Streamlit's runtime); 4 if it cannot be read."""
     import json
     try:
-        src = re.search(r'^DEFAULT_SOURCE = "([^"]+)"', (ROOT / "ui" / "compute.py").read_text(), re.M).group(1)
+        src = re.search(r'^DEFAULT_SOURCE = "([^"]+)"', (ROOT / "ui" / "models.py").read_text(), re.M).group(1)
         return int(json.loads((ROOT / "checkpoints" / src / "config.json").read_text())["config"]["n_heads"])
     except (AttributeError, OSError, KeyError, ValueError):
         return 4
@@ -254,7 +254,7 @@ def run(quick: bool = False) -> list[dict]:
     return rows(bare, app) + reference_rows(ref, app, panels)
 
 
-TOY = ""  # the default model (ui.compute.DEFAULT_SOURCE): no src in the URL
+TOY = ""  # the default model (ui.models.DEFAULT_SOURCE): no src in the URL
 
 
 def run_models(sessions: int = 30, reruns: int = 20, srcs: tuple[str, ...] = (TOY, "smollm2-135m"),
@@ -273,7 +273,7 @@ def run_models(sessions: int = 30, reruns: int = 20, srcs: tuple[str, ...] = (TO
 
 
 def default_source() -> str:
-    m = re.search(r'^DEFAULT_SOURCE = "([^"]+)"', (ROOT / "ui" / "compute.py").read_text(), re.M)
+    m = re.search(r'^DEFAULT_SOURCE = "([^"]+)"', (ROOT / "ui" / "models.py").read_text(), re.M)
     return m.group(1) if m else "?"
 
 

@@ -12,9 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
+from labels import md_escape, token_label
 from model.trace import ForwardTrace
 
-from .text import md_escape, token_label
 from .worked_examples import softmax_from_scores
 
 STEP_KEYS = ("embeddings", "qkv", "scores", "scale", "mask", "softmax", "weighted", "concat", "output")
@@ -88,10 +88,10 @@ def _vec(v: Sequence[float], nd: int = 3, limit: int = 6) -> str:
 
 def factorization_live(trace: ForwardTrace, labels: Sequence[str], n: int = 3) -> str:
     """Notes 001 Q1, live: the auto-regressive factors p(x_t | x_<t) of the sentence, from the
-    model's own next-token probabilities (analysis.sequence_logprob), as markdown."""
+    model's own next-token probabilities (ffn_output.sequence_logprob), as markdown."""
     if trace.probs is None or len(trace.ids[0]) < 2:
         return ""
-    from .analysis import sequence_logprob
+    from .ffn_output import sequence_logprob
     f = sequence_logprob(trace.probs[0], trace.ids[0])
     lab = [md_escape(str(x)) for x in labels]
     terms = " · ".join(f"p({lab[t + 1]} | {lab[0]}…{lab[t]}) = {f['p'][t]:.4f}" for t in range(min(n, len(f["p"]))))
@@ -321,7 +321,7 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     # ---- 9. W_O
     q_out = Question(
         "out_shape", "the lecture on causal masking and multi-head attention, self-assessment question 5",
-        f"After concatenation, the block multiplies by W_O. What is the shape of the result for your sentence?",
+        "After concatenation, the block multiplies by W_O. What is the shape of the result for your sentence?",
         "choice", f"{T} × {D}",
         f"W_O is {D} × {D}, so ({T} × {D})({D} × {D}) = **{T} × {D}** — the same shape as X, so it can be added to "
         "the residual stream and the next block can take it.",

@@ -22,7 +22,7 @@ import torch
 from model.config import ModelConfig
 from model.transformer import Transformer
 
-from .order import order_test, shuffle_order
+from .positional import order_test, shuffle_order
 
 # The small architecture every variant shares: 4 heads of d_k = 8, one layer (the heads shown).
 BASE = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64)

@@ -1,6 +1,6 @@
 """The hand-worked examples of the lecture notes (seeds/), as pure data, and the functions that
 compute every step of them with the engine's own code (`model.attention.attend`; the masked
-softmax and layer norm through classroom.analysis, which calls `model.attention.masked_softmax`
+softmax and layer norm through classroom.scaling (softmax) and classroom.layer_norm, which call `model.attention.masked_softmax`
 and `model.layers.layer_norm`; `model.layers.sinusoidal_table`).
 
 Convention: the notes write row vectors, Q = X W_Q (X is T x d, W_Q is d x d_k). The engine's
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from labels import token_labels
 from model.attention import additive, attend, causal_allowed, combine, padding_allowed
 from model.layers import sinusoidal_table
 
-from .analysis import layer_norm, softmax
-from .text import token_labels
+from .layer_norm import layer_norm
+from .scaling import softmax
 
 MASKS = ("none", "causal", "padding", "combined")
 MAX_ABS = 1e6  # largest |value| in the attention calculator: keeps every product finite in float64
@@ -161,14 +162,14 @@ def compute_attention(setup: AttentionSetup) -> AttentionSteps:
 
 def softmax_from_scores(scores: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
     """Row softmax of given scores (float64) where allowed: used for the notes' made-up score
-    matrices, through the one masked softmax (classroom.analysis.softmax -> the engine's)."""
+    matrices, through the one masked softmax (classroom.scaling.softmax -> the engine's)."""
     return softmax(scores, allowed=allowed)
 
 
 # --------------------------------------------------------------------------- small calculators
 def softmax_temperature(x, temperature: float = 1.0) -> np.ndarray:
     """softmax(x / T) of the calculator's numbers (checked first, with messages for the page),
-    through the one masked softmax (classroom.analysis.softmax -> the engine's)."""
+    through the one masked softmax (classroom.scaling.softmax -> the engine's)."""
     if not temperature > 0:
         raise ValueError("the temperature must be > 0")
     x = np.asarray(x, dtype=float).reshape(1, -1)
@@ -194,7 +195,7 @@ class LayerNormSteps:
 
 
 def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSteps:
-    """Layer norm of one vector through the engine's layer norm (classroom.analysis.layer_norm ->
+    """Layer norm of one vector through the engine's layer norm (classroom.layer_norm.layer_norm ->
     model.layers.layer_norm), float64."""
     x = np.asarray(x, dtype=float).ravel()
     if x.size == 0 or not np.all(np.isfinite(x)):

@@ -2,14 +2,14 @@
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
-from classroom.text import token_label
+from classroom import causal_vs_bidirectional, ffn_output
+from labels import token_label
 from ui import state
+from ui.runs import current_run, layer_allowed
+from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
-from ui.compute import current_run, layer_allowed
-from ui.show import download_npz, show_fig, show_code
 from viz.attention import compare_grid, topk_bars
-from viz.concepts import bar_compare
+from viz.charts import bar_compare
 
 st.title("Causal vs bidirectional")
 show_code("model.attention.causal_allowed", "model.attention.masked_softmax", what="the causal mask")
@@ -65,7 +65,7 @@ st.subheader("Next-token prediction at the last position")
 if causal.trace.probs is None:  # an encoder without an output layer (MiniLM)
     st.info("This model has no output layer, so it predicts no next token; below, how the mask changes what its "
             "last layer produces instead.", icon=":material/info:")
-    change = analysis.state_change(causal.trace.final[0], bidi.trace.final[0])
+    change = ffn_output.state_change(causal.trace.final[0], bidi.trace.final[0])
     show_fig(bar_compare(causal.labels, {"cosine(causal, bidirectional)": change["cosine"]},
                          title="Each token's final hidden state: causal vs bidirectional", yaxis="cosine similarity"),
              "final_change", filename="final_state_change",
@@ -75,14 +75,14 @@ if causal.trace.probs is None:  # an encoder without an output layer (MiniLM)
                "vector still changes: from layer 1 on, every other token it reads was computed differently.")
     state.end_page()
 pc, pb = causal.trace.probs[0, -1], bidi.trace.probs[0, -1]  # (V,)
-rows = analysis.topk_change(pc, pb, k=5)
+rows = causal_vs_bidirectional.topk_change(pc, pb, k=5)
 names = [causal.vocab[r.token_id] for r in rows]
 last = causal.labels[-1]
 show_fig(topk_bars(names, [r.p_a for r in rows], [r.p_b for r in rows],
                    title=f"p(next token | …, {last}) — top 5 of each"), "topk_bars", filename="next_token_top5",
          table=pd.DataFrame({"token": names, "p causal": [r.p_a for r in rows],
                              "p bidirectional": [r.p_b for r in rows], "change": [r.delta for r in rows]}))
-tv = analysis.total_variation(pc, pb)
+tv = causal_vs_bidirectional.total_variation(pc, pb)
 st.caption(f"Total variation distance between the two distributions: {tv:.4f}. With one layer the last "
            "position's prediction would be identical (its row already sees every token); with more layers the "
            "earlier positions feed it different vectors. A model trained causally is only meaningful under the causal mask.")

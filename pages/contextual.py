@@ -1,15 +1,16 @@
 """Contextual embeddings: one word in two sentences. Its token embedding is identical in both; after
 each layer the vectors diverge with the context. Cosine similarity per layer + nearest tokens."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
-from ui import state
+from classroom import contextual
 from classroom.examples import BANK_PAIR
-from ui.compute import current_run, current_source, md_escape
-from ui.show import show_fig, show_code
-from viz.concepts import line_chart
+from labels import md_escape
+from ui import state
+from ui.models import current_source
+from ui.runs import current_run
+from ui.show import show_code, show_fig
+from viz.charts import line_chart
 
 try:  # the training corpus's polysemy pairs (the trained model has seen both senses)
     from training.corpus import POLYSEMY_PAIRS
@@ -48,14 +49,14 @@ if not text_a.strip() or not text_b.strip():
     state.end_page()
 run_a = current_run(text=text_a, notices=False)
 run_b = current_run(text=text_b, notices=False)
-words = analysis.common_words(run_a.labels, run_b.labels)
+words = contextual.common_words(run_a.labels, run_b.labels)
 if not words:
     st.warning("No word appears in both sentences. Put the same word in both (for example “apple” in "
                "“i ate an apple” and “apple released a phone”).", icon=":material/search:")
     state.end_page()
 state.fix("ctx_word", words, w_default)
 word = st.selectbox("Word to compare (only words found in both sentences are offered)", words, key="ctx_word")
-ia, ib = analysis.find_word(run_a.labels, word), analysis.find_word(run_b.labels, word)
+ia, ib = contextual.find_word(run_a.labels, word), contextual.find_word(run_b.labels, word)
 unk = [s for s, r in (("A", run_a), ("B", run_b)) if any(u.lower() == word for u in r.unknown)]
 if unk:
     st.caption(f"“{md_escape(word)}” is not in this model's vocabulary: it is computed as `{run_a.unk_token}` (so the token "
@@ -67,9 +68,9 @@ if run_a.causal:
     st.caption("Causal mask: a word sees only itself and the words before it, so context after it cannot change "
                "its vector. Switch the mask to bidirectional in the sidebar to let both sides count.")
 
-names, sa = analysis.stage_states(run_a.trace)
-_, sb = analysis.stage_states(run_b.trace)
-res = analysis.contextual_similarity(sa, sb, ia, ib, run_a.labels, run_b.labels, k=3)
+names, sa = contextual.stage_states(run_a.trace)
+_, sb = contextual.stage_states(run_b.trace)
+res = contextual.contextual_similarity(sa, sb, ia, ib, run_a.labels, run_b.labels, k=3)
 sim_table = pd.DataFrame({"cosine(A, B)": res["cosine"],
                           "nearest to A's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_a"]],
                           "nearest to B's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_b"]]},

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
+from classroom import cost
 from model.config import PRESETS
 from ui import state
-from ui.compute import block_timing, current_run
+from ui.cost import block_timing
+from ui.runs import current_run
 from ui.show import show_code, show_fig
-from viz.concepts import line_chart
+from viz.charts import line_chart
 
 st.title("Cost of attention")
 show_code("model.attention.attend", what="the T × T scores")
@@ -21,7 +22,7 @@ run = current_run()
 cfg = run.cfg
 T = run.T
 st.caption("Every query scores every key: T × T numbers per head per layer. Double the text, four times the scores.")
-c = analysis.attention_cost(cfg, T)
+c = cost.attention_cost(cfg, T)
 m1, m2, m3 = st.columns(3)
 m1.metric("your sentence", f"T = {T}")
 m2.metric("scores per head per layer (T²)", f"{c['scores_per_head_layer']:,}")
@@ -33,7 +34,7 @@ tmax_opts = [256, 1024, 4096, 16384]
 state.fix("cost_tmax", tmax_opts, 4096)
 tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax")
 Ts = np.unique(np.geomspace(8, tmax, 24).astype(int))
-cc = analysis.cost_curve(cfg, Ts)
+cc = cost.cost_curve(cfg, Ts)
 curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_layer"], "scores, all heads & layers": cc["scores_total"],
                       "memory MB (float32)": cc["memory_bytes"] / 1e6, "attention FLOPs (T²)": cc["flops_attention"],
                       "projection + FFN FLOPs (T)": cc["flops_linear"]}).set_index("T")
@@ -58,7 +59,7 @@ st.caption("Theory says the T² part wins at long lengths. Here is where it actu
            "softmax, weights·V), timed at lengths up to 1,024 tokens, the best of several runs each.")
 
 REPEATS = 15  # the fastest of 15: a shared machine has bursts of load (7 left visible dips)
-t_grid = tuple(analysis.block_time_grid(cfg.max_len))
+t_grid = tuple(cost.block_time_grid(cfg.max_len))
 measure = True
 if run.source is not None and run.source.kind == "pretrained":  # seconds of measuring: on request
     state.bound("cost_measure", False)
@@ -70,7 +71,7 @@ def measured() -> None:
     tm = block_timing(json.dumps(cfg.to_dict(), sort_keys=True), t_grid, REPEATS)
     blk, att = np.array(tm["block"]), np.array(tm["attention"])
     spread = np.array(tm["block_spread"])  # how much the runs of each length varied (median / best − 1)
-    f = analysis.fit_linear_quadratic(t_grid, blk)
+    f = cost.fit_linear_quadratic(t_grid, blk)
     tt = pd.DataFrame({"T": t_grid, "whole block (ms)": blk * 1e3, "attention alone (ms)": att * 1e3,
                        "fit c + a·T + b·T² (ms)": f["fit"] * 1e3, "fit − measured (%)": f["rel_err"] * 100,
                        "runs' spread, median vs best (%)": spread * 100, "T² part of the fit (ms)": f["quadratic"] * 1e3,
@@ -84,7 +85,7 @@ def measured() -> None:
                  f"c + a·T + b·T² (c = {f['c'] * 1e3:.3f} ms, a = {f['a'] * 1e6:.3f} µs per token, "
                  f"b = {f['b'] * 1e9:.3f} ns per token²), fitted on relative errors; the table gives its "
                  "error at every length.")
-    st.markdown(analysis.timing_summary(t_grid, blk, att, cfg.max_len, spread=spread))
+    st.markdown(cost.timing_summary(t_grid, blk, att, cfg.max_len, spread=spread))
     st.dataframe(tt.style.format("{:.2f}"), width="stretch")
     st.caption("Measured once per architecture and cached. The machine is shared, so single timings are noisy; "
                "each point is the fastest of its runs, and the sentences above are computed from these numbers.")
@@ -95,7 +96,7 @@ if measure:
 
 st.subheader("GPT-2 small at 1,024 tokens")
 g = PRESETS["gpt2-small"]
-gc = analysis.attention_cost(g, 1024)
+gc = cost.attention_cost(g, 1024)
 st.dataframe(pd.DataFrame({"value": [
     f"{g.n_layers} layers × {g.n_heads} heads, d_model {g.d_model}, d_k {g.d_k}",
     f"1,024² = {gc['scores_per_head_layer']:,}",

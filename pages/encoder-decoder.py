@@ -1,18 +1,24 @@
 """Encoder–decoder: a trained toy translator (English -> Kalo) and its cross-attention.
 
-Numbers: training.translation.translate (greedy decoding, every step traced) via ui.translator;
-figures: viz.seq2seq and viz.attention. This script only lays them out.
+Numbers: training.translation.translate (greedy decoding, every step traced) via ui.encoder_decoder;
+figures: viz.encoder_decoder and viz.attention. This script only lays them out.
 """
 import pandas as pd
 import streamlit as st
 
-from classroom.text import token_labels
+from labels import md_escape, token_labels
+from ui import encoder_decoder as ed
 from ui import state
-from ui import rnn, translator
-from ui.compute import md_escape
-from ui.show import matrix_table, show_fig, show_code
+from ui.show import matrix_table, show_code, show_fig
 from viz.attention import mask_heatmap
-from viz.seq2seq import alignment_beside, alignment_links, cross_attention_grid, step_bars, step_labels, three_attentions
+from viz.encoder_decoder import (
+    alignment_beside,
+    alignment_links,
+    cross_attention_grid,
+    step_bars,
+    step_labels,
+    three_attentions,
+)
 
 st.title("Encoder–decoder: cross-attention")
 show_code("model.seq2seq.DecoderBlock.forward", what="cross-attention")
@@ -31,19 +37,19 @@ st.caption("The idea is older than the Transformer: an RNN translator kept one v
 st.page_link("pages/calculator.py", label="Work c_i = Σ α_ij h_j out by hand in the calculator",
              icon=":material/calculate:", query_params={"preset": "context-vector"})
 
-s2s, tok, info = translator.get_translator()
+s2s, tok, info = ed.get_translator()
 cfg = s2s.cfg
 L, H = cfg.n_layers, cfg.n_heads
 
-state.bound("s2s_text", translator.DEFAULT_SENTENCE, lambda raw: raw[: translator.MAX_CHARS])
+state.bound("s2s_text", ed.DEFAULT_SENTENCE, lambda raw: raw[: ed.MAX_CHARS])
 text = st.text_input("English sentence (this page's own input; the sidebar drives the other pages)",
-                     key="s2s_text", max_chars=translator.MAX_CHARS,
+                     key="s2s_text", max_chars=ed.MAX_CHARS,
                      help="Words of the toy vocabulary (below), e.g. “a happy child finds the red ball near "
                           "a tall tree .” Other words become <unk>.")
 with st.expander("The toy vocabulary and grammar"):
     st.markdown("Sentence: *subject* **verb** *object* [**preposition** *place*] [.], each noun phrase = "
                 "article, up to two adjectives, noun. Kalo order: subject [place postposition] object verb .")
-    vocab = translator.vocabulary_table()
+    vocab = ed.vocabulary_table()
     st.dataframe(vocab, hide_index=True, width="stretch", height=300)
 
 if not str(text).strip():
@@ -51,12 +57,12 @@ if not str(text).strip():
             icon=":material/edit:")
     state.end_page()
 try:
-    r = translator.get_translation(str(text))
+    r = ed.get_translation(str(text))
 except ValueError as e:  # translate() explains what is wrong with the input
     st.info(md_escape(str(e)), icon=":material/edit:")
     state.end_page()
-translator.input_notices(r)
-ref = translator.reference(r)
+ed.input_notices(r)
+ref = ed.reference(r)
 
 # ----------------------------------------------------------------------------- the translation
 out = " ".join(md_escape(w) for w in r.tgt_tokens) or "(nothing)"
@@ -97,7 +103,7 @@ st_ = r.steps[step - 1]
 so_far = [md_escape(w) for w in r.dec_labels[1:step]]
 new = md_escape(st_.token)
 st.markdown(f"#### {' '.join(so_far)} **:orange[{new}]**")
-w_step = translator.step_weights(st_, layer, head)  # (T_src,)
+w_step = ed.step_weights(st_, layer, head)  # (T_src,)
 gold = ref.gold[step - 1]
 s1, s2 = st.columns([2, 1])
 with s1:
@@ -109,7 +115,7 @@ with s1:
              alt="Bars: the cross-attention weights of the new word over the source words (they sum to 1). "
                  "Orange = attended most; a vermillion outline marks the reference source word.")
 with s2:
-    top_j = translator.argmax(w_step)
+    top_j = ed.argmax(w_step)
     st.markdown(f"Attended most: **{md_escape(r.src_labels[top_j])}** ({w_step[top_j]:.2f})  \n"
                 + ("Reference source word: " + (f"**{md_escape(r.src_labels[gold])}**" if gold is not None
                                                   else "not known for this step")))
@@ -119,18 +125,18 @@ with s2:
 
 # ----------------------------------------------------------------------------- alignment
 st.subheader("Which source word did each output word look at?")
-cross = translator.head_weights(cross_attn, head)  # (T_dec, T_src)
+cross = ed.head_weights(cross_attn, head)  # (T_dec, T_src)
 produced = [s.token for s in r.steps]
 show_fig(alignment_links(cross, r.src_labels, produced, gold=ref.gold,
                          title=f"Cross-attention of layer {layer}, {which} (lines with weight ≥ 0.2)"),
          "s2s_links", filename="alignment_links", table=lambda: matrix_table(cross, produced, r.src_labels),
          alt="Source words on top, output words below. Blue lines: cross-attention (thicker = more). "
              "Dashed vermillion: the reference alignment. The lines cross because Kalo reorders the words.")
-hits, n = translator.sentence_accuracy(r, ref, layer, head)
+hits, n = ed.sentence_accuracy(r, ref, layer, head)
 if n:
     st.markdown(f"This sentence: the argmax of {which} in layer {layer} points to the reference source word "
                 f"for **{hits} of {n}** output words.")
-align_rows = translator.alignment_rows(r, ref, layer, head)
+align_rows = ed.alignment_rows(r, ref, layer, head)
 st.dataframe(align_rows, width="stretch", height=min(640, 35 * (len(align_rows) + 1) + 3))  # every row visible
 
 # ----------------------------------------------------------------------------- three attentions
@@ -146,8 +152,8 @@ panels = [  # (title, file name, row labels, column labels)
     ("Decoder self-attn (causal)", f"decoder.layers.{layer}.self_attn", r.dec_labels, r.dec_labels),
 ]
 attns = [r.trace.encoder.layers[layer].attn, cross_attn, r.trace.decoder.layers[layer].self_attn]
-allowed = [translator.allowed_matrix(a) for a in attns]
-weights = [translator.head_weights(a, head) for a in attns]
+allowed = [ed.allowed_matrix(a) for a in attns]
+weights = [ed.head_weights(a, head) for a in attns]
 show_fig(three_attentions([(t, w, y, x, a) for (t, _, y, x), w, a in zip(panels, weights, allowed)], gold=ref.gold,
                           shared_rows=[2]),  # the decoder's positions: read off the cross-attention's rows
          "s2s_three", filename=f"three_attentions_layer{layer}",
@@ -165,9 +171,9 @@ for i, ((title, name, ylab, xlab), a) in enumerate(zip(panels, allowed)):
 # ----------------------------------------------------------------------------- every head
 st.subheader(f"Cross-attention, every head of layer {layer}")
 wl = cross_attn.weights[0]  # (H, T_dec, T_src)
-show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=translator.allowed_matrix(cross_attn), gold=ref.gold),
+show_fig(cross_attention_grid(wl, rows, r.src_labels, allowed=ed.allowed_matrix(cross_attn), gold=ref.gold),
          "s2s_cross_grid", filename=f"cross_attention_layer{layer}",
-         table=lambda: translator.cross_table(wl, rows, r.src_labels, layer),
+         table=lambda: ed.cross_table(wl, rows, r.src_labels, layer),
          alt=f"{H} heatmaps (T_target × T_source = {wl.shape[1]} × {wl.shape[2]}), one per head, one 0..1 scale. "
              "Open squares: the reference alignment (when known).")
 
@@ -176,7 +182,7 @@ st.subheader("Shapes")
 st.caption(f"Cross-attention of layer {layer} for this sentence: T_dec = {wl.shape[1]} decoder positions "
            f"(<bos> + words written), T_enc = {wl.shape[2]} source words, d_model = {cfg.d_model}, "
            f"h = {H} heads, d_k = d_v = {cfg.d_k}.")
-st.dataframe(translator.shapes_table(r, layer), width="stretch")
+st.dataframe(ed.shapes_table(r, layer), width="stretch")
 
 # ----------------------------------------------------------------------------- accuracy
 st.subheader("How good is the shipped model?")
@@ -208,11 +214,11 @@ st.markdown(
     "network: e_ij = vᵀ tanh(W s_(i−1) + U h_j), α_ij = softmax_j(e_ij). Cross-attention above is the same "
     "idea with dot-product scores, several heads and no recurrence. Below, a small GRU translator with "
     "additive attention, trained on the same sentences, translates the same source sentence.")
-_, _, rnn_info = rnn.get_rnn()
-rr = rnn.get_rnn_translation(tuple(r.src_tokens))
+_, _, rnn_info = ed.get_rnn()
+rr = ed.get_rnn_translation(tuple(r.src_tokens))
 rnn_w = rr.trace.attn.weights[0]  # (T_out, T_src): alpha_ij, model.rnn
 rnn_rows = step_labels(rr.dec_labels, rr.produced)
-rnn_gold = rnn.gold_rows(r.src_tokens, rr.produced)
+rnn_gold = ed.gold_rows(r.src_tokens, rr.produced)
 rnn_out = " ".join(md_escape(w) for w in rr.tgt_tokens) or "(nothing)"
 same_text = "the same as" if rr.tgt_tokens == r.tgt_tokens else "different from"
 st.markdown(f"RNN's translation: **{rnn_out}** ({same_text} the Transformer's)"
@@ -228,8 +234,8 @@ show_fig(alignment_beside(("RNN: additive attention α_ij", rnn_w, rnn_rows),
          alt="Left: the RNN's alignment (rows: its output words, columns: the source words; each row sums to 1). "
              "Right: the Transformer's cross-attention for the same source sentence. Open squares: the reference "
              "alignment of each model's own output.")
-rh, rn = rnn.alignment_hits(rnn_w, rnn_gold)
-th, tn = rnn.alignment_hits(cross, ref.gold)
+rh, rn = ed.alignment_hits(rnn_w, rnn_gold)
+th, tn = ed.alignment_hits(cross, ref.gold)
 if rn or tn:
     st.caption(f"On this sentence the argmax points to the reference source word for {rh} of {rn} RNN output "
                f"words and {th} of {tn} Transformer output words ({which}, layer {layer}).")

@@ -1,15 +1,15 @@
 """Heads as experts: on the real models, which heads do a linguistic job (pronoun → antecedent,
 verb → subject), scored over built-in sentences (classroom/experts.py)."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from classroom.experts import TASKS
+from labels import md_escape
 from ui import state
-from ui.compute import current_source, md_escape
 from ui.experts import expert_scores, load_error, real_models, title
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, matrix_heatmap
+from ui.models import current_source
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, matrix_heatmap
 
 st.title("Heads as experts")
 show_code("classroom.experts.find_experts", what="scoring the heads")

@@ -1,18 +1,17 @@
 """FFN & output layer: position-wise FFN activations, logits -> softmax over the vocabulary,
 top-k next tokens, the sequence probability as a product of p(x_t | x_<t), weight tying."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
-from classroom.text import token_label, token_labels
-from ui import state
+from classroom import ffn_output
 from classroom.embeddings import next_token_losses
-from classroom.text import visible
-from ui.compute import current_run, ffn_position_check, md_escape, output_layer_view, trained_causal
-from ui.demos import embedding_neighbours, fill_blank
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, matrix_heatmap, topk_heatmap
+from labels import md_escape, token_label, token_labels, visible
+from ui import state
+from ui.ffn_output import embedding_neighbours, ffn_position_check, fill_blank, output_layer_view
+from ui.models import trained_causal
+from ui.runs import current_run
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, matrix_heatmap, topk_heatmap
 
 st.title("FFN & output layer")
 show_code("model.layers.FeedForward.forward", "model.transformer.TokenModel.output_matrix", what="FFN and output layer")
@@ -77,8 +76,8 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
     st.info("This model has no output layer (no language-model head), so it cannot predict tokens: no logits, "
             "top-k or sequence probability. Below is what its last layer produces instead.", icon=":material/info:")
     final = run.trace.final[0]  # (T, D) the last block's output
-    last = analysis.last_layer_view(final)
-    lim = analysis.robust_limit(final)  # a few outlier dimensions would wash out the rest
+    last = ffn_output.last_layer_view(final)
+    lim = ffn_output.robust_limit(final)  # a few outlier dimensions would wash out the rest
     show_fig(matrix_heatmap(final, run.labels, [str(j) for j in range(cfg.d_model)], annotate=False, zmin=-lim,
                             zmax=lim, title=f"Final hidden states ({run.T} × {cfg.d_model}; colours clipped at ±{lim:.2f})",
                             col_title="dimension"),
@@ -132,7 +131,7 @@ if st.session_state.get("ffn_k") not in range(1, 11):
     st.session_state["ffn_k"] = 5
 k = st.slider("Top-k", 1, 10, key="ffn_k")
 probs = run.trace.probs[0]  # (T, V)
-top_p, top_t = analysis.topk_next(probs, run.vocab, k)
+top_p, top_t = ffn_output.topk_next(probs, run.vocab, k)
 topk_table = pd.DataFrame({f"#{j + 1}": [f"{top_t[i][j]} ({top_p[i, j]:.3f})" for i in range(run.T)] for j in range(top_p.shape[1])},
                           index=idx)
 show_fig(topk_heatmap(top_p, top_t, run.labels, title=f"Top-{k} next tokens at every position"), "ffn_topk", table=topk_table,
@@ -143,7 +142,7 @@ if not run.causal:
 
 st.subheader("Sequence probability: p(x) = Π p(x_t | x_<t)")
 crun = run if run.causal else current_run(causal=True, notices=False)
-sp = analysis.sequence_logprob(crun.trace.probs[0], crun.ids)
+sp = ffn_output.sequence_logprob(crun.trace.probs[0], crun.ids)
 if len(sp["p"]) == 0:
     st.info("A single token has nothing to predict: type at least two tokens.")
 else:

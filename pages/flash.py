@@ -1,17 +1,17 @@
 """Tiled attention (FlashAttention's online softmax): the sidebar sentence's q, k, v of one head,
 read one key tile at a time; the running max and sum, the output so far, and the memory it saves.
 
-Numbers: model.flash.tiled_attention via ui.flash; figures: viz.flash and viz.concepts.
+Numbers: model.flash.tiled_attention via ui.flash; figures: viz.flash and viz.charts.
 """
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom.text import md_escape, token_labels
+from labels import md_escape, token_labels
 from ui import flash, state
-from ui.compute import current_run
+from ui.runs import current_run
 from ui.show import show_fig
-from viz.concepts import line_chart
+from viz.charts import line_chart
 from viz.flash import output_progress, running_stats, tile_scores
 
 st.title("Tiled attention: the online softmax (FlashAttention)")

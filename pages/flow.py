@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from classroom.flow import stages
-from ui.compute import current_run
+from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.flow import flow_diagram
 

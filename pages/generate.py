@@ -4,12 +4,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom.generation import Settings, cache_growth
+from classroom.generate import Settings, cache_growth
+from labels import md_escape
 from ui import generate as G
 from ui import state
-from ui.compute import current_source, md_escape, tokenize
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, line_chart
+from ui.models import current_source
+from ui.runs import tokenize
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, line_chart
 from viz.generate import topk_bars
 
 st.title("Generate text, one token at a time")

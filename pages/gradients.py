@@ -6,8 +6,8 @@ import streamlit as st
 
 from classroom import gradients
 from ui import gradients as grad_ui
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, line_chart
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, line_chart
 
 st.title("Gradients you can see")
 show_code("model.attention.masked_softmax", "model.layers.Block.forward", what="softmax, residuals and norms")

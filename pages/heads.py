@@ -3,11 +3,11 @@ import streamlit as st
 
 from model.patterns import label_heads
 from ui import state
+from ui.runs import current_run, layer_allowed
+from ui.show import download_npz, heads_table, matrix_table, show_code, show_fig
 from ui.sidebar import example_buttons
-from ui.compute import current_run, layer_allowed
-from ui.show import download_npz, heads_table, matrix_table, show_fig, show_code
 from viz.attention import head_grid, head_heatmap
-from viz.lines import token_lines_html
+from viz.heads import token_lines_html
 
 LINE_VIEW_MAX_T = 64
 TABS = ["Heatmap", "Lines", "Numbers"]

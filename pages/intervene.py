@@ -6,14 +6,14 @@ import pandas as pd
 import streamlit as st
 
 from classroom.intervene import rollout
-from classroom.text import token_label, token_labels, visible
+from labels import md_escape, token_label, token_labels, visible
 from ui import intervene as IV
-from ui.generate import token_texts
 from ui import state
-from ui.compute import current_run, md_escape
+from ui.generate import token_texts
+from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.attention import compare_grid
-from viz.concepts import bar_compare, matrix_heatmap
+from viz.charts import bar_compare, matrix_heatmap
 
 st.title("Intervene: switch heads off")
 show_code("model.intervene.apply_to_heads", "classroom.intervene.head_importance", "classroom.intervene.rollout",

@@ -1,10 +1,10 @@
 """KV-cache calculator: bytes per token and for a context under MHA / GQA / MQA / sliding window,
 for GPT-2 small, SmolLM2-135M or your own shape; checked against the engine's real cache.
-Arithmetic: classroom/kvcache.py (model.generate.kv_cache_bytes_per_token); figure: viz/variants.py."""
+Arithmetic: classroom/kv_cache.py (model.generate.kv_cache_bytes_per_token); figure: viz/variants.py."""
 import pandas as pd
 import streamlit as st
 
-from classroom import kvcache
+from classroom import kv_cache
 from ui import state
 from ui import variants as var_ui
 from ui.show import show_fig
@@ -19,24 +19,24 @@ CUSTOM = "your own"
 for key, default in (("kv_preset", "SmolLM2-135M"), ("kv_dtype", "fp32"), ("kv_context", 2048), ("kv_window", 512),
                      ("kv_L", 24), ("kv_H", 16), ("kv_Hkv", 4), ("kv_dh", 64)):
     state.bound(key, default)
-state.fix("kv_preset", [*kvcache.PRESETS, CUSTOM], "SmolLM2-135M")
-state.fix("kv_dtype", list(kvcache.DTYPES), "fp32")
+state.fix("kv_preset", [*kv_cache.PRESETS, CUSTOM], "SmolLM2-135M")
+state.fix("kv_dtype", list(kv_cache.DTYPES), "fp32")
 c1, c2, c3, c4 = st.columns(4)
-preset = c1.radio("Model", [*kvcache.PRESETS, CUSTOM], key="kv_preset")
-dtype = c2.selectbox("Cached numbers", list(kvcache.DTYPES), key="kv_dtype",
-                     format_func=lambda d: f"{d} ({kvcache.DTYPES[d]} byte{'s' if kvcache.DTYPES[d] > 1 else ''})")
+preset = c1.radio("Model", [*kv_cache.PRESETS, CUSTOM], key="kv_preset")
+dtype = c2.selectbox("Cached numbers", list(kv_cache.DTYPES), key="kv_dtype",
+                     format_func=lambda d: f"{d} ({kv_cache.DTYPES[d]} byte{'s' if kv_cache.DTYPES[d] > 1 else ''})")
 context = int(c3.number_input("Context length (tokens)", min_value=0, max_value=10_000_000, step=256, key="kv_context"))
 window = int(c4.number_input("Sliding window w (tokens)", min_value=0, max_value=10_000_000, step=256, key="kv_window"))
 
 if preset == CUSTOM:
     u1, u2, u3, u4 = st.columns(4)
-    shape = kvcache.KVShape(CUSTOM,
+    shape = kv_cache.KVShape(CUSTOM,
                             int(u1.number_input("Layers", min_value=0, max_value=1000, step=1, key="kv_L")),
                             int(u2.number_input("Query heads", min_value=0, max_value=1024, step=1, key="kv_H")),
                             int(u3.number_input("K/V heads", min_value=0, max_value=1024, step=1, key="kv_Hkv")),
                             int(u4.number_input("d_head", min_value=0, max_value=4096, step=1, key="kv_dh")))
 else:
-    shape = kvcache.PRESETS[preset]
+    shape = kv_cache.PRESETS[preset]
     st.caption(f"{preset}: {shape.n_layers} layers, {shape.n_heads} query heads, {shape.n_kv_heads} K/V heads, "
                f"d_head {shape.d_head}.")
 
@@ -54,7 +54,7 @@ if problems:
         st.error(p, icon=":material/error:")
     state.end_page()
 
-gqa_opts = [h for h in kvcache.kv_options(shape.n_heads) if 1 < h < shape.n_heads]
+gqa_opts = [h for h in kv_cache.kv_options(shape.n_heads) if 1 < h < shape.n_heads]
 gqa = None
 if gqa_opts:
     gdefault = shape.n_kv_heads if shape.n_kv_heads in gqa_opts else gqa_opts[-1]
@@ -65,17 +65,17 @@ if gqa_opts:
 else:
     st.caption(f"{shape.n_heads} query head{'s' if shape.n_heads > 1 else ''}: no grouping between MHA and MQA; "
                "the GQA row equals MHA.")
-nbytes = kvcache.DTYPES[dtype]
-rows = kvcache.cache_table(shape, context, nbytes, gqa_kv_heads=gqa, window=window)
+nbytes = kv_cache.DTYPES[dtype]
+rows = kv_cache.cache_table(shape, context, nbytes, gqa_kv_heads=gqa, window=window)
 if window >= context:
     st.info(f"w = {window:,} ≥ the context ({context:,} tokens): the window keeps everything (no saving).",
             icon=":material/info:")
 df = pd.DataFrame(rows).set_index("variant")
-human = df.assign(**{"bytes for the context": df["bytes for the context"].map(kvcache.human_bytes)})
+human = df.assign(**{"bytes for the context": df["bytes for the context"].map(kv_cache.human_bytes)})
 st.dataframe(human.style.format({"bytes per token": "{:,}", "tokens cached": "{:,}", "share of MHA": "{:.1%}"}),
              width="stretch")
 show_fig(bytes_bars(list(df.index), df["bytes for the context"].to_numpy(),
-                    text=[kvcache.human_bytes(v) for v in df["bytes for the context"]],
+                    text=[kv_cache.human_bytes(v) for v in df["bytes for the context"]],
                     title=f"KV cache for {context:,} tokens at {dtype}, one sequence", yaxis="bytes"),
          "kv_bars", table=df,
          alt=f"{shape.name}: {df['bytes per token'].iloc[0]:,} bytes per token with one K/V head per query head; "
@@ -84,10 +84,10 @@ st.caption("Per sequence: a batch of B sequences needs B times this. The sliding
            "tokens, as Mistral's rolling buffer does (the engine here masks with the window but keeps every token).")
 
 st.subheader("Checked against the engine")
-st.caption(f"The engine stores float32 ({kvcache.DTYPES[kvcache.ENGINE_DTYPE]} bytes): build a model with these layers, "
+st.caption(f"The engine stores float32 ({kv_cache.DTYPES[kv_cache.ENGINE_DTYPE]} bytes): build a model with these layers, "
            "heads and d_head (zero weights; vocabulary and FFN shrunk, they do not touch the cache), run a few tokens, "
            "and add up the bytes of its real KVCache tensors.")
-big = kvcache.attention_parameters(shape, shape.n_heads) > 60_000_000
+big = kv_cache.attention_parameters(shape, shape.n_heads) > 60_000_000
 if big:
     st.caption("This shape is too large to build here (over 60 M attention weights); the presets can be checked.")
 else:
@@ -99,7 +99,7 @@ if not big and st.toggle("Measure the engine's cache", key="kv_check"):
         if kv is None:
             continue
         real = var_ui.engine_cache_bytes(shape, kv, n)
-        calc = kvcache.bytes_per_token(shape, kv, kvcache.DTYPES[kvcache.ENGINE_DTYPE]) * n
+        calc = kv_cache.bytes_per_token(shape, kv, kv_cache.DTYPES[kv_cache.ENGINE_DTYPE]) * n
         check.append({"variant": name, "K/V heads": kv, "tokens run": n, "calculator (fp32)": calc,
                       "engine KVCache.nbytes": real, "equal": "yes" if real == calc else "NO"})
     st.dataframe(pd.DataFrame(check).set_index("variant").style.format(

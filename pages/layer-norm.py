@@ -4,12 +4,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
-from classroom.text import token_labels
+from classroom import layer_norm
+from labels import token_labels
 from ui import state
-from ui.compute import current_run, get_norm_placement
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, histogram_compare, line_chart, matrix_heatmap
+from ui.layer_norm import get_norm_placement
+from ui.runs import current_run
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, histogram_compare, line_chart, matrix_heatmap
 
 st.title("Layer norm & residuals")
 show_code("model.layers.layer_norm", "model.layers.RMSNorm.forward", "model.layers.Block.forward", what="norms and residuals")
@@ -64,8 +65,8 @@ if getattr(norm, "kind", "") == "rmsnorm":  # Llama-style (SmolLM2): RMSNorm, no
                  "ln_gamma_beta", table=pd.DataFrame({"gamma": norm.gamma}))
 else:
     mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)
-    mean_n, var_n = analysis.token_stats(x_norm)
-    mean_o, var_o = analysis.token_stats(x_out)
+    mean_n, var_n = layer_norm.token_stats(x_norm)
+    mean_o, var_o = layer_norm.token_stats(x_out)
     stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
                           "var after (normalized)": var_n, "mean after γ, β": mean_o, "var after γ, β": var_o},
                          index=idx)
@@ -91,7 +92,7 @@ else:
                  alt="Fresh weights start at γ = 1, β = 0; training moves them.")
 
 st.subheader("The residual stream across layers")
-names, norms = analysis.residual_norms(run.trace)
+names, norms = layer_norm.residual_norms(run.trace)
 show_fig(matrix_heatmap(norms.T, run.labels, names, title="‖residual stream‖ per token and stage", colorscale="Viridis",
                         zmid=None, annotate=norms.size <= 150, fmt=".1f", value_name="L2 norm"),
          "ln_resid", table=pd.DataFrame(norms.T, index=stats.index, columns=names),
@@ -115,7 +116,7 @@ small = np.asarray(x_in[:n_tok, :n_feat], dtype=np.float64)
 if n_tok < 2:
     st.info("Type at least two tokens to compare batch norm and layer norm.")
 else:
-    bl = analysis.batch_vs_layer_norm(small)
+    bl = layer_norm.batch_vs_layer_norm(small)
     st.caption(f"A small batch from your sentence: {n_tok} tokens (rows, the samples) × {n_feat} features (columns) of this "
                "LN's input. Batch norm averages each feature (column) over the batch; layer norm averages each sample (row) "
                "over its features — so it does not depend on the other samples or the batch size.")
@@ -138,6 +139,6 @@ else:
                "The outline marks one group that is normalized together.")
 
 st.subheader("Worked example from the notes")
-ex = analysis.layer_norm([2.0, 4.0, 6.0, 8.0])
+ex = layer_norm.layer_norm([2.0, 4.0, 6.0, 8.0])
 st.markdown(f"“CAT” = [2, 4, 6, 8], γ = 1, β = 0: μ = {ex['mean']:g}, σ² = {ex['var']:g} (biased, as in LayerNorm), "
             f"√(σ² + ε) = {ex['std']:.4f} → **[{', '.join(f'{v:.4f}' for v in ex['output'])}]**")

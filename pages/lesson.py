@@ -4,10 +4,10 @@ import numpy as np
 import streamlit as st
 
 from classroom.lesson import build_lesson
-from classroom.text import token_label
+from labels import token_label
 from ui import lesson as L
 from ui import state
-from ui.compute import current_run
+from ui.runs import current_run
 from ui.show import show_fig
 from viz.attention import head_heatmap
 from viz.common import DIVERGING_SCALE

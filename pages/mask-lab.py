@@ -3,10 +3,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom.analysis import mask_steps
-from classroom.text import token_label
+from classroom.mask_lab import mask_steps
+from labels import md_escape, token_label
 from ui import state
-from ui.compute import current_source, get_batch_run, md_escape, takes_pairs
+from ui.models import current_source
+from ui.runs import get_batch_run, takes_pairs
 from ui.show import download_npz, heads_table, matrix_table, show_code, show_fig
 from viz.attention import head_grid, head_heatmap, mask_heatmap
 from viz.common import NEG_INF

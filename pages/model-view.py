@@ -3,9 +3,9 @@ heads overlaid, one colour per head."""
 import numpy as np
 import streamlit as st
 
-from classroom.text import token_label
+from labels import token_label
 from ui import state
-from ui.compute import current_run
+from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.model_view import model_view_html, multi_head_lines
 

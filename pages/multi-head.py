@@ -4,13 +4,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis, gqa
-from classroom.text import token_label, token_labels
+from classroom import multi_head
+from labels import md_escape, token_label, token_labels
 from model.config import PRESETS, param_count
 from ui import state
-from ui.compute import allocated_parameters, current_run, md_escape
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, matrix_heatmap
+from ui.multi_head import allocated_parameters
+from ui.runs import current_run
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, matrix_heatmap
 
 st.title("Multi-head mechanics")
 show_code("model.layers.MultiHeadAttention.split", "model.layers.MultiHeadAttention.forward", what="split, attend, concat, W_O")
@@ -22,16 +23,16 @@ st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {wi
            "Each head projects X to its own Q_j, K_j, V_j, attends, and returns Z_j; the Z_j are "
            "concatenated and mixed by W_O. Q and K must share d_k (they meet in a dot product); V may have "
            "another width d_v (fresh weights: “d_v” in the sidebar), which sets the width of Z_j and of W_O's input.")
-st.dataframe(pd.DataFrame(analysis.shape_rows(cfg, T)).set_index("step"), width="stretch")
+st.dataframe(pd.DataFrame(multi_head.shape_rows(cfg, T)).set_index("step"), width="stretch")
 
 if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 K/V heads)
     st.subheader("Grouped-query attention: query heads share keys and values")
-    share = gqa.groups(run.trace.layers[0].attn.kv_head)
+    share = multi_head.groups(run.trace.layers[0].attn.kv_head)
     st.markdown(f"This model has **{H} query heads but only {cfg.kv_heads} key/value heads**: Q is T × {H} × {dk}, "
                 f"K and V are T × {cfg.kv_heads} × {dk}. Each K/V head serves {H // cfg.kv_heads} query heads, which "
                 "still score and weight the keys in their own way (their queries differ). "
                 + "; ".join(f"K/V head {k} → query heads {', '.join(map(str, qs))}" for k, qs in share.items()) + ".")
-    sv = pd.DataFrame(gqa.savings(cfg)).set_index("variant")
+    sv = pd.DataFrame(multi_head.savings(cfg)).set_index("variant")
     st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}",
                                   sv.columns[-1]: "{:,.1f}"}), width="stretch")
     st.caption(f"What sharing saves: the KV cache that generation keeps (2 × {cfg.n_layers} layers × K/V heads × "
@@ -80,7 +81,7 @@ show_fig(matrix_heatmap(out, run.labels, [str(j) for j in range(D)], annotate=Fa
          alt="W_O mixes the heads: every output feature can draw on every head.")
 
 st.subheader("Parameters")
-rows = pd.DataFrame(analysis.param_rows(cfg)).set_index("part")
+rows = pd.DataFrame(multi_head.param_rows(cfg)).set_index("part")
 total = param_count(cfg)
 st.markdown(f"Current model: **{total:,}** parameters (counted from the config; the allocated model has "
             f"{allocated_parameters(run.source):,}).")
@@ -94,11 +95,11 @@ st.subheader("GPT-2 small")
 g = PRESETS["gpt2-small"]
 g1, g2 = st.columns([1, 2.2])
 with g1:
-    st.dataframe(pd.DataFrame(analysis.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
+    st.dataframe(pd.DataFrame(multi_head.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
 with g2:
-    grows = pd.DataFrame(analysis.param_rows(g)).set_index("part")
+    grows = pd.DataFrame(multi_head.param_rows(g)).set_index("part")
     st.dataframe(grows.style.format(PARAM_FMT), width="stretch",
                  column_config={"formula": st.column_config.TextColumn("formula", width="medium")})
     st.markdown(f"Total: **{param_count(g):,}** parameters — the embedding alone is {g.vocab_size:,} × {g.d_model} = "
-                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {analysis.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
-                f"attention and {analysis.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")
+                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {multi_head.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
+                f"attention and {multi_head.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")

@@ -6,9 +6,9 @@ import streamlit as st
 
 from model.patterns import BORDERLINE, THRESHOLDS, label_heads
 from ui import state
-from ui.compute import current_run, layer_allowed
+from ui.runs import current_run, layer_allowed
+from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
-from ui.show import download_npz, show_fig, show_code
 from viz.attention import overview_grid
 
 PER_PAGE = 6  # layers per page on deep models (SmolLM2: 30 layers × 9 heads = 5 pages of 54 thumbnails)

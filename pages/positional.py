@@ -4,14 +4,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis, rope
-from classroom.text import token_label, token_labels
+from classroom import ffn_output, positional
+from labels import md_escape, token_label, token_labels
 from ui import state
-from ui.compute import comparison_position_table, current_run, md_escape
-from ui.demos import positions_matter
-from ui.show import matrix_table, show_fig, show_code
-from viz.concepts import line_chart, matrix_heatmap, pe_curves, two_heatmaps
-from viz.rope import rope_pairs
+from ui.positional import comparison_position_table, positions_matter
+from ui.runs import current_run
+from ui.show import matrix_table, show_code, show_fig
+from viz.charts import line_chart, matrix_heatmap, pe_curves, two_heatmaps
+from viz.positional import rope_pairs
 
 st.title("Positional encoding")
 show_code("model.layers.sinusoidal_table", "model.layers.rope_tables", "model.layers.apply_rope", "model.transformer.TokenModel.embed", what="positions")
@@ -21,7 +21,7 @@ run = current_run()
 cfg = run.cfg
 D = cfg.d_model
 n_pos = min(cfg.max_len, 128)
-pe = analysis.pe_table(n_pos, D)
+pe = positional.pe_table(n_pos, D)
 
 if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and k inside every head
     st.subheader("This model's positions: rotary (RoPE)")
@@ -44,7 +44,7 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
     q_pre, q_post = at.q_pre_rope[0, rh, rt], at.q[0, rh, rt]  # (d_k,) before / after rotation
     half = cfg.d_k // 2
     pairs = sorted({0, 1, half // 4, half // 2, half - 1})
-    rows = rope.pair_rotation(q_pre, q_post, pairs)
+    rows = positional.pair_rotation(q_pre, q_post, pairs)
     show_fig(rope_pairs(rows, title=f"Query of token {rt} (position {rt}), layer {rl}, head {rh}: pairs before → after "
                                     "rotation"),
              "pe_rope_pairs", table=pd.DataFrame([{"pair": r["pair"], "dims": f"{r['dims'][0]}, {r['dims'][1]}",
@@ -53,7 +53,7 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
              alt="Fast pairs (low i) turn a lot per position, slow pairs hardly move; every length stays the same.")
     kv = int(at.kv_head[rh]) if at.kv_head is not None else rh
     kt = max(0, rt - 1)
-    rel = rope.relative_scores(q_pre, at.k_pre_rope[0, kv, kt], 32, cfg.rope_theta)
+    rel = positional.relative_scores(q_pre, at.k_pre_rope[0, kv, kt], 32, cfg.rope_theta)
     st.markdown(f"**Measured: the score depends on m − n only.** Take this query vector and the key of token {kt} "
                 f"(K/V head {kv}), both before rotation, and rotate them to every pair of positions m, n = 0 … 31 with "
                 f"the model's own rotary code. Along each diagonal (m − n fixed) the score varies by at most "
@@ -96,7 +96,7 @@ with c1:
              alt="Left columns oscillate fast (short wavelength), right columns slowly.")
 with c2:
     if dims:
-        wl_all = analysis.pe_wavelengths(D)
+        wl_all = positional.pe_wavelengths(D)
         pairs = dict.fromkeys(d - d % 2 for d in sorted(dims))
         show_fig(pe_curves(pe, dims, title="Chosen dimensions vs position", height=420), "pe_curves",
                  table=pd.DataFrame(pe[:, dims], columns=[f"dim {d}" for d in dims]),
@@ -105,7 +105,7 @@ with c2:
                  + ". A sin and a cos of one pair share the wavelength, a quarter cycle apart.")
     else:
         st.info("Choose at least one dimension to plot.")
-wl = analysis.pe_wavelengths(D)
+wl = positional.pe_wavelengths(D)
 with st.expander("Wavelength of every dimension (positions per full cycle)"):
     st.dataframe(pd.DataFrame({"dimension": np.arange(D), "function": ["sin" if d % 2 == 0 else "cos" for d in range(D)],
                                "wavelength": wl}).set_index("dimension"), width="stretch")
@@ -137,8 +137,8 @@ for col, (name, z, key) in zip((h1, h2, h3), (("token embedding", tok, "pe_tok")
                  key, table=pd.DataFrame(z, index=token_labels(labels, plain=True)))
 
 st.subheader("Similarity of positions: PE(i)·PE(j)")
-src_pe = pos if cfg.pos_encoding == "sinusoidal" else analysis.pe_table(run.T, D)
-sim = analysis.pe_similarity(src_pe)
+src_pe = pos if cfg.pos_encoding == "sinusoidal" else positional.pe_table(run.T, D)
+sim = positional.pe_similarity(src_pe)
 show_fig(matrix_heatmap(sim, labels, labels, tokens_cols=True, title="Sinusoidal PE(i)·PE(j) at your sentence's positions",
                         colorscale="Viridis", zmid=None, annotate=run.T <= 12, fmt=".1f", value_name="dot"),
          "pe_similarity", table=matrix_table(sim, labels, labels),
@@ -160,11 +160,11 @@ else:
             "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
             "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
 st.caption(note)
-show_fig(two_heatmaps(analysis.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
+show_fig(two_heatmaps(positional.pe_table(n_cmp, D), learned, ("sinusoidal (formula)", "learned (parameters)"),
                       title=f"Position tables, first {n_cmp} positions (each with its own colour scale)"), "pe_learned",
          table=pd.DataFrame(learned, index=pd.RangeIndex(n_cmp, name="position")))
-lsim = analysis.cosine_matrix(learned)
-ssim = analysis.cosine_matrix(analysis.pe_table(n_cmp, D))
+lsim = positional.cosine_matrix(learned)
+ssim = positional.cosine_matrix(positional.pe_table(n_cmp, D))
 show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned: cosine(P(i), P(j))"),
                       row_title="position i", col_title="position j", shared_scale=True,
                       title="Which positions look alike? Cosine similarity of the position vectors"), "pe_learned_sim",
@@ -179,7 +179,7 @@ if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encodi
                "alike (right) are positions the model treats as near each other.")
     p1, p2 = st.columns(2)
     pos_names = [str(p) for p in range(full.shape[0])]
-    lim = analysis.robust_limit(full)  # a few outlier dimensions would wash out the rest
+    lim = ffn_output.robust_limit(full)  # a few outlier dimensions would wash out the rest
     with p1:
         show_fig(matrix_heatmap(full, pos_names, [str(d) for d in range(D)], tokens_rows=False, annotate=False,
                                 title=f"Position table ({full.shape[0]} × {D}; colours clipped at ±{lim:.2f})",
@@ -187,7 +187,7 @@ if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encodi
                                 zmin=-lim, zmax=lim),
                  "pe_full", table=lambda: pd.DataFrame(full, index=pd.RangeIndex(full.shape[0], name="position")))
     with p2:
-        full_sim = analysis.cosine_matrix(full)
+        full_sim = positional.cosine_matrix(full)
         show_fig(matrix_heatmap(full_sim, pos_names, pos_names, tokens_rows=False, annotate=False, colorscale="Viridis",
                                 zmid=None, title="cosine(P(i), P(j))", row_title="position i", col_title="position j",
                                 height=520, value_name="cosine"),
@@ -196,7 +196,7 @@ if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encodi
                      "formula does by construction.")
 
 st.subheader("Worked example from the notes: d_model = 4")
-ex = analysis.worked_pe_example()
+ex = positional.worked_pe_example()
 pe_df = pd.DataFrame(ex["pe"], index=[f"pos {p}" for p in range(3)], columns=[f"dim {d}" for d in range(4)])
 st.markdown("Dimensions 0, 1 use 10000^(0/4) = 1 (angle = pos); dimensions 2, 3 use 10000^(2/4) = 100 (angle = pos / 100).")
 st.dataframe(pe_df.style.format("{:.4f}"), width="content")

@@ -4,12 +4,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom import analysis
-from classroom.text import token_label
+from classroom import scaling
+from labels import token_label
 from ui import state
-from ui.compute import current_run
-from ui.show import show_fig, show_code
-from viz.concepts import bar_compare, line_chart
+from ui.runs import current_run
+from ui.show import show_code, show_fig
+from viz.charts import bar_compare, line_chart
 
 st.title("Scaling & softmax")
 show_code("model.attention.attend", "model.attention.masked_softmax", what="scaling and softmax")
@@ -42,7 +42,7 @@ keys = np.flatnonzero(allowed[qi])
 if keys.size == 0:
     st.info("This query may not attend to any key (fully masked row): nothing to normalise.")
     state.end_page()
-row = analysis.scaling_row(scores[qi, keys], cfg.d_k, float(temp))
+row = scaling.scaling_row(scores[qi, keys], cfg.d_k, float(temp))
 key_labels = [run.labels[j] for j in keys]
 st.markdown(f"d_k = d_model / h = {cfg.d_model} / {cfg.n_heads} = **{cfg.d_k}**, √d_k = **{np.sqrt(cfg.d_k):.4g}**. "
             f"Query {qi} attends to {keys.size} key(s)" + (" (causal mask: itself and earlier tokens)." if run.causal else "."))
@@ -73,8 +73,8 @@ st.dataframe(table, width="stretch")
 st.subheader("Experiment: why √d_k?")
 st.caption("Random q and k with independent unit-variance components (fixed seed). q·k is a sum of d_k "
            "such products, so its variance is d_k; dividing by √d_k brings it back to 1.")
-var = analysis.variance_experiment()
-ent = analysis.entropy_experiment()
+var = scaling.variance_experiment()
+ent = scaling.entropy_experiment()
 e1, e2 = st.columns(2)
 vt = pd.DataFrame({"d_k": var["d_k"], "sampled Var(q·k)": var["var_sampled"], "theory d_k": var["var_theory"],
                    "sampled Var(q·k/√d_k)": var["var_scaled_sampled"]}).set_index("d_k")
@@ -97,7 +97,7 @@ with st.expander("Experiment numbers"):
     st.dataframe(vt.join(et), width="stretch")
 
 st.subheader("Worked example from the notes")
-ex = analysis.worked_scaling_example()
+ex = scaling.worked_scaling_example()
 st.markdown(
     f"q = [2, 3, 4, 1], k₁ = [1, 0, 1, 0], k₂ = [0, 1, 0, 1] → scores **[{ex['scores'][0]:g}, {ex['scores'][1]:g}]**.\n\n"
     f"- Without scaling: softmax([6, 4]) = **[{ex['weights_unscaled'][0]:.4f}, {ex['weights_unscaled'][1]:.4f}]**\n"

@@ -1,14 +1,14 @@
 """Train a model: pick an architecture, train it on the built-in corpus in a background thread
-(ui/training.py), watch the loss and the heads, then use or download the model. Or load one."""
+(ui.train.py), watch the loss and the heads, then use or download the model. Or load one."""
 import streamlit as st
 
+from labels import md_escape
 from model.config import valid_heads
 from training import corpus
-from ui import training as train_ui
-from ui.compute import md_escape
+from ui import train as train_ui
 from ui.show import show_fig
 from viz.attention import head_grid
-from viz.training import loss_curve, score_curves
+from viz.train import loss_curve, score_curves
 
 POLL_S = 1.0
 

@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from classroom import variants
-from classroom.text import md_escape, token_labels
+from labels import md_escape, token_labels
 from ui import state
 from ui import variants as var_ui
 from ui.show import show_fig
-from viz.concepts import bar_compare
+from viz.charts import bar_compare
 from viz.variants import bias_grid, variant_heads
 
 st.title("Attention variants")

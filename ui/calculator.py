@@ -3,14 +3,12 @@ whatever is typed stays on screen), presets from classroom/worked_examples.py, s
 All numbers come from classroom.worked_examples (which calls model.attention.attend / model.layers)."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from classroom import worked_examples as wx
-from classroom.text import md_escape
+from labels import md_escape
 from ui import lesson as L
 from ui import state
 

@@ -6,7 +6,7 @@ import streamlit as st
 from classroom import experts
 from model.pretrained import PRETRAINED as ALL_PRETRAINED
 
-from .compute import pretrained_error, pretrained_model
+from .models import pretrained_error, pretrained_model
 
 
 def real_models() -> list[str]:

@@ -14,7 +14,7 @@ import torch
 
 from model.attention import attend
 from model.flash import TiledResult, measure_peak_bytes, plain_attention, tiled_attention
-from ui.compute import Run, layer_allowed
+from ui.runs import Run, layer_allowed
 
 MEMORY_TS = (64, 128, 256, 512, 1024, 2048, 4096)  # sequence lengths of the memory chart
 MEMORY_D = 64  # d_k = d_v of the memory measurement (one head)

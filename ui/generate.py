@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from classroom.generation import Session, Settings
+from classroom.generate import Session, Settings
 
-from .compute import PRETRAINED, ModelSource, get_model, trained_causal
+from .models import PRETRAINED, ModelSource, get_model, trained_causal
 
 KEY = "_generation"
 

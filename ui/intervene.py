@@ -8,7 +8,7 @@ import streamlit as st
 
 from classroom import intervene
 
-from .compute import ModelSource, get_model
+from .models import ModelSource, get_model
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

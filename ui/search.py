@@ -7,7 +7,7 @@ import streamlit as st
 from classroom import search as se
 from ui import state
 from ui.show import show_fig
-from viz.concepts import bar_compare
+from viz.charts import bar_compare
 
 
 def render() -> None:

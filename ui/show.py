@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from classroom.text import md_escape, token_labels
+from labels import md_escape, token_labels
 from model.trace import flat_arrays
 
 PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}

@@ -1,14 +1,12 @@
 """The shared sidebar: sentence, model source and architecture, mask and sequence length."""
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from classroom.examples import ATTENTION_EXAMPLES
 from model.config import PRESETS
 
-from . import compute, state, training
+from . import models, session_models, state, train
 
 PRESENT_CSS = """
 <style>
@@ -37,8 +35,8 @@ def use_2017_preset() -> None:
 
 
 def source_options() -> list[str]:
-    names = list(compute.shipped_checkpoints())
-    names += list(compute.PRETRAINED)  # listed even when its package is missing: picking it says how to install it
+    names = list(models.shipped_checkpoints())
+    names += list(models.PRETRAINED)  # listed even when its package is missing: picking it says how to install it
     names += list(st.session_state.get("_session_model_ids", {}))
     return names + [state.FRESH]
 
@@ -46,13 +44,13 @@ def source_options() -> list[str]:
 def source_title(option: str) -> str:
     """What the Model list shows: a pretrained model's title; other options as they are (the
     value, which is also what the URL holds, stays the short key: src=minilm-l6)."""
-    return compute.PRETRAINED[option].title if option in compute.PRETRAINED else option
+    return models.PRETRAINED[option].title if option in models.PRETRAINED else option
 
 
 def model_mask_default(src: str) -> str:
     """The mask a model is shown with by default: the mask it was trained with (bidirectional for
     the encoders: MiniLM and the masked LM), causal for the rest (fresh weights included)."""
-    return "causal" if compute.trained_causal(src) is not False else "bidirectional"
+    return "causal" if models.trained_causal(src) is not False else "bidirectional"
 
 
 def apply_mask_default() -> None:
@@ -74,9 +72,9 @@ def check_pretrained(options: list[str], default_src: str) -> None:
     in this process). If it cannot be loaded (package missing, damaged file) show the message,
     never a traceback, and fall back to the default model."""
     s = st.session_state
-    if s.get("src") not in compute.PRETRAINED:
+    if s.get("src") not in models.PRETRAINED:
         return
-    err = compute.pretrained_error(s["src"])
+    err = models.pretrained_error(s["src"])
     if err is not None:
         st.error(f"{source_title(s['src'])} is not available: {err}. Using {default_src!r} instead.",
                  icon=":material/error:")
@@ -94,10 +92,10 @@ def render() -> None:
     with st.sidebar:
         st.markdown("## Attention Lab")
         state.show_url_notices()
-        training.adopt_finished()  # a training of this session that just finished joins the Model list
-        for name in compute.forget_dropped_session_models():
+        train.adopt_finished()  # a training of this session that just finished joins the Model list
+        for name in session_models.forget_dropped_session_models():
             st.warning(f"The model {name!r} was removed from the server's memory (it keeps the "
-                       f"{compute.MAX_SESSION_MODELS} most recent trained or uploaded models). Upload its "
+                       f"{session_models.MAX_SESSION_MODELS} most recent trained or uploaded models). Upload its "
                        "downloaded checkpoint on the Train page to use it again.", icon=":material/delete:")
         # A one-line box: Enter applies the text (a text area needed Ctrl+Enter, and a plain Enter
         # only added a line break that ended up in the link; issue 21 point 3).
@@ -105,7 +103,7 @@ def render() -> None:
                       help="Any text; press Enter to apply. The toy models lower-case it and split it into words "
                            "and punctuation; the real models use their own tokenizers.")
         options = source_options()
-        default_src = compute.DEFAULT_SOURCE if compute.DEFAULT_SOURCE in options else state.FRESH
+        default_src = models.DEFAULT_SOURCE if models.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL
         state.fix("src", options, default_src)
         check_pretrained(options, default_src)
@@ -115,7 +113,7 @@ def render() -> None:
         fresh = s["src"] == state.FRESH
         heads = state.valid_heads(s["d"])
         state.fix("h", heads, 4 if 4 in heads else heads[-1])  # before the model is built from them
-        model, tok = compute.get_model(compute.current_source())
+        model, tok = models.get_model(models.current_source())
         cfg = model.cfg
         if fresh:
             with st.expander("Architecture (fresh weights)", expanded=True):
@@ -143,7 +141,7 @@ def render() -> None:
             # controls; six widgets fewer on every rerun of every page. The values chosen for fresh
             # weights are kept (and stay in the URL) for when fresh weights are picked again.
             state.keep(*ARCH_KEYS)
-            entry = compute.PRETRAINED.get(s["src"])
+            entry = models.PRETRAINED.get(s["src"])
             if entry is not None:
                 st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
@@ -165,7 +163,7 @@ def render() -> None:
         state.set_default("mask", s["_mask_default"])  # the model's own default stays out of the URL
         st.radio("Mask", ["causal", "bidirectional"], key="mask", horizontal=True,
                  help="The same weights run either way: the mask is an input, not a weight.")
-        trained_causal = compute.trained_causal(s["src"])
+        trained_causal = models.trained_causal(s["src"])
         if trained_causal is False and s["mask"] == "causal":
             st.caption("This model was trained bidirectionally, not with the causal mask: its attention under it "
                        "is not what it learned.")
@@ -199,6 +197,6 @@ def example_buttons() -> None:
         for i, (label, text) in enumerate(ATTENTION_EXAMPLES):
             st.button(label, key=f"example_{i}", on_click=_use_example, args=(text,), help=text)
     if st.session_state.get("text") in {t for _, t in ATTENTION_EXAMPLES} and \
-            compute.current_source().kind != "pretrained":
+            models.current_source().kind != "pretrained":
         st.caption("This toy model's small vocabulary knows few of these words (they become unknown tokens): "
-                   f"pick \"{compute.PRETRAINED['minilm-l6'].title}\" as the model in the sidebar to see a real one.")
+                   f"pick \"{models.PRETRAINED['minilm-l6'].title}\" as the model in the sidebar to see a real one.")

@@ -1,4 +1,4 @@
-"""Cached compute for the Variants and KV-cache pages (classroom/variants.py, classroom/kvcache.py):
+"""Cached compute for the Variants and KV-cache pages (classroom/variants.py, classroom/kv_cache.py):
 one small model per variant (st.cache_resource: shared, read-only), their traces and the shuffle
 test on small hashable keys (st.cache_data)."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from classroom import kvcache, variants
+from classroom import kv_cache, variants
 from model.transformer import Transformer
 
 from . import state
-from .compute import fresh_tokenizer
+from .models import fresh_tokenizer
 
 MAX_T = 24  # tokens shown per variant: 4 panels in a row stay readable up to about this many
 
@@ -82,6 +82,6 @@ def shuffle_gaps(keys: tuple[str, ...], s: Sentence, seed: int, window: int | No
 
 
 @st.cache_data(max_entries=32, show_spinner="Building the model's layers and running it to read its KV cache…")
-def engine_cache_bytes(shape: kvcache.KVShape, n_kv_heads: int, n_tokens: int) -> int:
-    """kvcache.engine_cache_bytes (cached: a GPT-2-sized stack takes about a second to build)."""
-    return kvcache.engine_cache_bytes(shape, n_kv_heads, n_tokens)
+def engine_cache_bytes(shape: kv_cache.KVShape, n_kv_heads: int, n_tokens: int) -> int:
+    """kv_cache.engine_cache_bytes (cached: a GPT-2-sized stack takes about a second to build)."""
+    return kv_cache.engine_cache_bytes(shape, n_kv_heads, n_tokens)

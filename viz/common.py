@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 # The one label formatter and HTML escape (pure, shared with classroom/ and ui/), used by every figure.
-from classroom.text import token_labels, visible  # noqa: F401  (re-exported: viz modules import them from here)
+from labels import token_labels, visible  # noqa: F401  (re-exported: viz modules import them from here)
 
 # Colour-blind-safe sequential scale for weights (0..1) and a diverging one for differences.
 WEIGHT_SCALE = "Cividis"

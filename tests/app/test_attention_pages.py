@@ -13,7 +13,7 @@ from model.config import ModelConfig
 from model.patterns import THRESHOLDS, label_head
 from model.transformer import Transformer
 from tests.helpers import app_test, decode, errors, figures
-from ui import compute, state
+from ui import models, runs, state
 from viz.common import visible
 
 FRESH = state.FRESH
@@ -22,7 +22,7 @@ FRESH = state.FRESH
 def engine(text=state.DEFAULT_TEXT, *, d=64, h=4, L=2, pe="sinusoidal", norm="pre", seed=0, causal=True, T=64,
            kpm=None):
     """The expected trace, computed without the app."""
-    tok = compute.fresh_tokenizer()
+    tok = models.fresh_tokenizer()
     cfg = ModelConfig(vocab_size=len(tok), d_model=d, n_heads=h, n_layers=L, max_len=state.T_MAX,
                       pos_encoding=pe, norm=norm)
     enc = tok.encode(text)
@@ -250,7 +250,7 @@ def test_causal_vs_bidirectional_difference():
     bars = figures(at)[1]["data"]
     pc, pb = tc.probs[0, -1].numpy(), tb.probs[0, -1].numpy()
     top_c = set(np.argsort(-pc)[:5])
-    vocab = compute.fresh_tokenizer().vocab
+    vocab = models.fresh_tokenizer().vocab
     shown = [visible(v) for v in vocab]
     assert {shown[i] for i in top_c} <= set(bars[0]["x"])
     for name, p_c, p_b in zip(bars[0]["x"], decode(bars[0]["y"]), decode(bars[1]["y"])):
@@ -265,7 +265,7 @@ def test_causal_vs_bidirectional_difference():
 def test_mask_lab_steps(mask_q):
     at = start("pages/mask-lab.py", ml_q=mask_q, ml_b=2, ml_head=1)
     texts = ["the cat sat on the mat .", "the keys to the cabinet are on the table .", "a dog ran ."]
-    tok = compute.fresh_tokenizer()
+    tok = models.fresh_tokenizer()
     encs = [tok.encode(t).ids for t in texts]
     T = max(map(len, encs))
     ids = torch.tensor([e + [tok.pad_id] * (T - len(e)) for e in encs])
@@ -306,10 +306,10 @@ def test_npz_export_has_contract_keys():
     tr, labels = engine()
     at = start()
     assert any(b.proto.label == "Whole trace (.npz)" for b in at.get("download_button"))
-    src = compute.ModelSource("fresh", "fresh", __import__("json").dumps(
-        ModelConfig(vocab_size=len(compute.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
+    src = models.ModelSource("fresh", "fresh", __import__("json").dumps(
+        ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
                     max_len=state.T_MAX).to_dict(), sort_keys=True), 0)
-    run = compute.get_run(src, state.DEFAULT_TEXT, True, 64)
+    run = runs.get_run(src, state.DEFAULT_TEXT, True, 64)
     from ui.show import trace_npz
     z = np.load(io.BytesIO(trace_npz(run.trace, **run.export_extras())))
     assert {"layers.0.attn.weights", "layers.1.ln2.var", "embeddings.sum", "probs", "token_ids"} <= set(z.files)
@@ -337,14 +337,14 @@ def test_batch_npz_has_contract_keys():
     from ui.show import trace_npz
     at = start("pages/mask-lab.py")
     texts = ("the cat sat on the mat .", "a dog ran .")
-    src = compute.ModelSource("fresh", "fresh", json.dumps(
-        ModelConfig(vocab_size=len(compute.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
+    src = models.ModelSource("fresh", "fresh", json.dumps(
+        ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=2,
                     max_len=state.T_MAX).to_dict(), sort_keys=True), 0)
-    run = compute.get_batch_run(src, texts, True, True, 64)
+    run = runs.get_batch_run(src, texts, True, True, 64)
     z = np.load(io.BytesIO(trace_npz(run.trace, **run.export_extras())))
     w = z["layers.0.attn.weights"]
     assert w.shape == (2, 4, run.T, run.T)
-    n = len(compute.fresh_tokenizer().encode(texts[1]).ids)
+    n = len(models.fresh_tokenizer().encode(texts[1]).ids)
     assert n < run.T
     assert (w[1, :, n:] == 0).all() and not np.isnan(w).any()  # padded query rows: zeros, never NaN
     np.testing.assert_array_equal(z["key_padding_mask"][1], np.arange(run.T) < n)
@@ -355,8 +355,8 @@ def test_max_length_above_the_models_limit_says_so():
     at.query_params["T"] = "200"  # valid for fresh weights (256 positions), not for the shipped model (128)
     at.run()
     assert not errors(at)
-    metas = compute.shipped_checkpoints()
-    max_len = metas[compute.DEFAULT_SOURCE]["config"]["max_len"] if compute.DEFAULT_SOURCE in metas else state.T_MAX
+    metas = models.shipped_checkpoints()
+    max_len = metas[models.DEFAULT_SOURCE]["config"]["max_len"] if models.DEFAULT_SOURCE in metas else state.T_MAX
     if max_len < 200:  # the shipped model has fewer positions: clamped, with a notice
         assert at.session_state["T"] == max_len
         assert any("more than this model allows" in i.value for i in at.sidebar.info)
@@ -374,7 +374,7 @@ def test_overview_shows_a_pattern_planted_at_one_layer_and_head(monkeypatch):
     the cached trace the page reads; the overview must show it in exactly that cell."""
     import dataclasses
 
-    real_get_run = compute.get_run
+    real_get_run = runs.get_run
     L_, H_, PL, PH = 2, 4, 1, 2
 
     def planted(source, text, causal, max_len):
@@ -390,7 +390,7 @@ def test_overview_shows_a_pattern_planted_at_one_layer_and_head(monkeypatch):
         layers[PL] = dataclasses.replace(layers[PL], attn=dataclasses.replace(attn, weights=w))
         return dataclasses.replace(run, trace=dataclasses.replace(run.trace, layers=tuple(layers)))
 
-    monkeypatch.setattr(compute, "get_run", planted)
+    monkeypatch.setattr(runs, "get_run", planted)
     at = start("pages/overview.py", L=L_, h=H_, d=32)
     fig = figures(at)[0]
     heat = [t for t in fig["data"] if t["type"] == "heatmap"]

@@ -64,7 +64,7 @@ def test_train_page_defaults_and_plain_words():
 
 
 def test_pattern_trajectories_follow_each_heads_final_pattern():
-    from ui.training import JobView, SnapshotView, TrainSpec, pattern_trajectories
+    from ui.train import JobView, SnapshotView, TrainSpec, pattern_trajectories
     T = 6
     eye = np.eye(T)
     sink = np.zeros((T, T)); sink[:, 0] = 1
@@ -87,7 +87,7 @@ def test_pattern_trajectories_follow_each_heads_final_pattern():
 def test_timing_summary_follows_the_numbers():
     """'a fitted "theory" … and a caption saying the T² term shows at the longest lengths': the
     caption must be computed from the measurement. Fake timings with a known crossover."""
-    from classroom.analysis import fit_linear_quadratic, timing_summary
+    from classroom.cost import fit_linear_quadratic, timing_summary
     Ts = [16, 32, 64, 128, 256, 512, 1024]
     c, a, b = 2e-4, 1e-6, 4e-9  # b·T² = c + a·T at T = (a + sqrt(a² + 4bc)) / 2b
     x = (a + np.sqrt(a * a + 4 * b * c)) / (2 * b)
@@ -118,7 +118,7 @@ def test_timing_summary_follows_the_numbers():
 def test_timing_summary_states_the_fits_error_honestly():
     """Audit: the fitted curve sat ~30% under the measured time at T = 1,024 while the caption said
     nothing of it. The summary now gives the fit's error where it is largest, beside the runs' spread."""
-    from classroom.analysis import fit_linear_quadratic, timing_summary
+    from classroom.cost import fit_linear_quadratic, timing_summary
     Ts = [16, 27, 45, 76, 128, 215, 362, 609, 1024]
     clean = [4e-4 + 3e-7 * t + 1.7e-8 * t * t for t in Ts]
     spread = [0.03] * len(Ts)
@@ -141,7 +141,7 @@ def test_timing_summary_states_the_fits_error_honestly():
 
 
 def test_block_timing_reports_the_runs_spread():
-    from classroom.analysis import measure_block_time
+    from classroom.cost import measure_block_time
     from model.config import ModelConfig
     cfg = ModelConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=64)
     r = measure_block_time(cfg, [8, 16, 32], repeats=3)
@@ -178,7 +178,7 @@ def test_topk_cell_text_contrasts_with_its_cell():
     Cividis colour of its probability, WCAG contrast ratio >= 3 (plotly's own colour scale)."""
     from plotly.colors import hex_to_rgb, sample_colorscale, unlabel_rgb
 
-    from viz.concepts import topk_heatmap
+    from viz.charts import topk_heatmap
     p = np.array([[0.97, 0.02, 0.01], [0.5, 0.3, 0.2], [0.7, 0.2, 0.1], [0.35, 0.33, 0.32]])
     fig = topk_heatmap(p, [["a", "b", "c"]] * 4, ["w", "x", "y", "z"])
     texts = [t for t in fig.data if t.type == "scatter"]
@@ -193,7 +193,7 @@ def test_topk_cell_text_contrasts_with_its_cell():
 
 def test_learned_pe_colour_bars_sit_below_the_panels():
     """'colour-bar numbers overlap the learned-PE table's labels'."""
-    from viz.concepts import two_heatmaps
+    from viz.charts import two_heatmaps
     fig = two_heatmaps(np.random.default_rng(0).normal(size=(8, 6)), np.ones((8, 6)), ("a", "b"))
     for ax, dom in ((fig.layout.coloraxis, fig.layout.xaxis.domain), (fig.layout.coloraxis2, fig.layout.xaxis2.domain)):
         cb = ax.colorbar

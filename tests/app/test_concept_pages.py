@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from classroom import analysis
+from classroom import contextual, scaling
 from model.checkpoint import load_checkpoint
 from model.config import ModelConfig, param_count
 from model.layers import sinusoidal_table
 from model.transformer import Transformer
 from tests.helpers import fig_titled, app_test, decode, errors, figures
-from ui import compute, state
+from ui import models, state
 
 FRESH = state.FRESH
 PAGES = ["scaling", "positional", "layer-norm", "multi-head", "ffn-output", "contextual", "cost"]
@@ -25,7 +25,7 @@ PAGES = ["scaling", "positional", "layer-norm", "multi-head", "ffn-output", "con
 
 def engine(text=state.DEFAULT_TEXT, *, causal=True, T=64, **cfg_changes):
     """(model, trace, labels, ids) for the sidebar's fresh-weights defaults."""
-    tok = compute.fresh_tokenizer()
+    tok = models.fresh_tokenizer()
     cfg = ModelConfig(vocab_size=len(tok), d_model=64, n_heads=4, n_layers=2, max_len=state.T_MAX).replace(**cfg_changes)
     enc = tok.encode(text)
     model = Transformer(cfg, seed=0)
@@ -79,7 +79,7 @@ def test_scaling_matches_engine_and_temperature_changes_softmax():
     at.slider(key="sc_temp").set_value(2.0).run()
     assert not errors(at)
     w2 = fig(at, "Softmax weights (temperature 2)")
-    np.testing.assert_allclose(series(w2, "softmax(scaled)"), analysis.softmax(scores / 4.0, 2.0), atol=1e-6)
+    np.testing.assert_allclose(series(w2, "softmax(scaled)"), scaling.softmax(scores / 4.0, 2.0), atol=1e-6)
     assert at.query_params["sc_temp"] == ["2.0"] or at.query_params["sc_temp"] == "2.0"
 
 
@@ -113,7 +113,7 @@ def test_positional_values_equal_sinusoidal_table_and_sum():
     left, right = decode(two["data"][0]["z"]), decode(two["data"][1]["z"])
     n = left.shape[0]
     np.testing.assert_allclose(left, sinusoidal_table(n, 64).numpy(), atol=1e-6)
-    learned_dirs = [d for d in sorted(compute.CHECKPOINTS.iterdir()) if (d / "config.json").is_file()
+    learned_dirs = [d for d in sorted(models.CHECKPOINTS.iterdir()) if (d / "config.json").is_file()
                     and json.loads((d / "config.json").read_text()).get("config", {}).get("pos_encoding") == "learned"]
     if learned_dirs:
         lm, _ = load_checkpoint(learned_dirs[0])
@@ -194,7 +194,7 @@ def test_contextual_cosine_by_layer_and_bad_inputs():
     assert at.selectbox(key="ctx_word").value == "apple"
     model, ta, la, _ = engine(a, causal=False)
     _, tb, lb, _ = engine(b, causal=False)
-    ia, ib = analysis.find_word(la, "apple"), analysis.find_word(lb, "apple")
+    ia, ib = contextual.find_word(la, "apple"), contextual.find_word(lb, "apple")
     cos = series(fig(at, "Same word, two contexts"))
     assert cos[0] == pytest.approx(1.0, abs=1e-6)  # the same embedding row
     va, vb = ta.layers[1].resid_out[0, ia].double(), tb.layers[1].resid_out[0, ib].double()

@@ -107,7 +107,7 @@ def test_editing_one_attention_row():
 
 
 def _cols(at, T):
-    from classroom.text import token_labels
+    from labels import token_labels
     labels = at.session_state["text"]  # the toy tokenizer's labels: <bos> + the words
     model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
     enc = tok.encode(labels)

@@ -12,9 +12,9 @@ from tests.helpers import decode, errors
 def test_positional_pe_off_section_matches_a_numpy_permutation():
     at = start("positional", pe_shuffle=3)
     model, tr, labels, ids = engine()
-    from classroom import order
-    perm = order.shuffle_order(len(ids), 3)
-    blind = order.without_positions(model)
+    from classroom import positional
+    perm = positional.shuffle_order(len(ids), 3)
+    blind = positional.without_positions(model)
     # independent: trace the shuffled ids, compare with the original weights indexed by perm
     import torch
     w = np.stack([l.attn.weights[0].numpy() for l in blind.trace(torch.tensor([ids]), causal=False).layers])

@@ -19,7 +19,7 @@ def _model(name: str):
 
 def engine_layer0(at):
     """What the lesson should show, recomputed here from the engine's trace: the model the page
-    uses (the sidebar's Model, a shipped checkpoint loaded directly, not through ui.compute),
+    uses (the sidebar's Model, a shipped checkpoint loaded directly, not through ui.models),
     the sidebar's sentence and mask. Returns (model cfg, layer-0 AttentionTrace without batch)."""
     s = at.session_state
     name = s["src"]

@@ -25,7 +25,7 @@ def test_axis_titles_move_out_with_the_widened_margins():
 def test_the_top_margin_grows_with_the_title_and_the_legend_moves_down_with_it():
     """A 20 px title in a margin sized for ~14 px touched the top tick label (positional, multi-head,
     FFN & output pages): the plot now starts lower, and a legend under the title keeps its gap."""
-    from viz.concepts import line_chart
+    from viz.charts import line_chart
     fig = line_chart([0, 1, 2], {"a": [0, 1, 2], "b": [2, 1, 0]}, title="Two lines", xaxis="x", yaxis="y")
     t0, h0, lg0 = fig.layout.margin.t, fig.layout.height, fig.layout.legend.y
     top0 = (1 - lg0) * h0  # the legend's top, px from the top of the chart

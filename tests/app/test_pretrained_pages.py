@@ -201,18 +201,18 @@ def test_mask_lab_offers_a_sentence_pair_with_token_types():
 
 
 def test_a_missing_or_damaged_model_falls_back_with_the_message(monkeypatch):
-    from ui import compute
+    from ui import models
 
     def broken(name):
         raise ValueError("/x/model.safetensors is damaged or not the expected file")
-    monkeypatch.setattr(compute, "pretrained_model", broken)
+    monkeypatch.setattr(models, "pretrained_model", broken)
     at = app_test()
     at.query_params["src"] = SRC
     at.run()
     assert not errors(at)
     msgs = " ".join(e.value for e in at.sidebar.error)
     assert "model.safetensors is damaged" in msgs
-    assert at.session_state["src"] == compute.DEFAULT_SOURCE
+    assert at.session_state["src"] == models.DEFAULT_SOURCE
 
 
 def test_empty_text_is_a_message():

@@ -19,7 +19,7 @@ from model.checkpoint import to_bytes
 from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig, valid_heads
 from model.transformer import Transformer
 from tests.helpers import app_test, decode, errors, figures
-from ui import training as train_ui
+from ui import train as train_ui
 
 torch.set_num_threads(1)
 
@@ -77,7 +77,7 @@ def test_tiny_training_runs_to_the_end_and_joins_the_sidebar():
     at = open_train(**TINY)
     options_before = list(at.selectbox(key="src").options)
     src_before = at.selectbox(key="src").value
-    from ui.compute import ModelSource, get_model
+    from ui.models import ModelSource, get_model
     shared, _ = get_model(ModelSource("checkpoint", src_before))  # the cached, shared model
     shared_before = {k: v.clone() for k, v in shared.state_dict().items()}
     at.button(key="train_start").click().run()
@@ -122,7 +122,7 @@ def test_tiny_training_runs_to_the_end_and_joins_the_sidebar():
     np.testing.assert_allclose(z0[lower], v.snapshots[0].weights[0, 0][lower], rtol=1e-5)
     assert not np.allclose(z0[lower], z[lower])
     # download: the checkpoint bytes load back into the same architecture
-    from ui.compute import session_models
+    from ui.session_models import session_models
     data = session_models()[at.session_state["_session_model_ids"][new[0]]]
     model, _ = train_ui.validate_upload("x.safetensors", data)
     assert (model.cfg.d_model, model.cfg.n_heads, model.cfg.n_layers) == (16, 2, 1)
@@ -349,20 +349,20 @@ def test_valid_upload_registers_a_session_model():
 def test_server_keeps_a_bounded_number_of_session_models(monkeypatch):
     """The server-wide store of trained/uploaded models drops the oldest beyond its limit; a
     session whose model was dropped is told so, and its pages fall back to the shipped model."""
-    from ui import compute
+    from ui import session_models
     valid, _ = _valid_bytes()
     at = open_train()
     at.file_uploader(key="train_upload").set_value(("mine.safetensors", valid, "application/octet-stream"))
     at.run()
     at.selectbox(key="src").set_value("uploaded: mine.safetensors").run()
     assert not errors(at)
-    monkeypatch.setattr(compute, "MAX_SESSION_MODELS", 2)
+    monkeypatch.setattr(session_models, "MAX_SESSION_MODELS", 2)
     from model.tokenizer import Tokenizer
     tok = Tokenizer.build(["a b c"], add_bos=True)
     cfg = ModelConfig(vocab_size=len(tok), d_model=8, n_heads=2, n_layers=1, max_len=16)
     others = [to_bytes(Transformer(cfg, seed=s), tok) for s in (11, 12)]
-    digests = [compute.register_model_bytes(b) for b in others]  # two other sessions' models
-    store = compute.session_models()
+    digests = [session_models.register_model_bytes(b) for b in others]  # two other sessions' models
+    store = session_models.session_models()
     assert len(store) == 2 and list(store) == digests  # the oldest (this session's) was dropped
     at.run()
     assert not errors(at)

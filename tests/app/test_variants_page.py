@@ -10,7 +10,7 @@ from classroom import variants
 from model.config import ModelConfig
 from model.transformer import Transformer
 from tests.helpers import fig_titled, app_test, decode, errors, figures
-from ui import compute, state
+from ui import models, state
 
 
 def start(page, **params):
@@ -38,7 +38,7 @@ def frame(at, column):
 
 def test_variants_page_heads_window_band_and_shuffle():
     at = start("variants", var_window=2)
-    tok = compute.fresh_tokenizer()
+    tok = models.fresh_tokenizer()
     enc = tok.encode(state.DEFAULT_TEXT)
     T = len(enc.ids)
     # sliding window w = 2, causal (the sidebar's default): a band i - 2 < j <= i, hand-made here

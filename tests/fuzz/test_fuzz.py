@@ -47,10 +47,10 @@ PER_PAGE = math.ceil(FULL_TOTAL / max(1, len(PAGES))) if FULL else int(os.enviro
 
 
 def model_sources() -> list[str]:
-    from ui import compute, state
+    from ui import models, state
     out = [state.FRESH]
-    if (compute.CHECKPOINTS / compute.DEFAULT_SOURCE / "model.safetensors").is_file():
-        out.append(compute.DEFAULT_SOURCE)
+    if (models.CHECKPOINTS / models.DEFAULT_SOURCE / "model.safetensors").is_file():
+        out.append(models.DEFAULT_SOURCE)
     return out
 
 
@@ -175,13 +175,13 @@ _TOKENIZERS: dict = {}
 
 def expected_notices(c: Case) -> dict[str, bool]:
     """What a page showing the sidebar sentence must say for this case."""
-    from ui import compute, state
+    from ui import models, state
     src = c.settings.get("src", state.FRESH)
     if src not in _TOKENIZERS:
         if src == state.FRESH:
-            _TOKENIZERS[src] = (compute.fresh_tokenizer(), state.T_MAX)
+            _TOKENIZERS[src] = (models.fresh_tokenizer(), state.T_MAX)
         else:
-            model, tok = compute.get_model(compute.ModelSource("checkpoint", src))
+            model, tok = models.get_model(models.ModelSource("checkpoint", src))
             _TOKENIZERS[src] = (tok, model.cfg.max_len)
     tok, model_max = _TOKENIZERS[src]
     text = c.text

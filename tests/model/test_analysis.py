@@ -1,4 +1,4 @@
-"""Unit tests of classroom/analysis.py: the math behind the concept pages."""
+"""Unit tests of the classroom analyses behind the concept pages (classroom/scaling.py, positional.py, ...)."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from classroom import analysis
+from classroom import causal_vs_bidirectional, contextual, cost, ffn_output, layer_norm, mask_lab, multi_head, positional, scaling
 from model.config import PRESETS, ModelConfig, param_count
 from model.layers import sinusoidal_table
 from model.transformer import Transformer
@@ -14,23 +14,23 @@ from model.transformer import Transformer
 
 def test_softmax_matches_torch_and_handles_masks_and_temperature():
     x = np.array([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0]])
-    np.testing.assert_allclose(analysis.softmax(x), torch.softmax(torch.tensor(x), -1).numpy(), atol=1e-12)
-    np.testing.assert_allclose(analysis.softmax(x, 2.0), torch.softmax(torch.tensor(x) / 2, -1).numpy(), atol=1e-12)
-    m = analysis.softmax(np.array([[0.0, -np.inf], [-np.inf, -np.inf]]))
+    np.testing.assert_allclose(scaling.softmax(x), torch.softmax(torch.tensor(x), -1).numpy(), atol=1e-12)
+    np.testing.assert_allclose(scaling.softmax(x, 2.0), torch.softmax(torch.tensor(x) / 2, -1).numpy(), atol=1e-12)
+    m = scaling.softmax(np.array([[0.0, -np.inf], [-np.inf, -np.inf]]))
     np.testing.assert_array_equal(m, [[1.0, 0.0], [0.0, 0.0]])  # fully masked row -> zeros, never NaN
     with pytest.raises(ValueError):
-        analysis.softmax(x, 0.0)
+        scaling.softmax(x, 0.0)
     with pytest.raises(ValueError):
-        analysis.softmax(x, float("nan"))
+        scaling.softmax(x, float("nan"))
 
 
 def test_entropy_bits():
-    assert analysis.entropy_bits(np.full(8, 1 / 8)) == pytest.approx(3.0)
-    assert analysis.entropy_bits(np.array([1.0, 0.0])) == pytest.approx(0.0)
+    assert scaling.entropy_bits(np.full(8, 1 / 8)) == pytest.approx(3.0)
+    assert scaling.entropy_bits(np.array([1.0, 0.0])) == pytest.approx(0.0)
 
 
 def test_worked_scaling_example_numbers():
-    ex = analysis.worked_scaling_example()
+    ex = scaling.worked_scaling_example()
     np.testing.assert_array_equal(ex["scores"], [6.0, 4.0])
     assert ex["sqrt_d_k"] == 2.0
     np.testing.assert_allclose(ex["weights_unscaled"], [0.8808, 0.1192], atol=5e-5)
@@ -40,7 +40,7 @@ def test_worked_scaling_example_numbers():
 
 def test_scaling_row_is_softmax_of_scaled_scores():
     s = np.array([4.0, -2.0, 8.0])
-    r = analysis.scaling_row(s, d_k=16, temperature=0.5)
+    r = scaling.scaling_row(s, d_k=16, temperature=0.5)
     np.testing.assert_allclose(r["scaled"], s / 4)
     np.testing.assert_allclose(r["weights_scaled"], torch.softmax(torch.tensor(s / 4 / 0.5), -1).numpy())
     assert r["entropy_scaled"] > r["entropy_unscaled"]  # scaling flattens
@@ -49,8 +49,8 @@ def test_scaling_row_is_softmax_of_scaled_scores():
 
 def test_variance_experiment_tracks_theory():
     # Its 200 ms budget is a benchmark's job (benchmarks/), not a unit test's: wall clock is flaky.
-    v = analysis.variance_experiment()
-    e = analysis.entropy_experiment()
+    v = scaling.variance_experiment()
+    e = scaling.entropy_experiment()
     # n = 1500 samples: sample variance has relative SE ~ sqrt(2/n) = 3.7% (sqrt(8/n) = 7.3% at d_k = 1);
     # 25% is > 3.4 SE everywhere.
     np.testing.assert_allclose(v["var_sampled"], v["var_theory"], rtol=0.25)
@@ -62,8 +62,8 @@ def test_variance_experiment_tracks_theory():
 
 
 def test_pe_matches_engine_and_worked_example():
-    np.testing.assert_array_equal(analysis.pe_table(20, 8), sinusoidal_table(20, 8).numpy())
-    ex = analysis.worked_pe_example()
+    np.testing.assert_array_equal(positional.pe_table(20, 8), sinusoidal_table(20, 8).numpy())
+    ex = positional.worked_pe_example()
     np.testing.assert_allclose(ex["pe"][0], [0, 1, 0, 1], atol=1e-7)
     np.testing.assert_allclose(ex["pe"][1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], atol=1e-6)
     np.testing.assert_allclose(ex["pe"][2], [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)], atol=1e-6)
@@ -72,34 +72,34 @@ def test_pe_matches_engine_and_worked_example():
 
 
 def test_pe_wavelengths_and_similarity_depends_on_distance():
-    wl = analysis.pe_wavelengths(8)
+    wl = positional.pe_wavelengths(8)
     assert wl[0] == pytest.approx(2 * math.pi) and wl[1] == wl[0]
     assert wl[2] == pytest.approx(2 * math.pi * 10000 ** (2 / 8))
-    sim = analysis.pe_similarity(analysis.pe_table(12, 16))
+    sim = positional.pe_similarity(positional.pe_table(12, 16))
     np.testing.assert_allclose(np.diag(sim), 8.0, atol=1e-5)  # d/2
     np.testing.assert_allclose(sim[0, 3], sim[5, 8], atol=1e-5)  # depends on i - j only
 
 
 def test_layer_norm_worked_example_and_matches_torch():
-    ex = analysis.layer_norm([2.0, 4.0, 6.0, 8.0])
+    ex = layer_norm.layer_norm([2.0, 4.0, 6.0, 8.0])
     assert ex["std"] == pytest.approx(math.sqrt(5.0 + 1e-5)) and ex["eps"] == 1e-5  # var([2,4,6,8]) = 5
     np.testing.assert_allclose(ex["output"], [-1.3416, -0.4472, 0.4472, 1.3416], atol=5e-5)
     x = np.random.default_rng(0).normal(size=(3, 5))
     g, b = np.arange(5.0), np.ones(5)
     ref = F.layer_norm(torch.tensor(x), (5,), torch.tensor(g), torch.tensor(b), eps=1e-5).numpy()
-    np.testing.assert_allclose(analysis.layer_norm(x, g, b)["output"], ref, atol=1e-10)
+    np.testing.assert_allclose(layer_norm.layer_norm(x, g, b)["output"], ref, atol=1e-10)
 
 
 def test_batch_vs_layer_norm_axes():
     x = np.array([[1.0, 2.0, 3.0], [3.0, 6.0, 9.0]])
-    r = analysis.batch_vs_layer_norm(x)
+    r = layer_norm.batch_vs_layer_norm(x)
     np.testing.assert_allclose(r["bn_mean"], [2.0, 4.0, 6.0])
     np.testing.assert_allclose(r["ln_mean"], [2.0, 6.0])
     np.testing.assert_allclose(r["bn"].mean(0), 0, atol=1e-12)
     np.testing.assert_allclose(r["ln"].mean(1), 0, atol=1e-12)
     np.testing.assert_allclose(r["ln"].var(1), 1, atol=1e-4)
     with pytest.raises(ValueError):
-        analysis.batch_vs_layer_norm(np.ones((1, 3)))
+        layer_norm.batch_vs_layer_norm(np.ones((1, 3)))
 
 
 @pytest.fixture(scope="module")
@@ -112,20 +112,20 @@ def tiny():
 
 def test_residual_norms_and_placement(tiny):
     cfg, model, ids, arr = tiny
-    names, norms = analysis.residual_norms(arr)
+    names, norms = layer_norm.residual_norms(arr)
     assert names[0] == "embeddings" and len(names) == 1 + 2 * cfg.n_layers
     np.testing.assert_allclose(norms[-1], np.linalg.norm(arr.layers[1].resid_out[0], axis=-1), rtol=1e-6)
-    cmp = analysis.norm_placement_comparison(cfg, ids)
+    cmp = layer_norm.norm_placement_comparison(cfg, ids)
     # post-LN renormalises the stream after each sublayer: norm ≈ sqrt(d_model) (γ = 1, β = 0 at init)
     np.testing.assert_allclose(cmp["post"][1:], math.sqrt(cfg.d_model), rtol=1e-3)
 
 
 def test_param_rows_and_preset():
     g = PRESETS["gpt2-small"]
-    rows = analysis.param_rows(g)
+    rows = multi_head.param_rows(g)
     assert sum(r["parameters"] for r in rows) == 124_439_808 == param_count(g)
     assert sum(r["share %"] for r in rows) == pytest.approx(100.0)
-    shapes = {r["step"]: r["shape"] for r in analysis.shape_rows(g, 1024)}
+    shapes = {r["step"]: r["shape"] for r in multi_head.shape_rows(g, 1024)}
     assert shapes["Q_j, K_j, V_j (one head)"] == "1024 × 64"
     assert shapes["scores Q_j K_jᵀ (one head)"] == "1024 × 1024"
     assert shapes["concat(Z_1 … Z_h)"] == "1024 × 768"
@@ -133,37 +133,37 @@ def test_param_rows_and_preset():
 
 def test_ffn_position_check_and_weight_tying(tiny):
     cfg, model, ids, arr = tiny
-    assert analysis.ffn_position_check(model, 1, arr.layers[1].ffn.input[0], arr.layers[1].ffn.output[0]) < 1e-5
-    wt = analysis.weight_tying(model, arr.final[0], arr.logits[0])
+    assert ffn_output.ffn_position_check(model, 1, arr.layers[1].ffn.input[0], arr.layers[1].ffn.output[0]) < 1e-5
+    wt = ffn_output.weight_tying(model, arr.final[0], arr.logits[0])
     assert wt["tied"] and wt["max_diff"] < 1e-4 and wt["shape"] == (30, 16)
     untied = Transformer(cfg.replace(tie_weights=False), seed=3)
     a2 = untied.trace(torch.tensor([ids])).numpy()
-    assert not analysis.weight_tying(untied, a2.final[0], a2.logits[0])["tied"]
+    assert not ffn_output.weight_tying(untied, a2.final[0], a2.logits[0])["tied"]
 
 
 def test_topk_and_sequence_logprob(tiny):
     cfg, model, ids, arr = tiny
     probs = arr.probs[0]
-    p, toks = analysis.topk_next(probs, [f"w{i}" for i in range(30)], 3)
+    p, toks = ffn_output.topk_next(probs, [f"w{i}" for i in range(30)], 3)
     assert p.shape == (len(ids), 3) and np.all(np.diff(p, axis=1) <= 0)
     assert toks[0][0] == f"w{int(np.argmax(probs[0]))}"
-    sp = analysis.sequence_logprob(probs, ids)
+    sp = ffn_output.sequence_logprob(probs, ids)
     manual = sum(math.log(probs[t - 1, ids[t]]) for t in range(1, len(ids)))
     assert sp["total_logp"] == pytest.approx(manual, rel=1e-6)
     assert len(sp["p"]) == len(ids) - 1
-    assert analysis.sequence_logprob(probs[:1], ids[:1])["total_logp"] == 0.0
+    assert ffn_output.sequence_logprob(probs[:1], ids[:1])["total_logp"] == 0.0
 
 
 def test_contextual_similarity(tiny):
     cfg, model, ids, arr = tiny
     other = model.trace(torch.tensor([[3, 7, 8]]), causal=False).numpy()  # id 7 = "apple"
-    names, sa = analysis.stage_states(arr)
-    _, sb = analysis.stage_states(other)
+    names, sa = contextual.stage_states(arr)
+    _, sb = contextual.stage_states(other)
     la, lb = ["<bos>", "a", "apple", "b", "apple", "c"], ["x", "Apple", "z"]
-    assert analysis.common_words(la, lb) == ["apple"]
-    ia, ib = analysis.find_word(la, "APPLE"), analysis.find_word(lb, "apple")
-    assert (ia, ib) == (2, 1) and analysis.find_word(la, "pear") is None
-    res = analysis.contextual_similarity(sa, sb, ia, ib, la, lb, k=2)
+    assert contextual.common_words(la, lb) == ["apple"]
+    ia, ib = contextual.find_word(la, "APPLE"), contextual.find_word(lb, "apple")
+    assert (ia, ib) == (2, 1) and contextual.find_word(la, "pear") is None
+    res = contextual.contextual_similarity(sa, sb, ia, ib, la, lb, k=2)
     assert res["cosine"][0] == pytest.approx(1.0)  # same token id -> same embedding row
     assert res["cosine"][1] < 0.999  # different positions added
     assert res["cosine"][-1] < 0.999
@@ -172,24 +172,24 @@ def test_contextual_similarity(tiny):
 
 
 def test_attention_cost_gpt2_numbers():
-    c = analysis.attention_cost(PRESETS["gpt2-small"], 1024)
+    c = cost.attention_cost(PRESETS["gpt2-small"], 1024)
     assert c["scores_per_head_layer"] == 1_048_576
     assert c["scores_total"] == 12 * 12 * 1_048_576 == 150_994_944
     assert c["memory_bytes"] == 603_979_776
-    c2 = analysis.attention_cost(PRESETS["gpt2-small"], 2048)
+    c2 = cost.attention_cost(PRESETS["gpt2-small"], 2048)
     assert c2["flops_attention"] == 4 * c["flops_attention"] and c2["flops_linear"] == 2 * c["flops_linear"]
 
 
 def test_measure_forward_time_and_fit(tiny):
     cfg, model, ids, arr = tiny
-    Ts = analysis.default_time_grid(cfg.max_len, n=4)
+    Ts = cost.default_time_grid(cfg.max_len, n=4)
     assert Ts[0] == 8 and Ts[-1] == 32
-    secs = analysis.measure_forward_time(model, Ts, repeats=1)
+    secs = cost.measure_forward_time(model, Ts, repeats=1)
     assert secs.shape == (4,) and np.all(secs > 0)
-    fit = analysis.fit_theory(Ts, secs, cfg)
+    fit = cost.fit_theory(Ts, secs, cfg)
     assert np.all(fit["coef"] >= 0) and fit["fit"].shape == (4,)
-    synthetic = 1e-3 + 2e-9 * analysis.cost_curve(cfg, Ts)["flops_attention"]
-    np.testing.assert_allclose(analysis.fit_theory(Ts, synthetic, cfg)["fit"], synthetic, rtol=1e-6)
+    synthetic = 1e-3 + 2e-9 * cost.cost_curve(cfg, Ts)["flops_attention"]
+    np.testing.assert_allclose(cost.fit_theory(Ts, synthetic, cfg)["fit"], synthetic, rtol=1e-6)
 
 
 def test_classroom_math_is_the_engines():
@@ -197,42 +197,42 @@ def test_classroom_math_is_the_engines():
     AssertionError) live here: each classroom function gives the engine's numbers."""
     from classroom import worked_examples as wx
     from model.attention import additive, masked_softmax
-    from model.layers import layer_norm
+    from model.layers import layer_norm as engine_layer_norm
 
     x = torch.randn(3, 5, dtype=torch.float64)
     allowed = torch.rand(3, 5) > 0.3
     _, w, _ = masked_softmax(x, allowed, temperature=0.7)
-    np.testing.assert_array_equal(analysis.softmax(x.numpy(), 0.7, allowed=allowed.numpy()), w.numpy())
+    np.testing.assert_array_equal(scaling.softmax(x.numpy(), 0.7, allowed=allowed.numpy()), w.numpy())
     np.testing.assert_array_equal(wx.softmax_from_scores(x.numpy(), allowed.numpy()), masked_softmax(x, allowed)[1].numpy())
     g, b = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
-    ln, ref = analysis.layer_norm(x.numpy(), g.numpy(), b.numpy()), layer_norm(x, g, b)
+    ln, ref = layer_norm.layer_norm(x.numpy(), g.numpy(), b.numpy()), engine_layer_norm(x, g, b)
     for k in ("normalized", "output"):
         np.testing.assert_array_equal(ln[k], getattr(ref, k).numpy())
     np.testing.assert_array_equal(ln["var"], ref.var[..., 0].numpy())
     steps = wx.layer_norm_steps(x[0].numpy())
-    np.testing.assert_array_equal(steps.output, layer_norm(x[0], torch.ones(5, dtype=torch.float64),
+    np.testing.assert_array_equal(steps.output, engine_layer_norm(x[0], torch.ones(5, dtype=torch.float64),
                                                            torch.zeros(5, dtype=torch.float64)).output.numpy())
     # the float64 table at an offset is the engine's rows, and agrees with the model's float32 table
     np.testing.assert_array_equal(wx.pe_table(4, 6, start=7),
                                   sinusoidal_table(11, 6, dtype=torch.float64).numpy()[7:])
     np.testing.assert_allclose(wx.pe_table(50, 16), sinusoidal_table(50, 16).numpy(), atol=1e-6)
     assert f"{wx.pe_table(2, 4)[1, 3]:.5f}" == "0.99995"  # float64: cos(0.01), as the notes write it
-    m = analysis.mask_steps(np.array([[True, True, False]]), 0, causal=True, mask_queries=False)
+    m = mask_lab.mask_steps(np.array([[True, True, False]]), 0, causal=True, mask_queries=False)
     np.testing.assert_array_equal(m.pad_1d_add, additive(torch.tensor([True, True, False])).numpy())
     np.testing.assert_array_equal(m.combined_add, np.where(m.combined > 0, 0.0, -np.inf))
 
 
 def test_one_topk_and_total_variation():
     p = np.array([0.1, 0.4, 0.1, 0.4])
-    assert analysis.topk(p, 3).tolist() == [1, 3, 0]  # ties: lower index first
-    assert analysis.topk(p, 0).tolist() == [1] and analysis.topk(p, 99).tolist() == [1, 3, 0, 2]
-    assert analysis.topk(np.stack([p, p[::-1]]), 1).tolist() == [[1], [0]]
+    assert ffn_output.topk(p, 3).tolist() == [1, 3, 0]  # ties: lower index first
+    assert ffn_output.topk(p, 0).tolist() == [1] and ffn_output.topk(p, 99).tolist() == [1, 3, 0, 2]
+    assert ffn_output.topk(np.stack([p, p[::-1]]), 1).tolist() == [[1], [0]]
     q = np.array([0.4, 0.1, 0.4, 0.1])
-    assert analysis.total_variation(p, q) == pytest.approx(0.6)
-    assert analysis.total_variation(p, p) == 0.0
-    assert analysis.total_variation([1.0, 0.0], [0.0, 1.0]) == 1.0
+    assert causal_vs_bidirectional.total_variation(p, q) == pytest.approx(0.6)
+    assert causal_vs_bidirectional.total_variation(p, p) == 0.0
+    assert causal_vs_bidirectional.total_variation([1.0, 0.0], [0.0, 1.0]) == 1.0
     with pytest.raises(ValueError, match="same shape"):
-        analysis.total_variation(p, q[:3])
+        causal_vs_bidirectional.total_variation(p, q[:3])
 
 
 def test_shipped_checkpoints_one_list():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from classroom.generation import Session, Settings, cache_growth
+from classroom.generate import Session, Settings, cache_growth
 from model.config import ModelConfig
 from model.transformer import Transformer
 

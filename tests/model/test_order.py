@@ -1,4 +1,4 @@
-"""classroom/order.py: attention without positions is permutation-equivariant; the causal mask
+"""classroom/positional.py: attention without positions is permutation-equivariant; the causal mask
 leaks order. References: numpy index arithmetic (W[perm][:, perm]) and an explicit forward pass."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from classroom import order
+from classroom import positional
 from model.config import ModelConfig
 from model.transformer import Transformer
 
@@ -21,7 +21,7 @@ IDS = [3, 7, 1, 9, 4, 12, 5]
 
 
 def test_without_positions_is_the_same_model_minus_the_position_vectors(model):
-    blind = order.without_positions(model)
+    blind = positional.without_positions(model)
     assert blind.cfg.pos_encoding == "none" and model.cfg.pos_encoding != "none"
     ids = torch.tensor([IDS])
     # reference: the original model fed token embeddings only, block by block
@@ -35,8 +35,8 @@ def test_without_positions_is_the_same_model_minus_the_position_vectors(model):
 
 
 def test_no_pe_bidirectional_weights_permute_with_the_words(model):
-    perm = order.shuffle_order(len(IDS), 4)
-    r = order.order_test(order.without_positions(model), IDS, perm, causal=False)
+    perm = positional.shuffle_order(len(IDS), 4)
+    r = positional.order_test(positional.without_positions(model), IDS, perm, causal=False)
     w = r["weights"]
     ref = w[:, :, perm][:, :, :, perm]  # W_shuffled[i, j] should be W[perm[i], perm[j]]
     np.testing.assert_allclose(r["pwpT"], ref, atol=1e-12)
@@ -45,7 +45,7 @@ def test_no_pe_bidirectional_weights_permute_with_the_words(model):
 
 
 def test_causal_mask_alone_leaks_order_and_positions_break_equivariance(model):
-    res = order.positions_matter(model, IDS, seed=1)
+    res = positional.positions_matter(model, IDS, seed=1)
     assert not np.array_equal(res["perm"], np.arange(len(IDS)))
     assert res["no PE, bidirectional"]["output_gap"] < 1e-4
     assert res["no PE, causal"]["output_gap"] > 1e-2
@@ -57,8 +57,8 @@ def test_causal_mask_alone_leaks_order_and_positions_break_equivariance(model):
 
 def test_shuffle_order_moves_something_and_is_seeded():
     for n in (2, 3, 10):
-        p = order.shuffle_order(n, 0)
+        p = positional.shuffle_order(n, 0)
         assert sorted(p) == list(range(n)) and not np.array_equal(p, np.arange(n))
-        assert np.array_equal(p, order.shuffle_order(n, 0))
-    P = order.permutation_matrix([2, 0, 1])
+        assert np.array_equal(p, positional.shuffle_order(n, 0))
+    P = positional.permutation_matrix([2, 0, 1])
     np.testing.assert_array_equal(P @ np.array([10, 11, 12]), [12, 10, 11])

@@ -1,9 +1,9 @@
-"""classroom/rope.py against references written here: a rotation by the paper's angles in numpy,
+"""classroom/positional.py against references written here: a rotation by the paper's angles in numpy,
 and the relative-position property checked on a pair of positions by hand."""
 import numpy as np
 import pytest
 
-from classroom import rope
+from classroom import positional
 
 
 def rotate(x, pos, theta):
@@ -21,7 +21,7 @@ def rotate(x, pos, theta):
 def test_scores_depend_on_the_offset_only_and_match_a_numpy_rotation():
     g = np.random.default_rng(0)
     q, k = g.normal(size=64), g.normal(size=64)
-    res = rope.relative_scores(q, k, 24, 100000.0)
+    res = positional.relative_scores(q, k, 24, 100000.0)
     S = res["S"]
     for m, n in ((5, 2), (20, 17), (0, 3), (23, 0)):
         assert S[m, n] == pytest.approx(rotate(q, m, 1e5) @ rotate(k, n, 1e5), abs=1e-4)
@@ -35,8 +35,8 @@ def test_pair_rotation_turns_by_the_frequency_times_the_position_and_keeps_lengt
     q = g.normal(size=8)
     pos = 3
     post = rotate(q, pos, 10000.0)
-    got = rope.pair_rotation(q, post, [0, 1, 3])
-    freqs = rope.pair_frequencies(8, 10000.0)
+    got = positional.pair_rotation(q, post, [0, 1, 3])
+    freqs = positional.pair_frequencies(8, 10000.0)
     for row in got:
         i = row["pair"]
         want = np.degrees(pos * 10000.0 ** (-2 * i / 8))
@@ -44,4 +44,4 @@ def test_pair_rotation_turns_by_the_frequency_times_the_position_and_keeps_lengt
         assert row["norm_after"] == pytest.approx(row["norm_before"])
         assert freqs[i] == pytest.approx(10000.0 ** (-2 * i / 8), rel=1e-5)
     with pytest.raises(ValueError):
-        rope.pair_rotation(q, post, [4])
+        positional.pair_rotation(q, post, [4])

@@ -250,42 +250,42 @@ def test_old_config_json_loads_with_the_variants_off():
         ModelConfig(attn_score="bilinear")
 
 
-# ---- the KV-cache calculator (classroom/kvcache.py) against the engine's real cache -------------
+# ---- the KV-cache calculator (classroom/kv_cache.py) against the engine's real cache -------------
 
-from classroom import kvcache  # noqa: E402
+from classroom import kv_cache  # noqa: E402
 from classroom import variants as V  # noqa: E402
 from model.generate import KVCache  # noqa: E402
 
 
 @pytest.mark.parametrize("kv", [1, 2, 4])
 def test_calculator_equals_the_engine_cache(kv):
-    shape = kvcache.KVShape("t", n_layers=3, n_heads=4, n_kv_heads=kv, d_head=8)
+    shape = kv_cache.KVShape("t", n_layers=3, n_heads=4, n_kv_heads=kv, d_head=8)
     n = 5
     # a seeded model run through the ordinary trace, its cache summed here tensor by tensor
     cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_kv_heads=kv, n_layers=3)
     cache = KVCache.from_trace(Transformer(cfg, seed=0).trace(IDS[:, :n], causal=True))
     real = sum(t.numel() * t.element_size() for t in (*cache.keys, *cache.values))
     assert real == 2 * 3 * kv * 8 * 4 * n  # hand formula: K and V, layers, K/V heads, d_head, fp32
-    assert kvcache.bytes_per_token(shape, kv, 4) * n == real
-    assert kvcache.engine_cache_bytes(shape, kv, n) == real
+    assert kv_cache.bytes_per_token(shape, kv, 4) * n == real
+    assert kv_cache.engine_cache_bytes(shape, kv, n) == real
 
 
 def test_calculator_table_presets():
-    smol = kvcache.PRESETS["SmolLM2-135M"]
-    rows = {r["K/V heads"]: r for r in kvcache.cache_table(smol, 1000, 4)}
+    smol = kv_cache.PRESETS["SmolLM2-135M"]
+    rows = {r["K/V heads"]: r for r in kv_cache.cache_table(smol, 1000, 4)}
     assert rows[3]["bytes per token"] == 2 * 30 * 3 * 64 * 4 == 46_080
     assert rows[9]["bytes per token"] == 138_240 and rows[1]["bytes per token"] == 15_360
-    t = kvcache.cache_table(kvcache.PRESETS["GPT-2 small"], 1000, 2, window=256)
+    t = kv_cache.cache_table(kv_cache.PRESETS["GPT-2 small"], 1000, 2, window=256)
     assert [r["K/V heads"] for r in t] == [12, 6, 1, 12]  # MHA, GQA (default 6), MQA, window
     assert t[0]["bytes per token"] == 2 * 12 * 12 * 64 * 2
     assert t[3]["tokens cached"] == 256 and t[3]["bytes for the context"] == 2 * 12 * 12 * 64 * 2 * 256
-    assert kvcache.cache_table(smol, 100, 4, window=500)[3]["tokens cached"] == 100  # w > context: no cap
+    assert kv_cache.cache_table(smol, 100, 4, window=500)[3]["tokens cached"] == 100  # w > context: no cap
     for bad in (dict(context=0), dict(window=0)):
         with pytest.raises(ValueError, match="at least 1"):
-            kvcache.cache_table(smol, **{"context": 10, "bytes_per_number": 4, **bad})
+            kv_cache.cache_table(smol, **{"context": 10, "bytes_per_number": 4, **bad})
     with pytest.raises(ValueError, match="cannot be shared evenly"):
-        kvcache.KVShape("x", 2, 9, 2, 64).check()
-    assert kvcache.human_bytes(1536) == "1.5 KiB" and kvcache.human_bytes(46_080 * 1000) == "43.9 MiB"
+        kv_cache.KVShape("x", 2, 9, 2, 64).check()
+    assert kv_cache.human_bytes(1536) == "1.5 KiB" and kv_cache.human_bytes(46_080 * 1000) == "43.9 MiB"
 
 
 # ---- the Variants page's models (classroom/variants.py) ------------------------------------------

@@ -3,11 +3,13 @@ import re
 import numpy as np
 import pytest
 
-from classroom.analysis import mask_steps, topk_change
+from classroom.mask_lab import mask_steps
+
+from classroom.causal_vs_bidirectional import topk_change
 from training.batching import pad_batch
 from tests.helpers import axis_prop, decode
 from viz.attention import compare_grid, grid_shape, head_grid, head_heatmap, mask_heatmap, overview_grid, topk_bars
-from viz.lines import token_lines_html
+from viz.heads import token_lines_html
 
 RNG = np.random.default_rng(0)
 

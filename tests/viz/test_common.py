@@ -33,7 +33,7 @@ def test_check_labels_says_what_to_fix():
 
 
 def test_one_label_formatter_plain_and_escaped():
-    from classroom.text import token_label
+    from labels import token_label
     toks = ["the", "<b>", "a_very_long_token_indeed"]
     assert token_labels(toks, plain=True) == ["0:the", "1:<b>", "2:a_very_long_token_indeed"]
     assert token_labels(toks) == ["0:the", "1:&lt;b&gt;", "2:a_very_long_t…"]
@@ -43,6 +43,6 @@ def test_one_label_formatter_plain_and_escaped():
 
 
 def test_one_markdown_escape():
-    from classroom.text import md_escape
+    from labels import md_escape
     assert md_escape("a*b_c [x](y) :smile: $x$ \\") == r"a\*b\_c \[x\]\(y\) \:smile\: \$x\$ \\"
     assert md_escape(3) == "3"

@@ -1,8 +1,8 @@
-"""Unit tests of viz/concepts.py: data in the figure equals the input, labels escaped, shapes checked."""
+"""Unit tests of viz.charts.py: data in the figure equals the input, labels escaped, shapes checked."""
 import numpy as np
 import pytest
 
-from viz import concepts as C
+from viz import charts as C
 
 
 def _arr(v):
@@ -80,14 +80,14 @@ def test_matrix_heatmap_leaves_nan_cells_blank():
     """Rows of different widths (q, k of d_k beside v of d_v) are NaN-padded: no "nan" text."""
     import numpy as np
 
-    from viz.concepts import matrix_heatmap
+    from viz.charts import matrix_heatmap
     z = np.array([[1.0, 2.0, 3.0], [4.0, np.nan, np.nan]])
     fig = matrix_heatmap(z, ["a", "b"], ["0", "1", "2"], tokens_rows=False, annotate=True)
     assert fig.data[0].text.tolist() == [["1.00", "2.00", "3.00"], ["4.00", "", ""]]
 
 
 def test_bar_compare_log_scale():
-    from viz.concepts import bar_compare
+    from viz.charts import bar_compare
     fig = bar_compare(["a", "b"], {"x": [0.01, 10.0]}, tokens=False, log_y=True)
     assert fig.layout.yaxis.type == "log"
     assert bar_compare(["a"], {"x": [1.0]}, tokens=False).layout.yaxis.type == "linear"
@@ -96,7 +96,7 @@ def test_bar_compare_log_scale():
 def test_matrix_heatmap_many_named_columns_stand_upright():
     """12 heads named H0 … H11 in a half-width column ran into each other (screenshot audit, issue 21
     point 7): from 9 named columns on, the labels stand upright, one per column."""
-    from viz.concepts import matrix_heatmap
+    from viz.charts import matrix_heatmap
     z = np.zeros((6, 12))
     fig = matrix_heatmap(z, [f"L{i}" for i in range(6)], [f"H{h}" for h in range(12)], tokens_rows=False)
     assert fig.layout.xaxis.tickangle == -90

@@ -1,11 +1,11 @@
-"""viz/training.py: loss curve and per-head score curves (pure figures)."""
+"""viz.train.py: loss curve and per-head score curves (pure figures)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from tests.helpers import decode
-from viz.training import loss_curve, moving_average, score_curves
+from viz.train import loss_curve, moving_average, score_curves
 
 
 def _y(trace) -> np.ndarray:

@@ -1,10 +1,10 @@
-"""viz/seq2seq.py: figure data equals the arrays passed in, masked cells are NaN, the reference
+"""viz.encoder_decoder.py: figure data equals the arrays passed in, masked cells are NaN, the reference
 alignment is drawn where it should be, labels are escaped, bad shapes raise ValueError."""
 import numpy as np
 import pytest
 
 from tests.helpers import axis_prop, decode
-from viz.seq2seq import alignment_links, attention_panel, cross_attention_grid, step_bars, step_labels, three_attentions
+from viz.encoder_decoder import alignment_links, attention_panel, cross_attention_grid, step_bars, step_labels, three_attentions
 
 RNG = np.random.default_rng(1)
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 

@@ -1,20 +1,32 @@
-"""Cached calls for issue 22's demonstrations on the concept pages (classroom/order.py,
-classroom/embeddings.py). Pages never touch the model: they get numpy results from here."""
+"""Cached compute for the FFN & output layer page (classroom/ffn_output.py): what it shows of the
+cached model's weights (FFN per position, weight tying, the output matrix)."""
 from __future__ import annotations
 
 import streamlit as st
 
-from classroom import embeddings, order
+from classroom import embeddings, ffn_output
 
-from .compute import ModelSource, get_model
+from .models import ModelSource, get_model
+from .runs import Run
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def positions_matter(source: ModelSource, ids: tuple[int, ...], seed: int) -> dict:
-    """order.positions_matter on the source's model (its weights, positional encoding off)."""
-    model, _ = get_model(source)
-    return order.positions_matter(model, ids, seed)
+def ffn_position_check(run: Run, layer: int) -> float:
+    """max |FFN on each position alone - FFN on all positions| for one layer of the run."""
+    model, _ = get_model(run.source)
+    ffn = run.trace.layers[layer].ffn
+    return ffn_output.ffn_position_check(model, layer, ffn.input[0], ffn.output[0])
 
+
+def output_layer_view(run: Run, n_rows: int) -> dict:
+    """Weight tying of the run's model (ffn_output.weight_tying: tied?, shape, max |recomputed -
+    model logits|) plus the first n_rows of the embedding E and of the output matrix, (n, D)."""
+    model, _ = get_model(run.source)
+    tie = ffn_output.weight_tying(model, run.trace.final[0], run.trace.logits[0])
+    return {**tie, "embedding_rows": model.tok_emb.weight.detach().numpy()[:n_rows].copy(),
+            "output_rows": model.output_matrix.detach().numpy()[:n_rows].copy()}
+
+
+# ----------------------------------------------------------------------------- embeddings and fill-in-the-blank
 
 def embedding_neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, list[tuple[str, float]], list[str]]:
     """The nearest rows to a typed word in the source model's token-embedding matrix
@@ -43,9 +55,8 @@ def _neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, lis
 @st.cache_data(max_entries=32, show_spinner=False)
 def fill_blank(source: ModelSource, ids: tuple[int, ...], position: int, k: int) -> dict | None:
     """classroom.fill_blank.fill_in on the source's model; None when it has no mask token."""
-    from classroom import fill_blank as fb
     model, tok = get_model(source)
-    mask = fb.mask_id(tok.vocab)
+    mask = ffn_output.mask_id(tok.vocab)
     if mask is None:
         return None
-    return fb.fill_in(model, ids, position, mask, k)
+    return ffn_output.fill_in(model, ids, position, mask, k)

@@ -1,6 +1,7 @@
-"""Text helpers shared by classroom/, viz/ and ui/: the "i:token" label and the two escapes (HTML
-for Plotly labels, Markdown for Streamlit text). Pure standard library: viz/ imports this module,
-so it must never pull in torch (tests/test_layering.py checks that importing viz/ does not)."""
+"""Text helpers shared by every layer (classroom/, viz/, ui/, pages/): the "i:token" label and the
+two escapes (HTML for Plotly labels, Markdown for Streamlit text). Pure standard library, below
+every other package: viz/ and classroom/ both import it, and neither may import the other
+(tests/test_layering.py checks that it imports nothing of the project and never pulls in torch)."""
 from __future__ import annotations
 
 import html

@@ -6,11 +6,11 @@ Design (see ../shared/design.md, section 3, "Long work"):
   `MAX_CONCURRENT` trainings at a time on the whole server (env ATTN_LAB_MAX_TRAININGS); a start
   beyond either limit raises `Busy` with a message the page shows as is.
 - A job trains in a daemon thread with training.train.train() (public API only): a FRESH model built
-  from the chosen config (never a model cached by ui.compute.get_model). The thread only writes
+  from the chosen config (never a model cached by ui.models.get_model). The thread only writes
   plain Python/numpy data into its Job under a lock; it never calls Streamlit.
 - The page polls with @st.fragment(run_every=...) and reads `job.view()`, an immutable copy.
 - When a job has finished, `adopt_finished()` (called by the sidebar at the top of every run)
-  registers the checkpoint bytes with ui.compute.register_model_bytes and adds a name to this
+  registers the checkpoint bytes with ui.session_models.register_model_bytes and adds a name to this
   session's `_session_model_ids`, so the sidebar's Model selector offers it on every page.
 - Steps are capped (MAX_STEPS) so a job always ends in about a minute even if its session left.
 
@@ -338,9 +338,9 @@ def cancel() -> None:
 
 
 def add_session_model(name: str, data: bytes) -> str:
-    """Register checkpoint bytes with ui.compute and list them in this session's sidebar under a
+    """Register checkpoint bytes with ui.session_models and list them in this session's sidebar under a
     unique name (returned)."""
-    from .compute import register_model_bytes  # local: compute imports state/sidebar helpers
+    from .session_models import register_model_bytes
     digest = register_model_bytes(data)
     ids: dict[str, str] = st.session_state.setdefault("_session_model_ids", {})
     for existing, d in ids.items():
@@ -371,14 +371,14 @@ def adopt_finished() -> str | None:
     name = add_session_model(f"trained #{n}: {job.spec.short()}", data)
     with job.lock:
         job.model_name = name
-        job.result_bytes = None  # ui.compute's store keeps the bytes now
+        job.result_bytes = None  # ui.session_models keeps the bytes now
     st.session_state["_train_just_adopted"] = name
     return name
 
 
 def checkpoint_bytes(name: str) -> bytes | None:
     """The safetensors bytes of a session model by its sidebar name (for the download button)."""
-    from .compute import session_models
+    from .session_models import session_models
     digest = st.session_state.get("_session_model_ids", {}).get(name)
     return session_models().get(digest) if digest else None
 

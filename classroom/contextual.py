@@ -1,0 +1,61 @@
+"""Contextual embeddings: one word's state in two sentences, stage by stage.
+Pure numpy/torch over the engine (never streamlit, plotly or ui/); every number on the page is
+computed here, one hop from the page."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from labels import token_labels
+from model.trace import ForwardTrace
+
+
+def find_word(labels: Sequence[str], word: str) -> int | None:
+    """Index of the first token whose typed text equals word (case-insensitive), or None."""
+    w = str(word).strip().lower()
+    for i, lab in enumerate(labels):
+        if str(lab).lower() == w:
+            return i
+    return None
+
+
+def common_words(labels_a: Sequence[str], labels_b: Sequence[str]) -> list[str]:
+    """Words (lower-cased) present in both token lists, in order of first appearance in A."""
+    b = {str(x).lower() for x in labels_b}
+    out: list[str] = []
+    for x in labels_a:
+        w = str(x).lower()
+        if w in b and w not in out and not w.startswith("<"):
+            out.append(w)
+    return out
+
+
+def stage_states(trace: ForwardTrace) -> tuple[list[str], list[np.ndarray]]:
+    """Per-token vectors at each depth: token embedding, + position, after each block (B = 1)."""
+    names = ["token embedding", "+ position"] + [f"after layer {l}" for l in range(len(trace.layers))]
+    states = [trace.embeddings.token[0], trace.embeddings.sum[0]]
+    states += [block.resid_out[0] for block in trace.layers]
+    return names, [np.asarray(s, dtype=np.float64) for s in states]
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
+
+
+def contextual_similarity(states_a: list[np.ndarray], states_b: list[np.ndarray], ia: int, ib: int,
+                          labels_a: Sequence[str], labels_b: Sequence[str], k: int = 3) -> dict:
+    """Cosine similarity of token ia (sentence A) and ib (sentence B) at each stage, and at each
+    stage each occurrence's k nearest other tokens (by cosine) among both sentences' tokens."""
+    sims, near_a, near_b = [], [], []
+    pool_labels = ["A" + t for t in token_labels(labels_a, plain=True)] + ["B" + t for t in token_labels(labels_b, plain=True)]
+    for sa, sb in zip(states_a, states_b):
+        sims.append(cosine(sa[ia], sb[ib]))
+        pool = np.concatenate([sa, sb])
+        skip = {ia, len(labels_a) + ib}
+        for vec, sink in ((sa[ia], near_a), (sb[ib], near_b)):
+            cs = [(cosine(vec, pool[j]), j) for j in range(len(pool)) if j not in skip]
+            cs.sort(key=lambda t: -t[0])
+            sink.append([(pool_labels[j], c) for c, j in cs[:k]])
+    return {"cosine": np.asarray(sims), "nearest_a": near_a, "nearest_b": near_b}

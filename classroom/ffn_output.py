@@ -1,0 +1,127 @@
+"""FFN & output layer: the position-wise FFN, top-k next tokens, weight tying, the last layer.
+Pure numpy/torch over the engine (never streamlit, plotly or ui/); every number on the page is
+computed here, one hop from the page."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .contextual import cosine
+from .positional import cosine_matrix
+
+
+@torch.no_grad()
+def ffn_position_check(model, layer: int, ffn_input: np.ndarray, ffn_output: np.ndarray) -> float:
+    """Run the layer's FFN on each position alone and compare with the traced (all positions at
+    once) output: the max |difference| (≈ 0 because the same W_1, W_2 apply at every position)."""
+    ffn = model.blocks[layer].ffn
+    x = torch.tensor(np.array(ffn_input, dtype=np.float32))
+    rows = [ffn(x[t: t + 1][None], record=False)[0][0, 0] for t in range(x.shape[0])]
+    alone = torch.stack(rows).numpy()
+    return float(np.abs(alone - np.asarray(ffn_output)).max())
+
+
+def topk(p: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest entries along the last axis, largest first (ties: lower index
+    first); k is clipped to 1 .. size. The one top-k: topk_next and topk_change use it."""
+    p = np.asarray(p, dtype=np.float64)
+    k = max(1, min(int(k), p.shape[-1]))
+    return np.argsort(-p, axis=-1, kind="stable")[..., :k]
+
+
+def topk_next(probs: np.ndarray, vocab: Sequence[str], k: int = 5) -> tuple[np.ndarray, list[list[str]]]:
+    """probs (T, V) -> top-k probabilities (T, k) (descending) and their tokens."""
+    p = np.asarray(probs, dtype=np.float64)
+    idx = topk(p, k)
+    return np.take_along_axis(p, idx, -1), [[vocab[i] for i in row] for row in idx]
+
+
+def sequence_logprob(probs: np.ndarray, ids: Sequence[int]) -> dict:
+    """Autoregressive factorisation p(x) = Π_t p(x_t | x_<t) from a causal trace's probs (T, V).
+
+    Position t-1's distribution predicts token t, so there are T-1 factors (the first token is
+    given). Returns per-token p and log p (natural log) and the totals."""
+    p = np.asarray(probs, dtype=np.float64)
+    ids = np.asarray(ids)
+    if len(ids) < 2:
+        return {"p": np.zeros(0), "logp": np.zeros(0), "total_logp": 0.0, "total_p": 1.0, "perplexity": float("nan")}
+    pt = p[np.arange(len(ids) - 1), ids[1:]]
+    logp = np.log(np.maximum(pt, np.finfo(np.float64).tiny))
+    total = float(logp.sum())
+    return {"p": pt, "logp": logp, "total_logp": total, "total_p": float(math.exp(total)),
+            "perplexity": float(math.exp(-total / len(pt)))}
+
+
+def weight_tying(model, final: np.ndarray, logits: np.ndarray) -> dict:
+    """Is the output matrix the token-embedding matrix (same storage)? And do the traced logits
+    equal final · Eᵀ (max |difference|)?"""
+    out_m = model.output_matrix
+    emb = model.tok_emb.weight
+    same = bool(out_m.data_ptr() == emb.data_ptr() and out_m.shape == emb.shape)
+    recomputed = np.asarray(final, dtype=np.float64) @ out_m.detach().double().numpy().T
+    return {"tied": same, "max_diff": float(np.abs(recomputed - np.asarray(logits)).max()),
+            "shape": tuple(out_m.shape)}
+
+
+def robust_limit(x: np.ndarray, q: float = 99.0) -> float:
+    """The q-th percentile of |x| (> 0): a colour range that a few outlier values (trained
+    embeddings have some) do not wash out."""
+    v = float(np.percentile(np.abs(np.asarray(x, dtype=np.float64)), q))
+    return v if v > 0 else 1.0
+
+
+def last_layer_view(final: np.ndarray) -> dict:
+    """What a model without an output layer (an encoder such as MiniLM) produces: its final hidden
+    states (T, D) -> per-token L2 norms (T,), cosine similarity between tokens (T, T), and the
+    mean over tokens (D,): MiniLM's sentence embedding (before its L2 normalisation)."""
+    x = np.asarray(final, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"final must be (T, D); got shape {x.shape}")
+    return {"norms": np.linalg.norm(x, axis=-1), "cosine": cosine_matrix(x), "mean": x.mean(axis=0)}
+
+
+def state_change(a: np.ndarray, b: np.ndarray) -> dict:
+    """Per-token change between two runs' hidden states, (T, D) each: cosine(a_t, b_t) (T,) and
+    the L2 norm of b_t − a_t (T,) beside ‖a_t‖ (T,)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"a and b must both be (T, D); got {a.shape} and {b.shape}")
+    return {"cosine": np.array([cosine(x, y) for x, y in zip(a, b)]),
+            "distance": np.linalg.norm(b - a, axis=-1), "norm_a": np.linalg.norm(a, axis=-1)}
+
+
+# --------------------------------------------------------------------------------------------
+# Fill in the blank (issue 21 point 4): what a masked language model is for. Replace one token of
+# a sentence by the mask token, run the model bidirectionally, and read its guesses at that position.
+# Pure Python over model/.
+# --------------------------------------------------------------------------------------------
+
+MASK_TOKENS = ("<mask>", "[MASK]")
+
+
+def mask_id(vocab: Sequence[str]) -> int | None:
+    """The vocabulary's mask token id, or None (a model not trained to fill blanks)."""
+    for name in MASK_TOKENS:
+        if name in vocab:
+            return list(vocab).index(name)
+    return None
+
+
+@torch.no_grad()
+def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> dict:
+    """ids with ids[position] replaced by `mask`, traced bidirectionally: the top-k tokens at that
+    position with their probabilities, and where the true token ranks (1 = the model's first guess)."""
+    ids = [int(i) for i in ids]
+    if not 0 <= position < len(ids):
+        raise ValueError(f"position must be in [0, {len(ids) - 1}], got {position}")
+    true = ids[position]
+    masked = ids.copy()
+    masked[position] = int(mask)
+    tr = model.trace(torch.tensor([masked]), causal=False)
+    p = tr.probs[0, position].double().numpy()  # (V,)
+    order = np.argsort(-p, kind="stable")
+    return {"masked_ids": masked, "top_ids": order[:k], "top_p": p[order[:k]], "true_id": true,
+            "true_p": float(p[true]), "true_rank": int(np.nonzero(order == true)[0][0]) + 1}

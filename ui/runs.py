@@ -1,0 +1,200 @@
+"""A run: one sentence (or a padded batch, the mask lab) traced through the current model, cached
+and shared by every session in a byte-bounded cache (TRACES).
+
+Pages call `current_run()`; it reads the shared controls, shows the input notices (empty text,
+truncation, unknown words) and returns a Run whose `trace` is the engine's ForwardTrace as
+read-only numpy arrays (`ForwardTrace.numpy()`): pages read `run.trace.layers[l].attn.weights`
+(B=1, H, Tq, Tk), typed attributes named as in the trace contract."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import streamlit as st
+import torch
+
+from classroom.embeddings import display_vocab
+from labels import md_escape
+from model.config import ModelConfig
+from model.trace import ForwardTrace
+from training.batching import pad_batch
+
+from . import state
+from .budget_cache import BudgetCache
+from .models import ModelSource, current_source, get_model
+
+
+@dataclass(frozen=True)
+class Run:
+    labels: list[str]  # what the user typed, one per token (after truncation)
+    ids: list[int]
+    n_tokens: int  # tokens before truncation
+    truncated: bool
+    text_cut: bool  # the text itself was longer than state.MAX_TEXT_CHARS
+    unknown: list[str]  # typed words that map to the unknown token
+    causal: bool
+    cfg: ModelConfig
+    vocab: list[str]  # one label per token id, as a reader sees it (byte-level BPE: "·Paris", not "ĠParis")
+    trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1
+    source: ModelSource | None = None  # the model that computed it (for the model-level views below)
+    unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
+    special: tuple[int, ...] = ()  # positions of [CLS]/[SEP] (WordPiece models; none for the toy vocabularies)
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+    @property
+    def special_keys(self) -> np.ndarray | None:
+        """bool (T,), True at [CLS]/[SEP] (what model.patterns scores the [CLS]/[SEP] sink on); None
+        for models without such tokens."""
+        if not self.special:
+            return None
+        keys = np.zeros(self.T, dtype=bool)
+        keys[list(self.special)] = True
+        return keys
+
+    def export_extras(self) -> dict[str, np.ndarray]:
+        """What the .npz export adds to the trace's arrays."""
+        return {"token_ids": np.asarray(self.ids), "token_labels": np.asarray(self.labels, dtype=str)}
+
+
+def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], list[str], int, bool, list[str]]:
+    _, tok = get_model(source)
+    text_cut = len(text) > state.MAX_TEXT_CHARS
+    enc = tok.encode(text[: state.MAX_TEXT_CHARS])
+    n = len(enc.ids)
+    ids, labels = enc.ids[:max_len], enc.labels[:max_len]
+    unknown = [lab for i, lab in zip(ids, labels) if i == tok.unk_id]
+    return ids, labels, n, text_cut, unknown
+
+
+def special_ids(tok) -> set[int]:
+    """Ids of [CLS] and [SEP] for a WordPiece tokenizer; empty for the toy vocabularies (their
+    <bos> is the first token, which the first-token sink already covers)."""
+    return {i for i in (getattr(tok, "cls_id", None), getattr(tok, "sep_id", None)) if i is not None}
+
+
+# traces shared by every session, bounded by bytes (ui/budget_cache.py): one SmolLM2 trace is ~32 MB
+TRACES = BudgetCache(max_entries=48)
+
+
+def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
+    """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
+    return TRACES.get(("run", source, text, causal, max_len), lambda: _run(source, text, causal, max_len))
+
+
+def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
+    model, tok = get_model(source)
+    max_len = min(max_len, model.cfg.max_len)
+    ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
+    tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
+    specials = special_ids(tok)
+    return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=tr.numpy(),
+               source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
+               special=tuple(i for i, t in enumerate(ids) if t in specials))
+
+
+def input_notices(run: Run) -> None:
+    if run.text_cut:
+        st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon=":material/content_cut:")
+    if run.truncated:
+        st.warning(f"Your text has {run.n_tokens} tokens; the model sees the first {run.T} "
+                   f"(max sequence length). Raise it in the sidebar (up to {min(state.T_LIMIT, run.cfg.max_len)}).",
+                   icon=":material/content_cut:")
+    if run.unknown:
+        uniq = list(dict.fromkeys(run.unknown))
+        shown = ", ".join(md_escape(u) for u in uniq[:12]) + (" …" if len(uniq) > 12 else "")
+        st.caption(f"Not in this model's vocabulary, computed as `{run.unk_token}` (labels keep what you typed): {shown}")
+
+
+def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True) -> Run:
+    """The run for the sidebar's sentence and settings. Stops the page with a friendly message
+    when there is nothing to show (empty text)."""
+    s = st.session_state
+    text = s.get("text", state.DEFAULT_TEXT) if text is None else text
+    causal = (s.get("mask", "causal") == "causal") if causal is None else causal
+    source = current_source()
+    if not str(text).strip():
+        st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon=":material/edit:")
+        state.end_page()
+    run = get_run(source, str(text), bool(causal), int(s.get("T", 64)))
+    if notices:
+        input_notices(run)
+    return run
+
+
+def layer_allowed(run: Run, layer: int) -> np.ndarray:
+    """The `allowed` mask of one layer for the single sentence, as (T, T) (or (H, T, T))."""
+    a = np.asarray(run.trace.layers[layer].attn.allowed, dtype=bool)
+    while a.ndim > 2 and a.shape[0] == 1:
+        a = a[0]
+    return a
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """A padded batch of sentences through the model (the mask lab)."""
+    texts: tuple[str, ...]
+    labels: list[list[str]]  # per sentence, padded with "<pad>" to T
+    lengths: list[int]  # real tokens per sentence (after truncation)
+    n_tokens: list[int]  # tokens before truncation
+    ids: np.ndarray  # (B, T)
+    key_padding_mask: np.ndarray  # (B, T) bool, True = real token
+    causal: bool
+    mask_queries: bool
+    cfg: ModelConfig
+    trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, B sentences
+    token_type_ids: np.ndarray | None = None  # (B, T): 0 = text A, 1 = text B (a sentence pair in row 0)
+    pair: bool = False  # row 0 is texts[0] and texts[1] as one pair: [CLS] A [SEP] B [SEP]
+
+    @property
+    def T(self) -> int:
+        return self.ids.shape[1]
+
+    def export_extras(self) -> dict[str, np.ndarray]:
+        """What the .npz export adds to the trace's arrays."""
+        extras = {"token_ids": self.ids, "key_padding_mask": self.key_padding_mask,
+                  "token_labels": np.asarray(self.labels, dtype=str)}
+        if self.token_type_ids is not None:
+            extras["token_type_ids"] = self.token_type_ids
+        return extras
+
+
+def takes_pairs(source: ModelSource) -> bool:
+    """Does the model read sentence pairs (token types, BERT's [CLS] A [SEP] B [SEP])?"""
+    model, tok = get_model(source)
+    return model.cfg.type_vocab_size > 0 and hasattr(tok, "encode_pair")
+
+
+def get_batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mask_queries: bool,
+                  max_len: int, pair: bool = False) -> BatchRun:
+    """Trace a batch of sentences padded to a common length (right padding). pair (models that
+    take pairs, at least 2 texts): row 0 is texts[0] and texts[1] as one pair with token types.
+    Cached with the single runs (TRACES)."""
+    return TRACES.get(("batch", source, tuple(texts), causal, mask_queries, max_len, pair),
+                      lambda: _batch_run(source, tuple(texts), causal, mask_queries, max_len, pair))
+
+
+def _batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mask_queries: bool,
+               max_len: int, pair: bool = False) -> BatchRun:
+    model, tok = get_model(source)
+    max_len = min(max_len, model.cfg.max_len)
+    cut = [t[: state.MAX_TEXT_CHARS] for t in texts]
+    pair = pair and len(cut) >= 2 and takes_pairs(source)
+    encs = [tok.encode_pair(cut[0], cut[1])] + [tok.encode(t) for t in cut[2:]] if pair else [tok.encode(t) for t in cut]
+    batch = pad_batch([e.ids for e in encs], tok.pad_id, max_len)
+    T = batch.ids.shape[1]
+    labels = [list(e.labels[:max_len]) + ["<pad>"] * (T - min(len(e.ids), max_len)) for e in encs]
+    types = None
+    if pair:
+        types = np.zeros((len(encs), T), dtype=np.int64)
+        row = encs[0].token_type_ids[:T]
+        types[0, :len(row)] = row
+    tr = model.trace(batch.ids, causal=causal, key_padding_mask=batch.key_padding_mask,
+                     mask_padded_queries=mask_queries,
+                     token_type_ids=None if types is None else torch.from_numpy(types))
+    return BatchRun(texts=texts, labels=labels, lengths=batch.lengths, n_tokens=[len(e.ids) for e in encs],
+                    ids=batch.ids.numpy(), key_padding_mask=batch.key_padding_mask.numpy(), causal=causal,
+                    mask_queries=mask_queries, cfg=model.cfg, trace=tr.numpy(), token_type_ids=types, pair=pair)
