@@ -3,7 +3,8 @@ model/ (the engine) never imports streamlit or plotly, nor the packages built on
 training/, ui/, viz/); viz/ never imports streamlit or torch; classroom/ and training/ import model/
 (and numpy/torch) but never streamlit, plotly, ui/ or viz/ (viz/ is plotly); classroom/ may use
 training/'s corpus and batching (classroom/gradients.py trains on the corpus), so training/ never
-imports classroom/: the two point one way; pages/ never import
+imports classroom/: the two point one way; production code in deploy/ never imports benchmarks/
+(nor training/, ui/ or the app's other layers: it starts the app as a process); pages/ never import
 torch directly (they go through ui/ and classroom/). A second test imports each package in a fresh
 interpreter and checks what it loaded, so an indirect import (viz/ -> classroom.text -> torch) fails too."""
 from __future__ import annotations
@@ -24,6 +25,7 @@ RULES = {
     "classroom": {"streamlit", "plotly", "ui", "viz", "pages"},
     "training": {"streamlit", "plotly", "ui", "viz", "pages", "classroom"},
     "pages": {"torch"},
+    "deploy": {"benchmarks", "training", "classroom", "ui", "viz", "pages", "model", "streamlit", "torch"},
 }
 # What importing every module of a package may not load, even indirectly.
 LOADED_RULES = {
@@ -31,6 +33,7 @@ LOADED_RULES = {
     "viz": {"streamlit", "torch", "ui"},
     "classroom": {"streamlit", "plotly", "ui", "viz"},
     "training": {"streamlit", "plotly", "ui", "viz", "classroom"},
+    "deploy": {"benchmarks", "training", "classroom", "ui", "viz", "model", "streamlit", "torch"},
 }
 
 
@@ -66,7 +69,7 @@ def layer_violations(root: Path, package: str) -> dict[str, list[str]]:
     return {k: v for k, v in bad.items() if v}
 
 
-@pytest.mark.parametrize("package", ["model", "viz", "classroom", "training"])
+@pytest.mark.parametrize("package", ["model", "viz", "classroom", "training", "deploy"])
 def test_layer_imports(package):
     bad = layer_violations(ROOT, package)
     assert not bad, f"{package}/ must not import {sorted(RULES[package])}: {bad}"
