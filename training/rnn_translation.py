@@ -47,7 +47,8 @@ def default_preset() -> RNNPreset:
 
 
 def train(preset: RNNPreset | None = None, log=print, max_seconds: float | None = None):
-    """Deterministic (fixed seeds and batch order, one thread). Returns (model, tok, history)."""
+    """Deterministic (fixed seeds and batch order, one thread), in training/loop.py's loop (warm-up,
+    cosine to 5% of lr, clipping at norm 1). Returns (model, tok, history)."""
     preset = preset or default_preset()
     with one_thread():
         torch.manual_seed(preset.seed)

@@ -10,6 +10,8 @@ Library (used by the CLI, the tests and the Train page's background thread):
 `train` always trains a fresh model or a deep COPY of `init_model` (models shared by the app
 through st.cache_resource must never be mutated). It runs the engine's Transformer.forward(),
 the same code path as trace(). It never touches torch's global thread setting: the CLI does.
+The steps themselves (warm-up + cosine to 10% of lr, AdamW, gradient clipping at norm 1) run in
+training/loop.py, the loop the translators use too.
 
 CLI:  python -m training.train --preset causal-lm     (or causal-lm-learned, masked-lm, --all)
 prints a plain-text progress bar, writes the checkpoint to checkpoints/<preset>/ with a loss log

@@ -225,8 +225,8 @@ def default_preset() -> TrainPreset:
 
 
 def train(preset: TrainPreset | None = None, log=print, max_seconds: float | None = None):
-    """Deterministic training (fixed seeds, fixed batch order, one thread). Returns
-    (model, tok, history). One thread on purpose: for a model this small, two threads on two
+    """Deterministic training (fixed seeds, fixed batch order, one thread) in training/loop.py's
+    loop (warm-up, cosine to 0, clipping at norm 1). Returns (model, tok, history). One thread on purpose: for a model this small, two threads on two
     shared cores were ~10x slower here (thread hand-offs under contention)."""
     preset = preset or default_preset()
     with one_thread():

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from training import loop
+from model.config import ModelConfig
+from model.rnn import RNNConfig
+from training import corpus, loop, rnn_translation, translation
+from training import train as lm
 from training.loop import LoopSettings, run_loop
 
 
@@ -139,11 +142,6 @@ def test_log_lines_every_n_steps_and_at_the_last() -> None:
 def test_every_trainer_runs_its_steps_in_the_one_loop(monkeypatch) -> None:
     """train.train, translation.train and rnn_translation.train hand their steps to run_loop with
     their own schedule (cosine floor 10 %, 0 and 5 %)."""
-    from model.config import ModelConfig
-    from model.rnn import RNNConfig
-    from training import corpus, rnn_translation, translation
-    from training import train as lm
-
     used = []
     real = loop.run_loop
 
