@@ -13,7 +13,7 @@ import urllib.parse
 
 from benchmarks.bench_pages import ARGS, CHROMIUM, _guard
 from benchmarks.report import table
-from benchmarks.server import Server
+from deploy.server import Server
 
 TEXT = ("The animal didn't cross the street because it was too tired, and the old dog slept "
         "by the warm fire while the children played outside.")  # 32 WordPiece tokens with [CLS]/[SEP]

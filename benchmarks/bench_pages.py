@@ -33,8 +33,8 @@ import numpy as np
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from benchmarks.report import table
-from benchmarks.server import Server
 from benchmarks.stclient import StClient
+from deploy.server import Server
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -22,7 +22,7 @@ import time
 
 from benchmarks.bench_pages import ARGS, CHROMIUM, IDLE, _guard, _open, _type
 from benchmarks.report import table
-from benchmarks.server import Server
+from deploy.server import Server
 
 SRC = "src=minilm-l6"
 N_HEADS = 12

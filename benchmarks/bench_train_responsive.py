@@ -1,6 +1,6 @@
 """Does the app stay responsive while a training runs? (issue 5 §5)
 
-Starts the real app server (benchmarks/server.py) and drives it with the browser's own WebSocket
+Starts the real app server (deploy/server.py) and drives it with the browser's own WebSocket
 protocol (benchmarks/stclient.py):
   - session A opens the Train page, picks d_model 64, 4 heads, 2 layers, 300 steps and presses
     "Start training"; while the training runs in its background thread, A reruns the Train page
@@ -35,8 +35,8 @@ if str(ROOT) not in sys.path:
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 from benchmarks.report import table  # noqa: E402
-from benchmarks.server import Server  # noqa: E402
 from benchmarks.stclient import StClient  # noqa: E402
+from deploy.server import Server  # noqa: E402
 
 TARGET_RATIO = 2.0
 TRAIN_SETTINGS = {"d_model": "64", "Heads": "4", "Layers": 2, "Steps": 300}

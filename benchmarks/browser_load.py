@@ -25,9 +25,9 @@ import statistics
 import time
 from urllib.parse import urlparse
 
-from benchmarks.server import Server
 from benchmarks.soak import url_paths
 from benchmarks.ws_load import sentence
+from deploy.server import Server
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

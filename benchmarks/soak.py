@@ -11,9 +11,9 @@ import ast
 import asyncio
 import time
 
-from benchmarks.server import ROOT, Server
 from benchmarks.stclient import StClient, server_pid_rss_kb
 from benchmarks.ws_load import sentence
+from deploy.server import ROOT, Server
 
 BUDGET_MB = 50.0
 

@@ -31,8 +31,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from benchmarks.server import ROOT, Server
 from benchmarks.stclient import StClient, server_pid_rss_kb
+from deploy.server import ROOT, Server
 
 WORDS = ["cat", "dog", "bird", "child", "teacher", "robot", "king", "queen", "river", "table",
          "keys", "book", "garden", "house", "city", "car", "door", "window", "tree", "song"]

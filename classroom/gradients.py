@@ -22,7 +22,10 @@ import torch
 
 from model.attention import masked_softmax
 from model.config import ModelConfig
+from model.init import scale_init
 from model.transformer import Transformer
+from training import corpus
+from training.batching import encode_texts
 
 DK_GRID = (4, 16, 64, 256, 1024)
 NEAR_ZERO = 1e-3  # |d p_i / d z_j| below this counts as a "near-zero gradient"
@@ -90,8 +93,6 @@ class RunResult:
 def corpus_ids(n_sentences: int = 1500, max_len: int = 24, seed: int = 7) -> tuple[torch.Tensor, int, int]:
     """(N, T) ids of built-in corpus sentences (training/corpus.py), the vocabulary size and the
     padding id."""
-    from training import corpus
-    from training.train import encode_texts
     tok = corpus.build_tokenizer()
     ids, _ = encode_texts(tok, corpus.generate(2 * n_sentences, seed=seed).train[:n_sentences], max_len)
     return ids, len(tok), tok.pad_id
@@ -109,7 +110,6 @@ def train_variant(cfg: ModelConfig, ids: torch.Tensor, pad_id: int, steps: int, 
     """A plain training loop (Adam, constant lr, no gradient clipping, so an unstable variant
     shows its instability): next-token cross-entropy through Transformer.forward. Returns losses
     (steps,) and per-block gradient norms (steps, L) measured before each update."""
-    from training.train import scale_init
     model = Transformer(cfg, seed=seed)
     scale_init(model, emb_scale)  # as training/train.py: start near the uniform distribution
     gen = torch.Generator().manual_seed(int(seed))

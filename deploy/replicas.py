@@ -26,10 +26,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
+if str(ROOT) not in sys.path:  # `python deploy/replicas.py` as well as `python -m deploy.replicas`
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.server import Server, free_port, wait_healthy  # noqa: E402
+from deploy.server import Server, free_port, wait_healthy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PROD_CONFIG = HERE / "streamlit-prod.toml"

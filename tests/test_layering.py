@@ -1,7 +1,10 @@
 """The layering rules of design.md, checked by scanning imports with `ast`:
 model/ (the engine) never imports streamlit or plotly, nor the packages built on it (classroom/,
 training/, ui/, viz/); viz/ never imports streamlit or torch; classroom/ and training/ import model/
-(and numpy/torch) but never streamlit, plotly, ui/ or viz/ (viz/ is plotly); pages/ never import
+(and numpy/torch) but never streamlit, plotly, ui/ or viz/ (viz/ is plotly); classroom/ may use
+training/'s corpus and batching (classroom/gradients.py trains on the corpus), so training/ never
+imports classroom/: the two point one way; production code in deploy/ never imports benchmarks/
+(nor training/, ui/ or the app's other layers: it starts the app as a process); pages/ never import
 torch directly (they go through ui/ and classroom/). A second test imports each package in a fresh
 interpreter and checks what it loaded, so an indirect import (viz/ -> labels -> torch) fails too."""
 from __future__ import annotations
@@ -22,8 +25,9 @@ RULES = {
     "model": {"streamlit", "plotly", "classroom", "training", "ui", "viz", "pages"},
     "viz": {"streamlit", "torch", "classroom", "training", "ui", "pages"},
     "classroom": {"streamlit", "plotly", "ui", "viz", "pages"},
-    "training": {"streamlit", "plotly", "ui", "viz", "pages"},
+    "training": {"streamlit", "plotly", "ui", "viz", "pages", "classroom"},
     "pages": {"torch"},
+    "deploy": {"benchmarks", "training", "classroom", "ui", "viz", "pages", "model", "streamlit", "torch"},
 }
 # What importing every module of a package may not load, even indirectly.
 LOADED_RULES = {
@@ -31,7 +35,8 @@ LOADED_RULES = {
     "model": {"streamlit", "plotly", "classroom", "training", "ui", "viz"},
     "viz": {"streamlit", "torch", "classroom", "training", "ui"},
     "classroom": {"streamlit", "plotly", "ui", "viz"},
-    "training": {"streamlit", "plotly", "ui", "viz"},
+    "training": {"streamlit", "plotly", "ui", "viz", "classroom"},
+    "deploy": {"benchmarks", "training", "classroom", "ui", "viz", "model", "streamlit", "torch"},
 }
 
 
@@ -67,7 +72,7 @@ def layer_violations(root: Path, package: str) -> dict[str, list[str]]:
     return {k: v for k, v in bad.items() if v}
 
 
-@pytest.mark.parametrize("package", ["labels", "model", "viz", "classroom", "training"])
+@pytest.mark.parametrize("package", ["labels", "model", "viz", "classroom", "training", "deploy"])
 def test_layer_imports(package):
     bad = layer_violations(ROOT, package)
     assert not bad, f"{package}/ must not import {sorted(RULES[package])}: {bad}"

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from model.checkpoint import CHECKPOINT_DIR as SHIPPED_DIR
 from model.rnn import RNNConfig, RNNSeq2Seq, load_rnn, param_count, save_rnn
 from model.tokenizer import BOS, Tokenizer
 from model.trace import RNNSeq2SeqTrace
+from training.loop import LoopSettings, run_loop
 from training.translation import MAX_SENTENCE, Example, build_tokenizer, encode_batch, make_splits, one_thread
 
 CHECKPOINT_DIR = SHIPPED_DIR / "rnn-translator"
@@ -48,44 +47,28 @@ def default_preset() -> RNNPreset:
 
 
 def train(preset: RNNPreset | None = None, log=print, max_seconds: float | None = None):
-    """Deterministic (fixed seeds and batch order, one thread). Returns (model, tok, history)."""
+    """Deterministic (fixed seeds and batch order, one thread), in training/loop.py's loop (warm-up,
+    cosine to 5% of lr, clipping at norm 1). Returns (model, tok, history)."""
     preset = preset or default_preset()
     with one_thread():
         torch.manual_seed(preset.seed)
         tok = build_tokenizer()
         train_set, _ = make_splits(preset.seed, preset.n_train, preset.n_heldout)
         model = RNNSeq2Seq(preset.cfg, seed=preset.seed)
-        model.train()
         opt = torch.optim.Adam(model.parameters(), lr=preset.lr)
-
-        def lr_at(step: int) -> float:
-            if step < preset.warmup:
-                return preset.lr * (step + 1) / preset.warmup
-            frac = (step - preset.warmup) / max(1, preset.steps - preset.warmup)
-            return preset.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
-
         g = torch.Generator().manual_seed(preset.seed + 1)
-        losses: list[float] = []
-        t0, c0 = time.perf_counter(), time.process_time()
-        for step in range(preset.steps):
+
+        def step_loss(step: int) -> torch.Tensor:  # a random batch of sentence pairs -> cross-entropy
             idx = torch.randint(len(train_set), (preset.batch,), generator=g).tolist()
             src, src_mask, tin, tout, _ = encode_batch(tok, [train_set[i] for i in idx])
             logits = model(src, tin, src_mask)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1), ignore_index=-100)
-            for grp in opt.param_groups:
-                grp["lr"] = lr_at(step)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            losses.append(loss.item())
-            if log and (step % 100 == 0 or step == preset.steps - 1):
-                log(f"step {step:5d}  loss {losses[-1]:.4f}  {time.perf_counter() - t0:5.1f}s")
-            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-                break
-        model.eval()
-    return model, tok, {"losses": losses, "seconds": time.perf_counter() - t0,
-                        "cpu_seconds": time.process_time() - c0, "steps_run": len(losses)}
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1), ignore_index=-100)
+
+        settings = LoopSettings(steps=preset.steps, lr=preset.lr, warmup=preset.warmup, final_lr_fraction=0.05,
+                                log_every=100, max_seconds=max_seconds)  # cosine down to 5% of lr
+        res = run_loop(model, opt, step_loss, settings, log=log or None)
+    return model, tok, {"losses": res.losses, "seconds": res.seconds, "cpu_seconds": res.cpu_seconds,
+                        "steps_run": res.steps_done}
 
 
 def token_accuracy(model: RNNSeq2Seq, tok: Tokenizer, examples: list[Example], batch: int = 250) -> tuple[float, float]:

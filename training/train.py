@@ -10,6 +10,8 @@ Library (used by the CLI, the tests and the Train page's background thread):
 `train` always trains a fresh model or a deep COPY of `init_model` (models shared by the app
 through st.cache_resource must never be mutated). It runs the engine's Transformer.forward(),
 the same code path as trace(). It never touches torch's global thread setting: the CLI does.
+The steps themselves (warm-up + cosine to 10% of lr, AdamW, gradient clipping at norm 1) run in
+training/loop.py, the loop the translators use too.
 
 CLI:  python -m training.train --preset causal-lm     (or causal-lm-learned, masked-lm, --all)
 prints a plain-text progress bar, writes the checkpoint to checkpoints/<preset>/ with a loss log
@@ -21,7 +23,6 @@ import argparse
 import copy
 import csv
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,8 +34,11 @@ import torch
 import torch.nn.functional as F
 
 from . import corpus
+from .batching import encode_texts
+from .loop import LoopSettings, run_loop
 from model.checkpoint import CHECKPOINT_DIR, save_checkpoint
 from model.config import ModelConfig
+from model.init import scale_init
 from model.patterns import label_heads, pattern_scores_all
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
@@ -104,19 +108,6 @@ def tokenizer_for(objective: str) -> Tokenizer:
 def _check_objective(objective: str) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-
-
-def encode_texts(tok: Tokenizer, texts: Sequence[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, T) long ids right-padded with <pad>, and (N,) lengths. Sentences longer than max_len
-    are truncated."""
-    if len(texts) == 0:
-        raise ValueError("no training texts")
-    seqs = [tok.encode(t).ids[:max_len] for t in texts]
-    T = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), T), tok.pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return ids, torch.tensor([len(s) for s in seqs], dtype=torch.long)
 
 
 def _training_ids(tok: Tokenizer, data: Sequence[str] | torch.Tensor, max_len: int) -> torch.Tensor:
@@ -223,18 +214,6 @@ def probe_weights(model: Transformer, ids: Sequence[int] | torch.Tensor, causal:
     return np.stack([lt.attn.weights[0].numpy() for lt in tr.layers]).astype(np.float32)
 
 
-def scale_init(model: Transformer, emb_scale: float) -> None:
-    """Rescale the token (and learned position) embeddings after the engine's N(0, 1) init.
-
-    With tied weights the output logits are LN(x) @ E^T, so N(0, 1) embeddings start with logits of
-    standard deviation ~sqrt(d_model) (a very confident random model). A smaller scale starts
-    training near the uniform distribution. Transformer(cfg, seed) itself is unchanged."""
-    with torch.no_grad():
-        model.tok_emb.weight.mul_(emb_scale)
-        if model.cfg.pos_encoding == "learned":
-            model.pos_emb.weight.mul_(emb_scale)
-
-
 def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str] | torch.Tensor, steps: int, lr: float = 3e-3,
           seed: int = 0, objective: str = "causal", *, batch_size: int = 32,
           callback: Callable[[int, float], None] | None = None, snapshot_every: int = 0,
@@ -259,10 +238,8 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str] | torch.Te
     seed), batches and masks from a torch.Generator seeded with `seed`.
     """
     _check_objective(objective)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    settings = LoopSettings(steps=steps, lr=lr, warmup=None if warmup is None else max(1, warmup),
+                            final_lr_fraction=0.1)  # cosine to 10% of lr; checks steps and lr
     if init_model is not None:
         model = copy.deepcopy(init_model)
         cfg = model.cfg
@@ -283,13 +260,6 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str] | torch.Te
     gen = torch.Generator().manual_seed(int(seed))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=weight_decay,
                             foreach=False)
-    warm = max(1, steps // 20) if warmup is None else max(1, warmup)
-
-    def lr_at(step: int) -> float:  # linear warmup, cosine decay to 10%
-        if step < warm:
-            return lr * (step + 1) / warm
-        p = (step - warm) / max(1, steps - warm)
-        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
     snaps: list[Snapshot] = []
     take = snapshot_every > 0 and snapshot_ids is not None and len(snapshot_ids) > 0
@@ -300,40 +270,25 @@ def train(cfg: ModelConfig, tokenizer: Tokenizer, data: Sequence[str] | torch.Te
         if on_snapshot is not None:
             on_snapshot(s)
 
+    def step_loss(step: int) -> torch.Tensor:  # a random batch (cut to its longest sentence) -> loss
+        src = pre_ids if step < prelude_steps else ids
+        b = src[torch.randint(0, src.shape[0], (batch_size,), generator=gen)]
+        b = b[:, :max(int((b != tokenizer.pad_id).sum(dim=1).max()), 2)]
+        return batch_loss(model, b, objective, tokenizer, gen)
+
+    def after_step(done: int, loss: float) -> None:
+        if callback is not None:
+            callback(done, loss)
+        if take and (done % snapshot_every == 0 or done == steps):
+            snap(done, loss)
+
     if take:
         snap(0, float("nan"))
-    losses: list[float] = []
-    stopped = False
-    t0, c0 = time.perf_counter(), time.process_time()
-    model.train()
-    for step in range(steps):
-        if should_stop is not None and should_stop():
-            stopped = True
-            break
-        src = pre_ids if step < prelude_steps else ids
-        idx = torch.randint(0, src.shape[0], (batch_size,), generator=gen)
-        b = src[idx]
-        real_len = int((b != tokenizer.pad_id).sum(dim=1).max())
-        b = b[:, :max(real_len, 2)]
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step)
-        loss = batch_loss(model, b, objective, tokenizer, gen)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        lv = float(loss.detach())
-        losses.append(lv)
-        if callback is not None:
-            callback(step + 1, lv)
-        if take and ((step + 1) % snapshot_every == 0 or step + 1 == steps):
-            snap(step + 1, lv)
-    model.eval()
-    if take and stopped and losses and snaps[-1].step != len(losses):
-        snap(len(losses), losses[-1])
-    return TrainResult(model=model, losses=losses, snapshots=snaps, steps_done=len(losses),
-                       stopped=stopped, seconds=time.perf_counter() - t0,
-                       cpu_seconds=time.process_time() - c0)
+    res = run_loop(model, opt, step_loss, settings, on_step=after_step, should_stop=should_stop)
+    if take and res.stopped and res.losses and snaps[-1].step != res.steps_done:
+        snap(res.steps_done, res.losses[-1])
+    return TrainResult(model=model, losses=res.losses, snapshots=snaps, steps_done=res.steps_done,
+                       stopped=res.stopped, seconds=res.seconds, cpu_seconds=res.cpu_seconds)
 
 
 # --- evaluation --------------------------------------------------------------------------------

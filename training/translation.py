@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.seq2seq import Seq2SeqTrace, Seq2SeqTransformer, greedy_decode, greedy_ids
 from model.tokenizer import BOS, EOS, SPECIALS, UNK, Tokenizer
+from training.loop import LoopSettings, run_loop
 
 CHECKPOINT_DIR = SHIPPED_DIR / "translator"
 
@@ -226,8 +225,8 @@ def default_preset() -> TrainPreset:
 
 
 def train(preset: TrainPreset | None = None, log=print, max_seconds: float | None = None):
-    """Deterministic training (fixed seeds, fixed batch order, one thread). Returns
-    (model, tok, history). One thread on purpose: for a model this small, two threads on two
+    """Deterministic training (fixed seeds, fixed batch order, one thread) in training/loop.py's
+    loop (warm-up, cosine to 0, clipping at norm 1). Returns (model, tok, history). One thread on purpose: for a model this small, two threads on two
     shared cores were ~10x slower here (thread hand-offs under contention)."""
     preset = preset or default_preset()
     with one_thread():
@@ -252,37 +251,19 @@ def _train(preset: TrainPreset, log, max_seconds: float | None):
         raise ValueError(f"preset vocab_size {preset.cfg.vocab_size} != tokenizer size {len(tok)}")
     train_set, _ = make_splits(preset.seed, preset.n_train, preset.n_heldout)
     model = Seq2SeqTransformer(preset.cfg, seed=preset.seed)
-    model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=preset.lr, betas=(0.9, 0.98), weight_decay=0.01)
-
-    def lr_at(step: int) -> float:
-        if step < preset.warmup:
-            return preset.lr * (step + 1) / preset.warmup
-        frac = (step - preset.warmup) / max(1, preset.steps - preset.warmup)
-        return preset.lr * 0.5 * (1 + math.cos(math.pi * frac))
-
     g = torch.Generator().manual_seed(preset.seed + 1)
-    losses: list[float] = []
-    t0, c0 = time.perf_counter(), time.process_time()
-    for step in range(preset.steps):
+
+    def step_loss(step: int) -> torch.Tensor:  # a random batch of sentence pairs -> cross-entropy
         idx = torch.randint(len(train_set), (preset.batch,), generator=g).tolist()
         src, src_mask, tin, tout, tmask = encode_batch(tok, [train_set[i] for i in idx])
         logits = model(src, tin, src_mask, tmask)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1), ignore_index=-100)
-        for grp in opt.param_groups:
-            grp["lr"] = lr_at(step)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        if log and (step % 100 == 0 or step == preset.steps - 1):
-            log(f"step {step:5d}  loss {losses[-1]:.4f}  {time.perf_counter() - t0:5.1f}s")
-        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-            break
-    model.eval()
-    return model, tok, {"losses": losses, "seconds": time.perf_counter() - t0,
-                        "cpu_seconds": time.process_time() - c0}
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1), ignore_index=-100)
+
+    settings = LoopSettings(steps=preset.steps, lr=preset.lr, warmup=preset.warmup, final_lr_fraction=0.0,
+                            log_every=100, max_seconds=max_seconds)  # cosine down to 0
+    res = run_loop(model, opt, step_loss, settings, log=log or None)
+    return model, tok, {"losses": res.losses, "seconds": res.seconds, "cpu_seconds": res.cpu_seconds}
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.server import free_port, wait_healthy
 from benchmarks.soak import url_paths
 from benchmarks.stclient import StClient
+from deploy.server import free_port, wait_healthy
 
 pytestmark = pytest.mark.e2e
 

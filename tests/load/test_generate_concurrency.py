@@ -39,9 +39,9 @@ import time
 
 import pytest
 
-from benchmarks.server import Server
 from benchmarks.stclient import ProtocolError, StClient
 from benchmarks.ws_load import sentence
+from deploy.server import Server
 from model.pretrained import PRETRAINED
 
 pytestmark = pytest.mark.e2e

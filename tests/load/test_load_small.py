@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import browser_load, ws_load
-from benchmarks.server import Server
 from benchmarks.soak import url_paths
+from deploy.server import Server
 
 pytestmark = pytest.mark.e2e
 

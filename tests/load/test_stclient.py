@@ -15,8 +15,8 @@ import asyncio
 import pytest
 from streamlit.proto.Slider_pb2 import Slider
 
-from benchmarks.server import Server
 from benchmarks.stclient import StClient, widget_state_of
+from deploy.server import Server
 
 
 def run_async(coro):

@@ -1,4 +1,8 @@
-"""Start/stop a Streamlit server on localhost for benchmarks and load tests (own process group)."""
+"""Start/stop one Streamlit server of the app on localhost, and wait until it answers.
+
+Production code: deploy/replicas.py starts its replicas with it. The benchmarks (benchmarks/) and
+the load and deploy tests (tests/load, tests/deploy) start their servers with it too; production
+never imports benchmarks/."""
 from __future__ import annotations
 
 import os
