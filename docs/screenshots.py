@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.server import Server  # noqa: E402  (starts Streamlit, waits for /_stcore/health)
+from deploy.server import Server  # noqa: E402  (starts Streamlit, waits for /_stcore/health)
 
 OUT = ROOT / "docs" / "img"
 CHROMIUM = "/usr/bin/chromium"
