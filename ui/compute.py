@@ -29,7 +29,7 @@ from model.pretrained import load_pretrained
 from model.tokenizer import Tokenizer
 from model.trace import ForwardTrace
 from model.transformer import Transformer
-from training.batching import pad_batch
+from model.batching import pad_batch
 
 from . import state
 from .budget_cache import BudgetCache
