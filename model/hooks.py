@@ -3,24 +3,25 @@ the layer calls at fixed points of its one forward pass (model.layers.MultiHeadA
 (Not torch's module hooks: plain objects the layer itself calls, in a fixed order, on its
 intermediates.)
 
-The forward is one fixed sequence of steps; between them it calls its hooks, in order:
+The forward is one fixed sequence of steps; between them it calls its hooks, in order (each
+point: what it is called on, and the classes here that use it):
 
     q, k, v = x_q W_Q, x_kv W_K, x_kv W_V, split into heads
-                               q (B, H, Tq, d_k), k (B, H_kv, T_new, d_k), v (B, H_kv, T_new, d_v)
-    1. qk(q, k, c) -> q, k     the new positions' queries and keys      Rotary (RoPE)
-    2. kv(k, v, c) -> k, v     the keys and values of the whole context CachedKV, KVSink (the KV cache)
-       grouped-query attention: each K/V head repeated for the query heads that read it
-    3. scores(c)               before the softmax a hook edits the call SlidingWindow (c.mask),
-                                 c.allowed  bool mask; c.mask(m) ANDs m in     AlibiBias (c.add_bias),
-                                 c.bias     added to the scaled scores         AdditiveScore
-                                 c.scale    the factor on q . k                (c.energy_weights,
-                                 c.energy_weights  Bahdanau's score, not q . k  c.scale)
-                                 c.maps     functions on scaled + bias, before the mask
-       model.attention.attend_fields (the one attention): scores, scaled, + bias, maps, mask,
-       softmax, weights @ v
-    4. weights(w, c) -> w      the softmax rows (B, H, Tq, Tk); new rows EditedRows
-                               give new head outputs (w @ v)
-    5. heads(z, c) -> z        each head's output Z_h (B, H, Tq, d_v)   HeadAblation
+              q (B, H, Tq, d_k); k (B, H_kv, T_new, d_k); v (B, H_kv, T_new, d_v)
+    1. qk(q, k, c) -> q, k   the new positions' queries and keys: Rotary (RoPE)
+    2. kv(k, v, c) -> k, v   the keys and values of the whole context: CachedKV, KVSink (KV cache)
+       (grouped-query attention: each K/V head repeated for the query heads that read it)
+    3. scores(c)             before the softmax; the hook edits the call `c`:
+                               c.allowed         the bool mask; c.mask(m) ANDs m in   SlidingWindow
+                               c.bias            added to the scaled scores (c.add_bias)  AlibiBias
+                               c.scale           the factor on the scores             AdditiveScore
+                               c.energy_weights  Bahdanau's score in place of q . k   AdditiveScore
+                               c.maps            functions on scaled + bias, before the mask
+       model.attention.attend_fields, the one attention: scores = q k^T, scaled = scores * scale,
+       + bias, maps, mask, softmax -> weights, heads = weights @ v
+    4. weights(w, c) -> w    the softmax rows (B, H, Tq, Tk): EditedRows. New rows give new
+                             head outputs (heads = w @ v again)
+    5. heads(z, c) -> z      each head's output Z_h (B, H, Tq, d_v), what enters W_O: HeadAblation
     concat the heads, W_O
 
 Where the hooks come from:
@@ -41,7 +42,7 @@ through `c.layer` at call time (a pretrained model's tensors are assigned after 
 Families still to come fit as classes: Gemma 2's soft-capping (a scores hook appending
 lambda x: cap * torch.tanh(x / cap) to c.maps), Qwen3's q/k RMSNorm (a qk hook, before Rotary,
 whose attach registers q_norm and k_norm), a sliding window on some layers only (SlidingWindow
-chosen per layer by attention_variants), Mistral (SlidingWindow with the causal mask).
+chosen per layer: attention_variants given the layer's index), Mistral (SlidingWindow with the causal mask).
 """
 from __future__ import annotations
 
