@@ -75,7 +75,8 @@ def test_pattern_trajectories_follow_each_heads_final_pattern():
         w = np.stack([a * eye + (1 - a) * unif, a * sink + (1 - a) * unif])[None]  # (L=1, H=2, T, T)
         snaps.append(SnapshotView(step, 1.0, w.astype(np.float32)))
     v = JobView("j", TrainSpec(), "done", 20, 20, np.zeros(20), tuple(snaps), tuple("abcdef"), True, 1.0, "", "")
-    steps, scores, names = pattern_trajectories(v)
+    tr = pattern_trajectories(v)
+    steps, scores, names = tr.steps, tr.scores, tr.names
     assert names == ["L0 H0 self/diagonal", "L0 H1 first-token sink"]
     # reference: mean over rows i >= 1 of w[i, i] (self) and w[i, 0] (sink), written here
     ref = [[float(np.mean([s.weights[0, h][i, i if h == 0 else 0] for i in range(1, T)])) for h in range(2)]
