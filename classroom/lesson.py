@@ -94,11 +94,11 @@ def factorization_live(trace: ForwardTrace, labels: Sequence[str], n: int = 3) -
     from .ffn_output import sequence_logprob
     f = sequence_logprob(trace.probs[0], trace.ids[0])
     lab = [md_escape(str(x)) for x in labels]
-    terms = " · ".join(f"p({lab[t + 1]} | {lab[0]}…{lab[t]}) = {f['p'][t]:.4f}" for t in range(min(n, len(f["p"]))))
-    more = " · …" if len(f["p"]) > n else ""
+    terms = " · ".join(f"p({lab[t + 1]} | {lab[0]}…{lab[t]}) = {f.p[t]:.4f}" for t in range(min(n, len(f.p))))
+    more = " · …" if len(f.p) > n else ""
     causal = "" if trace.causal else " (this run is bidirectional, so these are not true next-token factors)"
-    return (f"Live, on your sentence{causal}: {terms}{more}; the product of all {len(f['p'])} factors gives "
-            f"log p(x) = {f['total_logp']:.3f}.")
+    return (f"Live, on your sentence{causal}: {terms}{more}; the product of all {len(f.p)} factors gives "
+            f"log p(x) = {f.total_logp:.3f}.")
 
 
 def value_width_live() -> str:

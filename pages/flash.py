@@ -53,13 +53,8 @@ if T == 1:
     st.info("One token: one key, one tile, weight 1. The output is simply v of that token.", icon=":material/info:")
 
 n_steps = len(res.steps)
-state.bound("flash_step", 1)
-state.fix("flash_step", list(range(1, n_steps + 1)), 1)
-if n_steps > 1:
-    step = st.slider("Step (key tile)", 1, n_steps, key="flash_step",
-                     help="Each step reads one more block of keys for every query.")
-else:
-    step = 1
+step = state.step_slider("flash_step", n_steps, "Step (key tile)",
+                         help="Each step reads one more block of keys for every query.")
 s = res.steps[step - 1]
 labels = run.labels
 mask_word = "causal: grey cells are masked" if run.causal else "bidirectional"

@@ -135,10 +135,15 @@ def test_ffn_position_check_and_weight_tying(tiny):
     cfg, model, ids, arr = tiny
     assert ffn_output.ffn_position_check(model, 1, arr.layers[1].ffn.input[0], arr.layers[1].ffn.output[0]) < 1e-5
     wt = ffn_output.weight_tying(model, arr.final[0], arr.logits[0])
-    assert wt["tied"] and wt["max_diff"] < 1e-4 and wt["shape"] == (30, 16)
+    assert wt.tied and wt.max_diff < 1e-4 and wt.shape == (30, 16)
     untied = Transformer(cfg.replace(tie_weights=False), seed=3)
     a2 = untied.trace(torch.tensor([ids])).numpy()
-    assert not ffn_output.weight_tying(untied, a2.final[0], a2.logits[0])["tied"]
+    assert not ffn_output.weight_tying(untied, a2.final[0], a2.logits[0]).tied
+    view = ffn_output.output_layer_view(untied, a2.final[0], a2.logits[0], 4)
+    assert not view.tying.tied and view.tying.max_diff < 1e-4
+    np.testing.assert_array_equal(view.embedding_rows, untied.tok_emb.weight.detach().numpy()[:4])
+    np.testing.assert_array_equal(view.output_rows, untied.output_matrix.detach().numpy()[:4])
+    assert not np.array_equal(view.embedding_rows, view.output_rows)
 
 
 def test_topk_and_sequence_logprob(tiny):
@@ -149,9 +154,30 @@ def test_topk_and_sequence_logprob(tiny):
     assert toks[0][0] == f"w{int(np.argmax(probs[0]))}"
     sp = ffn_output.sequence_logprob(probs, ids)
     manual = sum(math.log(probs[t - 1, ids[t]]) for t in range(1, len(ids)))
-    assert sp["total_logp"] == pytest.approx(manual, rel=1e-6)
-    assert len(sp["p"]) == len(ids) - 1
-    assert ffn_output.sequence_logprob(probs[:1], ids[:1])["total_logp"] == 0.0
+    assert sp.total_logp == pytest.approx(manual, rel=1e-6)
+    assert len(sp.p) == len(ids) - 1
+    np.testing.assert_allclose(sp.logp, np.log(sp.p), rtol=1e-12)
+    assert sp.total_p == pytest.approx(math.exp(manual), rel=1e-6)
+    assert sp.perplexity == pytest.approx(math.exp(-manual / (len(ids) - 1)), rel=1e-6)
+    one = ffn_output.sequence_logprob(probs[:1], ids[:1])
+    assert one.total_logp == 0.0 and one.total_p == 1.0 and len(one.p) == 0 and math.isnan(one.perplexity)
+
+
+def test_active_share_last_layer_view_and_state_change():
+    h = np.array([[-0.1, 0.0, 0.03, 0.2], [0.06, -1.0, 1.0, 0.05]])
+    assert ffn_output.active_share(h, "relu") == 5 / 8  # > 0
+    assert ffn_output.active_share(h, "gelu") == 3 / 8  # > 0.05
+    x = np.array([[3.0, 4.0], [0.0, 2.0], [-3.0, -4.0]])
+    last = ffn_output.last_layer_view(x)
+    np.testing.assert_allclose(last.norms, [5.0, 2.0, 5.0])
+    np.testing.assert_allclose(last.cosine[0], [1.0, 0.8, -1.0], atol=1e-12)
+    np.testing.assert_allclose(last.mean, [0.0, 2 / 3])
+    b = x.copy()
+    b[1] = [2.0, 0.0]
+    ch = ffn_output.state_change(x, b)
+    np.testing.assert_allclose(ch.cosine, [1.0, 0.0, 1.0], atol=1e-12)
+    np.testing.assert_allclose(ch.distance, [0.0, math.sqrt(8), 0.0])
+    np.testing.assert_allclose(ch.norm_a, [5.0, 2.0, 5.0])
 
 
 def test_contextual_similarity(tiny):
@@ -173,11 +199,24 @@ def test_contextual_similarity(tiny):
 
 def test_attention_cost_gpt2_numbers():
     c = cost.attention_cost(PRESETS["gpt2-small"], 1024)
-    assert c["scores_per_head_layer"] == 1_048_576
-    assert c["scores_total"] == 12 * 12 * 1_048_576 == 150_994_944
-    assert c["memory_bytes"] == 603_979_776
+    assert c.T == 1024 and c.scores_per_head_layer == 1_048_576
+    assert c.scores_total == 12 * 12 * 1_048_576 == 150_994_944
+    assert c.memory_bytes == 603_979_776
+    assert c.flops_attention == 12 * 4 * 1024 ** 2 * 768 and c.flops_linear == 12 * 2 * 1024 * (4 * 768 ** 2 + 2 * 768 * 3072)
+    assert c.flops_total == c.flops_attention + c.flops_linear
     c2 = cost.attention_cost(PRESETS["gpt2-small"], 2048)
-    assert c2["flops_attention"] == 4 * c["flops_attention"] and c2["flops_linear"] == 2 * c["flops_linear"]
+    assert c2.flops_attention == 4 * c.flops_attention and c2.flops_linear == 2 * c.flops_linear
+    curve = cost.cost_curve(PRESETS["gpt2-small"], [1024, 2048])
+    np.testing.assert_array_equal(curve.T, [1024, 2048])
+    np.testing.assert_array_equal(curve.flops_attention, [c.flops_attention, c2.flops_attention])
+    np.testing.assert_array_equal(curve.memory_bytes, [c.memory_bytes, c2.memory_bytes])
+    assert curve.flops_total.dtype == np.float64
+    g = PRESETS["gpt2-small"]  # where the T² FLOPs overtake the linear ones
+    x = cost.linear_quadratic_crossover(g)
+    at = cost.attention_cost(g, x)
+    assert x == 2 * 768 + 3072 and at.flops_attention == at.flops_linear
+    Ts = cost.plot_lengths(1024)
+    assert Ts[0] == 8 and Ts[-1] == 1024 and len(Ts) == 24 and np.all(np.diff(Ts) > 0)
 
 
 def test_measure_forward_time_and_fit(tiny):
@@ -187,9 +226,12 @@ def test_measure_forward_time_and_fit(tiny):
     secs = cost.measure_forward_time(model, Ts, repeats=1)
     assert secs.shape == (4,) and np.all(secs > 0)
     fit = cost.fit_theory(Ts, secs, cfg)
-    assert np.all(fit["coef"] >= 0) and fit["fit"].shape == (4,)
-    synthetic = 1e-3 + 2e-9 * cost.cost_curve(cfg, Ts)["flops_attention"]
-    np.testing.assert_allclose(cost.fit_theory(Ts, synthetic, cfg)["fit"], synthetic, rtol=1e-6)
+    assert np.all(fit.coef >= 0) and fit.fit.shape == (4,)
+    np.testing.assert_allclose(fit.constant + fit.linear + fit.quadratic, fit.fit, rtol=1e-12)
+    synthetic = 1e-3 + 2e-9 * cost.cost_curve(cfg, Ts).flops_attention
+    exact = cost.fit_theory(Ts, synthetic, cfg)
+    np.testing.assert_allclose(exact.fit, synthetic, rtol=1e-6)
+    np.testing.assert_allclose(exact.quadratic, synthetic - 1e-3, rtol=1e-5)
 
 
 def test_classroom_math_is_the_engines():
