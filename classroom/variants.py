@@ -13,7 +13,7 @@ Pure Python over model/ (no streamlit, no plotly).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
@@ -24,8 +24,16 @@ from model.transformer import Transformer
 
 from .positional import order_test, shuffle_order
 
-# The small architecture every variant shares: 4 heads of d_k = 8, one layer (the heads shown).
-BASE = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64)
+@dataclass(frozen=True)
+class BaseShape:
+    """The small architecture every variant shares: 4 heads of d_k = 8, one layer (the heads shown)."""
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 1
+    d_ff: int = 64
+
+
+BASE = BaseShape()
 MAX_LEN = 256  # positions the learned table holds (the sidebar's sentence is cut to fewer)
 
 
@@ -92,7 +100,7 @@ def variant_config(key: str, vocab_size: int, *, window: int | None = 3, n_kv_he
     for a bad value, saying what to choose."""
     if key not in BY_KEY:
         raise ValueError(f"unknown variant {key!r}; choose from {list(BY_KEY)}")
-    base = ModelConfig(vocab_size=vocab_size, max_len=MAX_LEN, **BASE)
+    base = ModelConfig(vocab_size=vocab_size, max_len=MAX_LEN, **asdict(BASE))
     change = {"sinusoidal": {}, "learned": {"pos_encoding": "learned"}, "rotary": {"pos_encoding": "rope"},
               "alibi": {"pos_encoding": "none", "alibi": True}, "none": {"pos_encoding": "none"},
               "window": {"window": window}, "mha": {"n_kv_heads": base.n_heads},
