@@ -137,6 +137,11 @@ class Focus:
     norm: str  # "pre" | "post"
     head: int
     i: int  # the query row followed (0..T-1)
+    T: int  # tokens
+    H: int  # heads
+    d_k: int  # width of a query and a key
+    d_v: int  # width of a value
+    D: int  # d_model = H·d_k
     toks: tuple[str, ...]  # (T,) "j:token" labels for tables and charts
     mtoks: tuple[str, ...]  # (T,) the same, markdown-escaped (inside text and radio options)
     emb_tok: np.ndarray  # (T, D) token embeddings
@@ -154,26 +159,6 @@ class Focus:
     heads: np.ndarray  # (T, d_v) this head's output Z = A V
     concat: np.ndarray  # (T, H·d_v) the heads side by side
     out: np.ndarray  # (T, D) concat · W_O
-
-    @property
-    def T(self) -> int:
-        return self.w_all.shape[1]
-
-    @property
-    def H(self) -> int:
-        return self.w_all.shape[0]
-
-    @property
-    def d_k(self) -> int:
-        return self.q.shape[1]
-
-    @property
-    def d_v(self) -> int:
-        return self.v.shape[1]
-
-    @property
-    def D(self) -> int:
-        return self.d_k * self.H
 
     @property
     def w(self) -> np.ndarray:
@@ -205,7 +190,8 @@ def focus(trace: ForwardTrace, labels: Sequence[str], *, causal: bool, norm: str
     labels = tuple(str(x) for x in labels)
     toks = tuple(tok(j, labels) for j in range(T))
     return Focus(
-        trace=trace, labels=labels, causal=causal, norm=norm, head=head, i=i, toks=toks,
+        trace=trace, labels=labels, causal=causal, norm=norm, head=head, i=i, T=T, H=H,
+        d_k=attn.q.shape[-1], d_v=attn.v.shape[-1], D=attn.q.shape[-1] * H, toks=toks,
         mtoks=tuple(md_escape(t) for t in toks),
         emb_tok=emb.token[0], emb_pos=emb.position, emb_sum=emb.sum[0],
         q=attn.q[0, head], k=attn.k[0, head], v=attn.v[0, head],
