@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.profiler import ProfilerActivity, profile  # loaded by `import torch` anyway
 
 from .attention import causal_allowed, combine
 from .trace import TraceNode
@@ -179,8 +180,6 @@ def measure_peak_bytes(fn) -> tuple[int, object]:
     torch's profiler (profile_memory=True): every allocation and free is an event; their running
     sum in time order, at operator granularity, gives the peak above what existed before. The
     result itself counts (it is allocated inside)."""
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
     events = sorted(prof.events(), key=lambda e: e.time_range.start)
