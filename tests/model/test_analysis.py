@@ -31,20 +31,20 @@ def test_entropy_bits():
 
 def test_worked_scaling_example_numbers():
     ex = scaling.worked_scaling_example()
-    np.testing.assert_array_equal(ex["scores"], [6.0, 4.0])
-    assert ex["sqrt_d_k"] == 2.0
-    np.testing.assert_allclose(ex["weights_unscaled"], [0.8808, 0.1192], atol=5e-5)
-    np.testing.assert_array_equal(ex["scaled"], [3.0, 2.0])
-    np.testing.assert_allclose(ex["weights_scaled"], [0.7311, 0.2689], atol=5e-5)
+    np.testing.assert_array_equal(ex.scores, [6.0, 4.0])
+    assert ex.sqrt_d_k == 2.0
+    np.testing.assert_allclose(ex.weights_unscaled, [0.8808, 0.1192], atol=5e-5)
+    np.testing.assert_array_equal(ex.scaled, [3.0, 2.0])
+    np.testing.assert_allclose(ex.weights_scaled, [0.7311, 0.2689], atol=5e-5)
 
 
 def test_scaling_row_is_softmax_of_scaled_scores():
     s = np.array([4.0, -2.0, 8.0])
     r = scaling.scaling_row(s, d_k=16, temperature=0.5)
-    np.testing.assert_allclose(r["scaled"], s / 4)
-    np.testing.assert_allclose(r["weights_scaled"], torch.softmax(torch.tensor(s / 4 / 0.5), -1).numpy())
-    assert r["entropy_scaled"] > r["entropy_unscaled"]  # scaling flattens
-    assert r["max_entropy"] == pytest.approx(math.log2(3))
+    np.testing.assert_allclose(r.scaled, s / 4)
+    np.testing.assert_allclose(r.weights_scaled, torch.softmax(torch.tensor(s / 4 / 0.5), -1).numpy())
+    assert r.entropy_scaled > r.entropy_unscaled  # scaling flattens
+    assert r.max_entropy == pytest.approx(math.log2(3))
 
 
 def test_variance_experiment_tracks_theory():
@@ -53,12 +53,12 @@ def test_variance_experiment_tracks_theory():
     e = scaling.entropy_experiment()
     # n = 1500 samples: sample variance has relative SE ~ sqrt(2/n) = 3.7% (sqrt(8/n) = 7.3% at d_k = 1);
     # 25% is > 3.4 SE everywhere.
-    np.testing.assert_allclose(v["var_sampled"], v["var_theory"], rtol=0.25)
-    np.testing.assert_allclose(v["var_scaled_sampled"], 1.0, rtol=0.25)
+    np.testing.assert_allclose(v.var_sampled, v.var_theory, rtol=0.25)
+    np.testing.assert_allclose(v.var_scaled_sampled, 1.0, rtol=0.25)
     # the saturation: unscaled entropy collapses with d_k, scaled entropy stays near its d_k = 1 value
-    assert e["entropy_unscaled"][-1] < 0.5 * e["entropy_unscaled"][0]
-    assert np.all(np.abs(e["entropy_scaled"] - e["entropy_scaled"][0]) < 0.3)
-    assert e["entropy_scaled"].max() <= e["max_entropy"] + 1e-9
+    assert e.entropy_unscaled[-1] < 0.5 * e.entropy_unscaled[0]
+    assert np.all(np.abs(e.entropy_scaled - e.entropy_scaled[0]) < 0.3)
+    assert e.entropy_scaled.max() <= e.max_entropy + 1e-9
 
 
 def test_pe_matches_engine_and_worked_example():
