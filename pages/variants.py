@@ -100,15 +100,15 @@ else:
                 "without a mask; if it cannot tell them apart, the shuffled weights are the original ones with "
                 "rows and columns moved along: W_shuffled = P W Pᵀ. The gap measures how far from that each is.")
     rows = pd.DataFrame({"variant": [variants.BY_KEY[k].title for k in pos_keys],
-                         "max |W_shuffled − P W Pᵀ|": [res[k]["weight_gap"] for k in pos_keys],
-                         "max |out_shuffled − P out|": [res[k]["output_gap"] for k in pos_keys]}).set_index("variant")
+                         "max |W_shuffled − P W Pᵀ|": [res[k].weight_gap for k in pos_keys],
+                         "max |out_shuffled − P out|": [res[k].output_gap for k in pos_keys]}).set_index("variant")
     gaps = np.maximum(rows.iloc[:, 0].to_numpy(), 1e-9)  # log scale: an exact 0 drawn at 1e-9
     show_fig(bar_compare(list(rows.index), {"max |W_shuffled − P W Pᵀ|": gaps}, tokens=False, log_y=True,
                          title="Shuffle test: does the model notice the new order?", yaxis="max |Δ weight| (log)",
                          text_format=".1e"), "var_shuffle_bars", table=rows,
-             alt=f"No positions: max |Δ| = {res['none']['weight_gap']:.1e}, float rounding: the weights only moved "
+             alt=f"No positions: max |Δ| = {res['none'].weight_gap:.1e}, float rounding: the weights only moved "
                  f"with the words (attention is permutation-equivariant). With sinusoidal positions the gap is "
-                 f"{res['sinusoidal']['weight_gap']:.2f}: the model sees the new order.")
+                 f"{res['sinusoidal'].weight_gap:.2f}: the model sees the new order.")
     st.dataframe(rows.style.format("{:.2e}"), width="stretch")
 
 st.subheader("2 · Where a query may look")

@@ -64,11 +64,11 @@ def test_variance_experiment_tracks_theory():
 def test_pe_matches_engine_and_worked_example():
     np.testing.assert_array_equal(positional.pe_table(20, 8), sinusoidal_table(20, 8).numpy())
     ex = positional.worked_pe_example()
-    np.testing.assert_allclose(ex["pe"][0], [0, 1, 0, 1], atol=1e-7)
-    np.testing.assert_allclose(ex["pe"][1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], atol=1e-6)
-    np.testing.assert_allclose(ex["pe"][2], [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)], atol=1e-6)
-    np.testing.assert_allclose(ex["the_sum"], [0.1, 1.2, 0.3, 1.4], atol=1e-6)
-    np.testing.assert_allclose(ex["cat_sum"], [1.3415, 1.1403, 0.7100, 1.7999], atol=1e-4)
+    np.testing.assert_allclose(ex.pe[0], [0, 1, 0, 1], atol=1e-7)
+    np.testing.assert_allclose(ex.pe[1], [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)], atol=1e-6)
+    np.testing.assert_allclose(ex.pe[2], [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)], atol=1e-6)
+    np.testing.assert_allclose(ex.the_sum, [0.1, 1.2, 0.3, 1.4], atol=1e-6)
+    np.testing.assert_allclose(ex.cat_sum, [1.3415, 1.1403, 0.7100, 1.7999], atol=1e-4)
 
 
 def test_pe_wavelengths_and_similarity_depends_on_distance():

@@ -315,7 +315,7 @@ def test_shuffle_gaps_no_positions_zero_sinusoidal_not():
     w = V.variant_heads(models["none"], ids, False)["weights"]
     ws = V.variant_heads(models["none"], [ids[i] for i in perm], False)["weights"]
     np.testing.assert_allclose(ws, w[:, perm][:, :, perm], atol=1e-6)
-    assert res["none"]["weight_gap"] < 1e-6
-    assert res["sinusoidal"]["weight_gap"] > 1e-2 and res["alibi"]["weight_gap"] > 1e-2
+    assert res["none"].weight_gap < 1e-6
+    assert res["sinusoidal"].weight_gap > 1e-2 and res["alibi"].weight_gap > 1e-2
     with pytest.raises(ValueError, match="at least 2 tokens"):
         V.shuffle_gaps(models, [4], seed=0)
