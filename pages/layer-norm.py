@@ -36,17 +36,23 @@ x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D
 idx = token_labels(run.labels, plain=True)
 
 
-def values_and_scale(before: str, after: str, scale: dict, title: str, table: pd.DataFrame, alt: str = "") -> None:
-    """Side by side: every value of every token before and after the norm (histograms), and its
-    learned per-feature scale γ (and shift β) from the trace."""
+def norm_view(stats: pd.DataFrame, bars: list[tuple[str, dict, str, str, str]], before: str, after: str,
+              scale: dict, scale_title: str, scale_table: pd.DataFrame, scale_alt: str = "") -> None:
+    """One norm, read from its trace: two per-token bar charts side by side (bars: key, series,
+    title, y axis, alt each) over the statistics table `stats`, the table itself, every value of
+    every token before and after the norm (histograms), and the learned per-feature γ (and β)."""
+    for col, (key, series, title, yaxis, alt) in zip(st.columns(2), bars):
+        with col:
+            show_fig(bar_compare(run.labels, series, title=title, yaxis=yaxis), key, table=stats, alt=alt)
+    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
     h1, h2 = st.columns(2)
     with h1:
         show_fig(histogram_compare({before: x_in.ravel(), after: x_norm.ravel()}, title="All values of all tokens"),
                  "ln_hist",
                  table=lambda: pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
     with h2:
-        show_fig(line_chart(np.arange(cfg.d_model), scale, title=title, xaxis="feature", yaxis="value", markers=False),
-                 "ln_gamma_beta", table=table, alt=alt)
+        show_fig(line_chart(np.arange(cfg.d_model), scale, title=scale_title, xaxis="feature", yaxis="value", markers=False),
+                 "ln_gamma_beta", table=scale_table, alt=scale_alt)
 
 
 if getattr(norm, "kind", "") == "rmsnorm":  # Llama-style (SmolLM2): RMSNorm, no mean, no shift
@@ -57,38 +63,29 @@ if getattr(norm, "kind", "") == "rmsnorm":  # Llama-style (SmolLM2): RMSNorm, no
     stats = pd.DataFrame({"mean(x²) before": rs.mean_sq, "RMS before": rs.rms_in, "RMS after (normalized)": rs.rms_normalized,
                           "mean before": rs.mean_in, "mean after (normalized)": rs.mean_normalized},
                          index=idx)
-    c1, c2 = st.columns(2)
-    with c1:
-        show_fig(bar_compare(run.labels, {"RMS before": rs.rms_in, "RMS after": rs.rms_normalized},
-                             title="Per-token RMS: before vs after RMSNorm", yaxis="root mean square"), "ln_vars", table=stats,
-                 alt="After RMSNorm every token's root mean square is 1 (up to ε).")
-    with c2:
-        show_fig(bar_compare(run.labels, {"mean before": rs.mean_in, "mean after": rs.mean_normalized},
-                             title="Per-token mean: RMSNorm does not centre", yaxis="mean"), "ln_means", table=stats,
-                 alt="Unlike layer norm, the mean is only rescaled, not removed.")
-    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
-    values_and_scale("before (input)", "after RMSNorm (normalized)", {"γ (scale)": norm.gamma},
-                     "Learned γ per feature (no β)", pd.DataFrame({"gamma": norm.gamma}))
+    norm_view(stats, [("ln_vars", {"RMS before": rs.rms_in, "RMS after": rs.rms_normalized},
+                       "Per-token RMS: before vs after RMSNorm", "root mean square",
+                       "After RMSNorm every token's root mean square is 1 (up to ε)."),
+                      ("ln_means", {"mean before": rs.mean_in, "mean after": rs.mean_normalized},
+                       "Per-token mean: RMSNorm does not centre", "mean",
+                       "Unlike layer norm, the mean is only rescaled, not removed.")],
+              "before (input)", "after RMSNorm (normalized)", {"γ (scale)": norm.gamma},
+              "Learned γ per feature (no β)", pd.DataFrame({"gamma": norm.gamma}))
 else:
     ls = layer_norm.layer_norm_token_stats(norm)
     stats = pd.DataFrame({"mean before": ls.mean_in, "var before": ls.var_in, "mean after (normalized)": ls.mean_normalized,
                           "var after (normalized)": ls.var_normalized, "mean after γ, β": ls.mean_out,
                           "var after γ, β": ls.var_out},
                          index=idx)
-    c1, c2 = st.columns(2)
-    with c1:
-        show_fig(bar_compare(run.labels, {"mean before": ls.mean_in, "mean after": ls.mean_normalized},
-                             title="Per-token mean: before vs after LN", yaxis="mean"), "ln_means", table=stats,
-                 alt="After normalization every token's mean is 0.")
-    with c2:
-        show_fig(bar_compare(run.labels, {"variance before": ls.var_in, "variance after": ls.var_normalized},
-                             title="Per-token variance: before vs after LN", yaxis="variance (biased)"),
-                 "ln_vars", table=stats, alt="After normalization every token's variance is 1 (up to ε).")
-    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
     gamma, beta = norm.gamma, norm.beta  # (D,)
-    values_and_scale("before LN (input)", "after LN (normalized)", {"γ (scale)": gamma, "β (shift)": beta},
-                     "Learned γ and β per feature", pd.DataFrame({"gamma": gamma, "beta": beta}),
-                     alt="Fresh weights start at γ = 1, β = 0; training moves them.")
+    norm_view(stats, [("ln_means", {"mean before": ls.mean_in, "mean after": ls.mean_normalized},
+                       "Per-token mean: before vs after LN", "mean", "After normalization every token's mean is 0."),
+                      ("ln_vars", {"variance before": ls.var_in, "variance after": ls.var_normalized},
+                       "Per-token variance: before vs after LN", "variance (biased)",
+                       "After normalization every token's variance is 1 (up to ε).")],
+              "before LN (input)", "after LN (normalized)", {"γ (scale)": gamma, "β (shift)": beta},
+              "Learned γ and β per feature", pd.DataFrame({"gamma": gamma, "beta": beta}),
+              "Fresh weights start at γ = 1, β = 0; training moves them.")
 
 st.subheader("The residual stream across layers")
 names, norms = layer_norm.residual_norms(run.trace)
