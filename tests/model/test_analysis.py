@@ -203,11 +203,11 @@ def test_contextual_similarity(tiny):
     ia, ib = contextual.find_word(la, "APPLE"), contextual.find_word(lb, "apple")
     assert (ia, ib) == (2, 1) and contextual.find_word(la, "pear") is None
     res = contextual.contextual_similarity(sa, sb, ia, ib, la, lb, k=2)
-    assert res["cosine"][0] == pytest.approx(1.0)  # same token id -> same embedding row
-    assert res["cosine"][1] < 0.999  # different positions added
-    assert res["cosine"][-1] < 0.999
-    assert len(res["nearest_a"]) == len(names) and len(res["nearest_a"][0]) == 2
-    assert all(not lab.startswith("A2:") for lab, _ in res["nearest_a"][0])  # itself excluded
+    assert res.cosine[0] == pytest.approx(1.0)  # same token id -> same embedding row
+    assert res.cosine[1] < 0.999  # different positions added
+    assert res.cosine[-1] < 0.999
+    assert len(res.nearest_a) == len(names) and len(res.nearest_a[0]) == 2
+    assert all(not lab.startswith("A2:") for lab, _ in res.nearest_a[0])  # itself excluded
 
 
 def test_attention_cost_gpt2_numbers():
