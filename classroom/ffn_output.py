@@ -9,7 +9,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .contextual import cosine
 from .positional import cosine_matrix
 
 
@@ -81,16 +80,6 @@ def last_layer_view(final: np.ndarray) -> dict:
     if x.ndim != 2:
         raise ValueError(f"final must be (T, D); got shape {x.shape}")
     return {"norms": np.linalg.norm(x, axis=-1), "cosine": cosine_matrix(x), "mean": x.mean(axis=0)}
-
-
-def state_change(a: np.ndarray, b: np.ndarray) -> dict:
-    """Per-token change between two runs' hidden states, (T, D) each: cosine(a_t, b_t) (T,) and
-    the L2 norm of b_t − a_t (T,) beside ‖a_t‖ (T,)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"a and b must both be (T, D); got {a.shape} and {b.shape}")
-    return {"cosine": np.array([cosine(x, y) for x, y in zip(a, b)]),
-            "distance": np.linalg.norm(b - a, axis=-1), "norm_a": np.linalg.norm(a, axis=-1)}
 
 
 # --------------------------------------------------------------------------------------------

@@ -274,6 +274,17 @@ def test_one_topk_and_total_variation():
         causal_vs_bidirectional.total_variation(p, q[:3])
 
 
+def test_state_change_per_token():
+    a = np.array([[1.0, 0.0], [3.0, 4.0], [0.0, 0.0]])
+    b = np.array([[0.0, 2.0], [6.0, 8.0], [1.0, 0.0]])
+    c = causal_vs_bidirectional.state_change(a, b)
+    np.testing.assert_allclose(c.cosine, [0.0, 1.0, 0.0])  # orthogonal, same direction, a zero vector
+    np.testing.assert_allclose(c.distance, [math.sqrt(5.0), 5.0, 1.0])
+    np.testing.assert_allclose(c.norm_a, [1.0, 5.0, 0.0])
+    with pytest.raises(ValueError, match=r"\(T, D\)"):
+        causal_vs_bidirectional.state_change(a, b[:2])
+
+
 def test_shipped_checkpoints_one_list():
     from model.checkpoint import CHECKPOINT_DIR, shipped_checkpoints
     dec = shipped_checkpoints()
