@@ -10,7 +10,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .contextual import cosine
 from .positional import cosine_matrix
 
 
@@ -132,24 +131,6 @@ def last_layer_view(final: np.ndarray) -> LastLayerView:
     if x.ndim != 2:
         raise ValueError(f"final must be (T, D); got shape {x.shape}")
     return LastLayerView(norms=np.linalg.norm(x, axis=-1), cosine=cosine_matrix(x), mean=x.mean(axis=0))
-
-
-@dataclass(frozen=True)
-class StateChange:
-    """Per-token change between two runs' hidden states a and b, (T, D) each."""
-    cosine: np.ndarray  # (T,) float64: cosine(a_t, b_t)
-    distance: np.ndarray  # (T,) float64: ‖b_t − a_t‖ (L2)
-    norm_a: np.ndarray  # (T,) float64: ‖a_t‖, the scale to read the distance against
-
-
-def state_change(a: np.ndarray, b: np.ndarray) -> StateChange:
-    """Per-token change between two runs' hidden states, (T, D) each: cosine(a_t, b_t) and the L2
-    norm of b_t − a_t beside ‖a_t‖."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"a and b must both be (T, D); got {a.shape} and {b.shape}")
-    return StateChange(cosine=np.array([cosine(x, y) for x, y in zip(a, b)]),
-                       distance=np.linalg.norm(b - a, axis=-1), norm_a=np.linalg.norm(a, axis=-1))
 
 
 # --------------------------------------------------------------------------------------------

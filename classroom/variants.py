@@ -196,4 +196,4 @@ def shuffle_gaps(models: dict[str, Transformer], ids: Sequence[int], seed: int) 
         raise ValueError("shuffling needs at least 2 tokens; type a longer sentence")
     perm = shuffle_order(len(ids), seed)
     tests = {k: order_test(m, ids, perm, causal=False) for k, m in models.items()}
-    return ShuffleTest(perm=perm, gaps=tuple(ShuffleGap(k, t["weight_gap"], t["output_gap"]) for k, t in tests.items()))
+    return ShuffleTest(perm=perm, gaps=tuple(ShuffleGap(k, t.weight_gap, t.output_gap) for k, t in tests.items()))

@@ -207,11 +207,11 @@ def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSt
     if gamma.shape != x.shape or beta.shape != x.shape:
         raise ValueError(f"γ and β need {x.size} numbers each (one per entry of x)")
     ln = layer_norm(x, gamma, beta, float(eps))
-    var = float(ln["var"])
-    if not (math.isfinite(var) and np.all(np.isfinite(ln["output"]))):
+    var = float(ln.var)
+    if not (math.isfinite(var) and np.all(np.isfinite(ln.output))):
         raise ValueError("the numbers are too large: their variance overflows (use values below about 1e150)")
-    return LayerNormSteps(x=x, mean=float(ln["mean"]), var=var, eps=float(eps), std=math.sqrt(var + eps),
-                          normalized=ln["normalized"], gamma=gamma, beta=beta, output=ln["output"])
+    return LayerNormSteps(x=x, mean=float(ln.mean), var=var, eps=float(eps), std=math.sqrt(var + eps),
+                          normalized=ln.normalized, gamma=gamma, beta=beta, output=ln.output)
 
 
 def pe_table(n_positions: int, d_model: int, start: int = 0) -> np.ndarray:
