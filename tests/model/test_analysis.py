@@ -213,7 +213,7 @@ def test_active_share_last_layer_view_and_state_change():
     np.testing.assert_allclose(last.mean, [0.0, 2 / 3])
     b = x.copy()
     b[1] = [2.0, 0.0]
-    ch = ffn_output.state_change(x, b)
+    ch = causal_vs_bidirectional.state_change(x, b)
     np.testing.assert_allclose(ch.cosine, [1.0, 0.0, 1.0], atol=1e-12)
     np.testing.assert_allclose(ch.distance, [0.0, math.sqrt(8), 0.0])
     np.testing.assert_allclose(ch.norm_a, [5.0, 2.0, 5.0])
