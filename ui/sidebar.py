@@ -8,7 +8,7 @@ import streamlit as st
 from classroom.examples import ATTENTION_EXAMPLES
 from model.config import PRESETS
 
-from . import compute, state, training
+from . import compute, live, state, training
 
 PRESENT_CSS = """
 <style>
@@ -179,6 +179,7 @@ def render() -> None:
                   help="Large text and chart labels for a projector. A link with ?present=true opens in it with "
                        "this sidebar folded (the arrow at the top left opens it); \"Exit presentation mode\" at the "
                        "top of the page leaves it.")
+    live.render()  # the "Live class" section, and the join card / follower's banner above the page
 
 
 def _leave_presentation() -> None:
