@@ -389,6 +389,7 @@ def _set_poll(poll: L.Poll | None) -> None:
 def _open_poll(question: L.PollQuestion) -> None:
     _set_poll(L.Poll(secrets.token_hex(4), question))
     st.session_state["live_poll_box"] = False
+    st.session_state["live_show_card"] = False  # the poll takes the card's place on the projector
 
 
 def _poll_state(new_state: str) -> None:
@@ -423,6 +424,8 @@ CARD_CSS = """
 .st-key-live_code p {font-size: 4.2rem !important; font-weight: 700; letter-spacing: 0.35rem;
   line-height: 1.1 !important; margin: 0 !important;}
 .st-key-live_card [data-testid="stCode"] code {font-size: 1.35rem !important;}
+.st-key-live_card [data-testid="stImage"] img {max-width: 420px !important; margin: auto;}
+.st-key-live_panel [data-testid="stProgress"] p {font-size: 1.15rem !important;}
 .st-key-live_banner p {font-size: 1.05rem;}
 </style>
 """
@@ -501,8 +504,8 @@ def _sidebar(ls: LiveSession | None) -> None:
 def _join_card(ls: LiveSession) -> None:
     link = join_link(ls.code)
     with st.container(border=True, key="live_card"):
-        c1, c2 = st.columns([1, 2], vertical_alignment="center")
-        c1.image(qr_svg(link), width=300, caption="Scan to join")
+        c1, c2 = st.columns([2, 3], gap="large", vertical_alignment="center")
+        c1.image(qr_svg(link), width="stretch", caption="Scan to join")
         with c2:
             st.markdown("Join the class with the code")
             with st.container(key="live_code"):
