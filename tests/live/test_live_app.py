@@ -249,3 +249,38 @@ def test_redis_restart_mid_class_the_lecturer_restores_the_room(redis_server, mo
     stu.run()
     assert stu.session_state["text"] == "after the restart ." and not errors(stu)
     assert stu.session_state["_live"].poll is not None and "Class poll" in texts(stu)
+
+
+def test_private_lecturer_link_resumes_the_seat_and_leaves_the_address_bar(room_store):
+    lec, code = start_class()
+    token = lec.session_state["_live"].token
+    again = app_test()  # the lecturer's reload, or another device
+    again.query_params["room"] = code
+    again.query_params["lecturer"] = token
+    again.run()
+    ls = again.session_state["_live"]
+    assert ls.role == "lecturer" and ls.code == code and not errors(again)
+    assert "lecturer" not in dict(again.query_params) and "room" not in dict(again.query_params)
+    again.sidebar.text_input(key="text").input("from the second device .").run()
+    stu = student(code)
+    assert stu.session_state["text"] == "from the second device ."
+
+
+def test_head_changed_in_the_head_detail_fragment_is_followed(room_store):
+    lec, code = start_class()
+    stu = student(code)
+    lec.session_state["detail"] = True
+    lec.run()
+    lec.selectbox(key="head").set_value(3).run()
+    assert dict(lec.query_params).get("head") == "3"
+    stu.run()
+    assert stu.session_state["head"] == 3 and stu.session_state["detail"] is True and not errors(stu)
+
+
+def test_presentation_mode_stays_the_students_own(room_store):
+    lec, code = start_class()
+    lec.sidebar.toggle(key="present").set_value(True).run()
+    lec.sidebar.text_input(key="text").input("on the projector .").run()
+    stu = student(code)
+    assert stu.session_state["text"] == "on the projector ." and stu.session_state["present"] is False
+    assert "present" not in dict(stu.query_params)
