@@ -39,6 +39,7 @@ from classroom.text import md_escape, token_label
 from . import state
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
+ALONE_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone (polls, the end)
 KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
 LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
 SS = "_live"  # session_state: this session's LiveSession
@@ -470,7 +471,7 @@ def render() -> None:
     else:
         _banner(ls)
         if not ls.ended:
-            _student_watch()
+            (_student_watch if ls.following else _student_watch_alone)()
 
 
 def _sidebar(ls: LiveSession | None) -> None:
@@ -538,6 +539,17 @@ def _banner(ls: LiveSession) -> None:
 def _student_watch() -> None:
     """Every POLL_EVERY s: one read of the room's versions (and a check-in). A full rerun only when
     the lecturer's view changed (following) or the class ended; the poll is drawn here."""
+    _watch()
+
+
+@st.fragment(run_every=ALONE_POLL_EVERY)
+def _student_watch_alone() -> None:
+    """The same for a student exploring alone, less often: only polls, presence and the class's end
+    concern it (each check costs the server ~2 ms of Streamlit's own work, whatever it reads)."""
+    _watch()
+
+
+def _watch() -> None:
     ls = _ls()
     if ls is None or ls.role != "student" or ls.ended:
         return
