@@ -427,6 +427,8 @@ CARD_CSS = """
 .st-key-live_card [data-testid="stCode"] code {font-size: 1.35rem !important;}
 .st-key-live_card [data-testid="stImage"] img {max-width: 420px !important; margin: auto;}
 .st-key-live_panel [data-testid="stProgress"] p {font-size: 1.15rem !important;}
+.st-key-live_panel [data-testid="stProgressBarTrack"], .st-key-live_panel [data-testid="stProgressBarTrack"] div
+  {height: 1.1rem !important; border-radius: 0.3rem;}
 .st-key-live_banner p {font-size: 1.05rem;}
 </style>
 """

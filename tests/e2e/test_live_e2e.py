@@ -116,6 +116,7 @@ def test_live_class_in_real_browsers(server, browser):
         a.locator(".st-key-live_student_poll label").filter(has_text="bird").first.click()
         a.get_by_text("Your answer is in").wait_for(timeout=15_000)
         lec.get_by_text("1 answer ·").wait_for(timeout=15_000)
+        lec.wait_for_timeout(1000)  # the bar's fill animates once
         screenshot(lec, "live_lecturer_poll_1280x720")
         lec.get_by_role("button", name="Reveal").click()
         wait_idle(lec)
