@@ -429,7 +429,6 @@ CARD_CSS = """
 .st-key-live_panel [data-testid="stProgress"] p {font-size: 1.15rem !important;}
 .st-key-live_panel [data-testid="stProgressBarTrack"], .st-key-live_panel [data-testid="stProgressBarTrack"] div
   {height: 1.1rem !important; border-radius: 0.3rem;}
-.st-key-live_banner p {font-size: 1.05rem;}
 </style>
 """
 
@@ -465,8 +464,8 @@ def render() -> None:
         getattr(st, kind)(text, icon=":material/groups:")
     if ls is None:
         return
-    st.html(CARD_CSS)  # static CSS only
     if ls.role == "lecturer":
+        st.html(CARD_CSS)  # static CSS only
         if st.session_state.get("live_show_card", True):
             _join_card(ls)
         _lecturer_panel()

@@ -284,3 +284,23 @@ def test_presentation_mode_stays_the_students_own(room_store):
     stu = student(code)
     assert stu.session_state["text"] == "on the projector ." and stu.session_state["present"] is False
     assert "present" not in dict(stu.query_params)
+
+
+def test_following_costs_one_trace_per_change(room_store, monkeypatch):
+    """However many students follow, a new sentence is traced once (the shared trace cache)."""
+    import ui.compute as compute
+    calls = []
+    real = compute._run
+
+    def counting(source, text, causal, max_len):
+        calls.append(text)
+        return real(source, text, causal, max_len)
+
+    monkeypatch.setattr(compute, "_run", counting)
+    lec, code = start_class()
+    students = [student(code) for _ in range(4)]
+    lec.sidebar.text_input(key="text").input("one trace for the whole class .").run()
+    for s in students:
+        s.run()
+        assert s.session_state["text"] == "one trace for the whole class ."
+    assert calls.count("one trace for the whole class .") == 1
