@@ -674,8 +674,9 @@ def _poll_results(ls: LiveSession, poll: L.Poll, answers: list) -> None:
                       icon=":material/visibility:", type="primary")
         st.button("Remove the poll", key="live_poll_remove", on_click=_set_poll, args=(None,),
                   icon=":material/delete:")
-        st.download_button("Results (CSV)", data=lambda: L.poll_csv(poll, answers), file_name=f"poll-{ls.code}-{poll.id}.csv",
-                           mime="text/csv", key="live_poll_csv", on_click="ignore", icon=":material/download:")
+        st.download_button("Results (CSV)", data=lambda: L.poll_csv(poll, answers), mime="text/csv",
+                           file_name=f"poll-{ls.code}-{poll.id}.csv", key="live_poll_csv", on_click="ignore",
+                           icon=":material/download:")
 
 
 def _num(label: str):
@@ -711,7 +712,9 @@ def _poll_builder(ls: LiveSession) -> None:
         for n, step in enumerate(build_lesson(run.trace, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
                                               head=lh, query=lq), 1):
             for q in step.questions:
-                questions.append((f"Lesson step {n}: {q.source}", L.from_lesson(q, f"step {n}, {step.title}")))
+                short = L.poll._plain(q.prompt)
+                short = short if len(short) <= 90 else short[:89] + "…"
+                questions.append((f"Lesson step {n}: {short}", L.from_lesson(q, f"step {n}, {step.title}")))
         i = st.selectbox("Question", range(len(questions)), key="live_q_pick",
                          format_func=lambda i: questions[i][0])
         pq = questions[i][1]
@@ -720,7 +723,8 @@ def _poll_builder(ls: LiveSession) -> None:
                                  format_func=lambda j: token_label(j, run.labels[j], sep=": "))
             try:
                 pq = L.attention_question(run.trace.layers[layer].attn.weights[0, head], run.labels, layer=layer,
-                                          head=head, query=int(query), allowed=_allowed_2d(layer_allowed(run, layer), head))
+                                          head=head, query=int(query),
+                                          allowed=_allowed_2d(layer_allowed(run, layer), head))
             except ValueError as exc:
                 st.caption(str(exc))
                 return
