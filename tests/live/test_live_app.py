@@ -305,3 +305,29 @@ def test_following_costs_one_trace_per_change(room_store, monkeypatch):
         s.run()
         assert s.session_state["text"] == text
     assert calls.count(text) == 1
+
+
+def test_a_lesson_question_as_a_class_poll(room_store):
+    from classroom.lesson import build_lesson
+    lec, code = start_class()
+    lec.session_state["live_poll_box"] = True
+    lec.run()
+    pick = lec.sidebar.selectbox(key="live_q_pick")
+    i = next(k for k, lab in enumerate(pick.options) if lab.startswith("Lesson step 3"))  # the shown labels
+    pick.set_value(i).run()
+    lec.button(key="live_poll_open").click().run()
+    poll = lec.session_state["_live"].poll
+    assert poll.question.source.startswith("lesson: step 3") and not errors(lec)
+    # the answer is the lesson's, computed from the same trace
+    import torch
+    from model.checkpoint import load_checkpoint
+    from tests.helpers import ROOT
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    enc = tok.encode(lec.session_state["text"])
+    tr = model.trace(torch.tensor([enc.ids]), causal=True).numpy()
+    steps = build_lesson(tr, enc.labels, n_heads=model.cfg.n_heads, causal=True, norm=model.cfg.norm)
+    assert poll.question.prompt in [q.prompt for q in steps[2].questions]
+    lq = next(q for q in steps[2].questions if q.prompt == poll.question.prompt)
+    assert poll.question.check(lq.answer)
+    stu = student(code)
+    assert "Class poll" in texts(stu)
