@@ -36,6 +36,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.server import Server  # noqa: E402
 from benchmarks.stclient import StClient  # noqa: E402
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 CODE_RE = re.compile(r"Room \*\*([A-Z0-9]{4,6})\*\*")
 POLL_EVERY = 1.0  # what ui/live.POLL_EVERY registers (the client follows the server's auto_rerun interval)
@@ -77,27 +78,58 @@ class Student:
             self.seen[s] = time.perf_counter()
 
 
+class PushbackWS:
+    """The client's WebSocket with one message put back: a run the server started by itself (a
+    pushed fragment rerun, ui/live._Nudger) is read by StClient.receive from its first message on."""
+
+    def __init__(self, ws):
+        self.ws, self.back = ws, []
+
+    async def recv(self):
+        return self.back.pop() if self.back else await self.ws.recv()
+
+    def __getattr__(self, name):
+        return getattr(self.ws, name)
+
+
 async def follow_loop(st: Student, stop: asyncio.Event) -> None:
-    """The browser's fragment timer: a fragment rerun every interval (sequential, like the timer)."""
-    nxt = time.perf_counter()
+    """What the browser does: each fragment's timer (the interval the server registered) asks for
+    a fragment rerun; in between, runs the server starts by itself (pushed) are read as they come."""
+    c = st.c
+    if not isinstance(c.ws, PushbackWS):
+        c.ws = PushbackWS(c.ws)
+    due: dict[str, float] = {}
     while not stop.is_set():
-        nxt += POLL_EVERY
-        for fid, interval in list(st.c.auto_reruns.items()):
-            try:
-                r = await st.c.rerun(fid, auto=True)
-                st.ticks += 1
-                st.note(r)
-            except Exception as exc:  # noqa: BLE001
-                st.errors.append(f"{type(exc).__name__}: {exc}")
-                return
-        delay = nxt - time.perf_counter()
-        if delay > 0:
-            try:
-                await asyncio.wait_for(stop.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
-        else:
-            nxt = time.perf_counter()
+        now = time.perf_counter()
+        for fid, interval in c.auto_reruns.items():
+            due.setdefault(fid, now + interval)
+        for fid in [f for f in due if f not in c.auto_reruns]:
+            del due[fid]
+        wait = max(0.0, min(due.values(), default=now + POLL_EVERY) - now)
+        try:
+            raw = await asyncio.wait_for(c.ws.recv(), min(wait, 0.5))
+        except asyncio.TimeoutError:
+            raw = None
+        except Exception as exc:  # noqa: BLE001
+            st.errors.append(f"{type(exc).__name__}: {exc}")
+            return
+        try:
+            if raw is not None:
+                fm = ForwardMsg()
+                fm.ParseFromString(raw)
+                if fm.WhichOneof("type") == "new_session":  # a run the server started (pushed)
+                    c.ws.back.append(raw)
+                    st.note(await c.receive())
+                continue  # anything else between runs: nothing to read
+            now = time.perf_counter()
+            for fid in [f for f, t in due.items() if t <= now]:
+                due[fid] = now + c.auto_reruns.get(fid, POLL_EVERY)
+                if fid in c.auto_reruns:
+                    st.note(await c.rerun(fid, auto=True))
+                    st.ticks += 1
+        except Exception as exc:  # noqa: BLE001
+            st.errors.append(f"{type(exc).__name__}: {exc}")
+            return
 
 
 async def lecturer_loop(c: StClient, stop: asyncio.Event, lock: asyncio.Lock) -> None:

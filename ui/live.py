@@ -39,7 +39,8 @@ from classroom.text import md_escape, token_label
 from . import state
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
-ALONE_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone (polls, the end)
+SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone, or of a pushed follower
+NUDGE_EVERY = 0.2  # seconds between a server process's reads of the rooms its followers follow
 KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
 LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
 SS = "_live"  # session_state: this session's LiveSession
@@ -472,7 +473,7 @@ def render() -> None:
     else:
         _banner(ls)
         if not ls.ended:
-            (_student_watch if ls.following else _student_watch_alone)()
+            (_student_watch if ls.following and not push_available() else _student_watch_slow)()
 
 
 def _sidebar(ls: LiveSession | None) -> None:
@@ -543,10 +544,11 @@ def _student_watch() -> None:
     _watch()
 
 
-@st.fragment(run_every=ALONE_POLL_EVERY)
-def _student_watch_alone() -> None:
-    """The same for a student exploring alone, less often: only polls, presence and the class's end
-    concern it (each check costs the server ~2 ms of Streamlit's own work, whatever it reads)."""
+@st.fragment(run_every=SLOW_POLL_EVERY)
+def _student_watch_slow() -> None:
+    """The same, less often: for a student exploring alone (only polls, presence and the class's
+    end concern it), and for a follower when this server pushes changes (_Nudger). Each check costs
+    the server ~2 ms of Streamlit's own work, whatever it reads."""
     _watch()
 
 
@@ -556,6 +558,8 @@ def _watch() -> None:
         return
     try:
         rs = store().state(ls.code, seen=_sid())
+        if push_available():
+            NUDGER.watch(ls)
     except L.StoreUnavailable as exc:
         ls.unavailable = str(exc)
         st.warning(_unavailable(exc), icon=":material/cloud_off:")
@@ -737,6 +741,147 @@ def _allowed_2d(allowed, head: int):
     import numpy as np
     a = np.asarray(allowed, dtype=bool)
     return a[head] if a.ndim == 3 else a
+
+
+# ------------------------------------------------------------------------------ server push
+
+@dataclass
+class _Follower:
+    code: str
+    fragment_id: str  # the student's watch fragment
+    following: bool
+    view_key: tuple | None  # what the session has applied / drawn
+    poll_key: tuple | None
+    seen: float  # when the session last registered (its watch fragment ran)
+    nudged: tuple | None = None  # the room state it was last nudged for
+
+
+class _Nudger:
+    """Server push for the followers in this process, beside their polling fragment.
+
+    One daemon thread per server process reads, every NUDGE_EVERY s, the state of each room that a
+    session of this process follows (one store read per room, however many students), and asks
+    each session that is behind (the lecturer's view or the poll changed, or the class ended) to
+    rerun its watch fragment now. That rerun is Streamlit's own server-side rerun: the session's
+    AppSession.request_rerun with its last client state (what runner.runOnSave does on a file
+    change), narrowed to the watch fragment; the fragment then does what it does when its timer
+    fires (st.rerun() to apply a new view, draw the poll). With push, a follower's timer fires every
+    SLOW_POLL_EVERY s instead of POLL_EVERY (presence, and a safety net), so an idle class costs a
+    third of the server time and a change reaches students without waiting for a timer.
+
+    It uses Streamlit internals (the runtime's session manager, AppSession's saved client state
+    and event loop). push_available() checks them once; when they are missing (another Streamlit
+    version, AppTest), followers poll every POLL_EVERY s as before and nothing else changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._followers: dict[str, _Follower] = {}  # session id -> follower
+        self._thread: threading.Thread | None = None
+
+    def watch(self, ls: LiveSession) -> None:
+        """Called by the watch fragment (every run): register or refresh this session."""
+        try:
+            from streamlit.runtime.scriptrunner import get_script_run_ctx
+            from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
+            sid, fid = get_script_run_ctx().session_id, ThreadState.get().fragment_id
+        except Exception:  # noqa: BLE001  internals missing: polling alone
+            return
+        if not fid:
+            return
+        with self._lock:
+            f = self._followers.get(sid)
+            self._followers[sid] = _Follower(ls.code, fid, ls.following, ls.applied, ls.poll_key, time.time(),
+                                             f.nudged if f is not None and f.code == ls.code else None)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="live-class-nudger", daemon=True)
+                self._thread.start()
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._followers.pop(session_id, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(NUDGE_EVERY)
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001  never let the thread die; the fragments still poll
+                pass
+
+    def tick(self) -> int:
+        """One round: returns how many sessions were nudged."""
+        now = time.time()
+        with self._lock:
+            # a session that has not registered for 3 check periods is gone (closed tab, left)
+            for sid in [sid for sid, f in self._followers.items() if now - f.seen > 3 * SLOW_POLL_EVERY + 5]:
+                del self._followers[sid]
+            by_room: dict[str, list[tuple[str, _Follower]]] = {}
+            for sid, f in self._followers.items():
+                by_room.setdefault(f.code, []).append((sid, f))
+        n = 0
+        for code, followers in by_room.items():
+            try:
+                rs = store().state(code)
+            except L.StoreUnavailable:
+                continue
+            if rs is None:
+                continue
+            mark = (rs.status, rs.view_key, rs.poll_key)
+            for sid, f in followers:
+                behind = rs.status == "ended" or rs.poll_key != f.poll_key or \
+                    (f.following and rs.view_key != f.view_key)
+                if behind and f.nudged != mark:
+                    f.nudged = mark
+                    if _rerun_fragment(sid, f.fragment_id):
+                        n += 1
+                    else:
+                        self.forget(sid)
+        return n
+
+
+def _rerun_fragment(session_id: str, fragment_id: str) -> bool:
+    """Ask session `session_id` (of this process) to rerun fragment `fragment_id` now, with its last
+    client state. False when the session is gone or Streamlit's internals are not there."""
+    try:
+        from streamlit.proto.ClientState_pb2 import ClientState
+        from streamlit.runtime import get_instance
+        info = get_instance()._session_mgr.get_active_session_info(session_id)
+        if info is None:
+            return False
+        session = info.session
+        cs = ClientState()
+        cs.CopyFrom(session._client_state)
+        cs.fragment_id = fragment_id
+        cs.is_auto_rerun = True
+        session._event_loop.call_soon_threadsafe(session.request_rerun, cs)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+NUDGER = _Nudger()
+_push_ok: list[bool] = []
+
+
+def push_available() -> bool:
+    """Whether this process can push changes to its followers (see _Nudger); checked once. Off with
+    ATTN_LAB_LIVE_PUSH=0."""
+    if not _push_ok:
+        ok = os.environ.get("ATTN_LAB_LIVE_PUSH", "1") != "0"
+        if ok:
+            try:
+                from streamlit.proto.ClientState_pb2 import ClientState  # noqa: F401
+                from streamlit.runtime import exists, get_instance
+                from streamlit.runtime.app_session import AppSession
+                from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState  # noqa: F401
+                mgr = get_instance()._session_mgr if exists() else None
+                ok = (mgr is not None and hasattr(mgr, "get_active_session_info")
+                      and callable(getattr(AppSession, "request_rerun", None))
+                      and type(mgr).__name__ == "WebsocketSessionManager")
+            except Exception:  # noqa: BLE001
+                ok = False
+        _push_ok.append(ok)
+    return _push_ok[0]
 
 
 # state.sync_url calls this after every sync (registered once, also if this module is reloaded)
