@@ -558,8 +558,6 @@ def _watch() -> None:
         return
     try:
         rs = store().state(ls.code, seen=_sid())
-        if push_available():
-            NUDGER.watch(ls)
     except L.StoreUnavailable as exc:
         ls.unavailable = str(exc)
         st.warning(_unavailable(exc), icon=":material/cloud_off:")
@@ -582,6 +580,8 @@ def _watch() -> None:
             ls.poll, ls.poll_key = store().poll(ls.code), rs.poll_key
         except L.StoreUnavailable:
             return
+    if push_available():
+        NUDGER.watch(ls)  # what this session has drawn: the nudger compares the room with it
     if ls.poll is not None:
         _student_poll(ls.poll)
 
@@ -832,31 +832,45 @@ class _Nudger:
                     (f.following and rs.view_key != f.view_key)
                 if behind and f.nudged != mark:
                     f.nudged = mark
-                    if _rerun_fragment(sid, f.fragment_id):
-                        n += 1
+                    if _rerun_fragment(sid, f.fragment_id, skipped=lambda f=f: setattr(f, "nudged", None)) is None:
+                        self.forget(sid)  # gone
                     else:
-                        self.forget(sid)
+                        n += 1
         return n
 
 
-def _rerun_fragment(session_id: str, fragment_id: str) -> bool:
-    """Ask session `session_id` (of this process) to rerun fragment `fragment_id` now, with its last
-    client state. False when the session is gone or Streamlit's internals are not there."""
+def _rerun_fragment(session_id: str, fragment_id: str, skipped=None) -> bool | None:
+    """Ask session `session_id` (of this process) to rerun fragment `fragment_id` now, with the
+    client state its last run ended with (URL, page). On the session's event loop, and only if no
+    run is in progress then (a run in progress ends up to date by itself, or calls `skipped` so
+    that the next tick asks again). True: asked; None: the session is gone or Streamlit's internals
+    are not there."""
     try:
         from streamlit.proto.ClientState_pb2 import ClientState
         from streamlit.runtime import get_instance
         info = get_instance()._session_mgr.get_active_session_info(session_id)
         if info is None:
-            return False
+            return None
         session = info.session
-        cs = ClientState()
-        cs.CopyFrom(session._client_state)
-        cs.fragment_id = fragment_id
-        cs.is_auto_rerun = True
-        session._event_loop.call_soon_threadsafe(session.request_rerun, cs)
+
+        def fire() -> None:
+            try:
+                if session._scriptrunner is not None or not session._client_state.page_script_hash:
+                    if skipped is not None:
+                        skipped()
+                    return
+                cs = ClientState()
+                cs.CopyFrom(session._client_state)
+                cs.fragment_id = fragment_id
+                cs.is_auto_rerun = True
+                session.request_rerun(cs)
+            except Exception:  # noqa: BLE001  the session closed meanwhile
+                pass
+
+        session._event_loop.call_soon_threadsafe(fire)
         return True
     except Exception:  # noqa: BLE001
-        return False
+        return None
 
 
 NUDGER = _Nudger()
