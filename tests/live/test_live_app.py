@@ -331,3 +331,41 @@ def test_a_lesson_question_as_a_class_poll(room_store):
     assert poll.question.check(lq.answer)
     stu = student(code)
     assert "Class poll" in texts(stu)
+
+
+def test_the_nudger_asks_only_sessions_that_are_behind(monkeypatch):
+    """ui/live._Nudger (server push): one round reads each followed room once and asks exactly the
+    sessions whose view or poll is behind, once per change; a session that is gone is forgotten."""
+    import time as _time
+
+    from classroom.live import Poll, PollQuestion, View
+    import ui.live as live
+    monkeypatch.setenv("ROOM_STORE", "")
+    s = live.store()
+    code, h = "NDGRS", token_hash("t")
+    s.create(code, h)
+    s.publish(code, h, View.of("", {"text": "a"}))
+    rs = s.state(code)
+    asked = []
+
+    def fake(sid, fid, skipped=None):
+        if sid == "gone":
+            return None
+        asked.append((sid, fid))
+        return True
+
+    monkeypatch.setattr(live, "_rerun_fragment", fake)
+    n = live._Nudger()
+    now = _time.time()
+    F = live._Follower
+    n._followers = {"up": F(code, "f1", True, rs.view_key, rs.poll_key, now),
+                    "behind": F(code, "f2", True, ("old", 0), rs.poll_key, now),
+                    "alone": F(code, "f3", False, ("old", 0), rs.poll_key, now),  # exploring: no view nudges
+                    "gone": F(code, "f4", True, ("old", 0), rs.poll_key, now),
+                    "stale": F(code, "f5", True, ("old", 0), rs.poll_key, now - 60)}
+    assert n.tick() == 1 and asked == [("behind", "f2")]
+    assert set(n._followers) == {"up", "behind", "alone"}
+    assert n.tick() == 0  # asked once per change
+    s.set_poll(code, h, Poll("p", PollQuestion(prompt="?", kind="choice", answer="a", options=("a", "b"))))
+    asked.clear()
+    assert n.tick() == 3 and {a for a, _ in asked} == {"up", "behind", "alone"}  # a new poll: everyone
