@@ -13,7 +13,9 @@ reloads every bound value from the URL; the page switches with st.switch_page). 
 address bar shows the page and values it follows, and a reload keeps them. A fragment that reruns
 every POLL_EVERY seconds reads the room's versions (one dictionary read, or one Redis call) and
 calls st.rerun() only when the lecturer's view changed; 100 students cost one trace per change
-(the trace cache is shared, ui/compute.py). A student who changes a control (or presses "Explore on
+(the trace cache is shared, ui/compute.py). Where Streamlit's internals allow it, the server also
+pushes: one thread per process reads the followed rooms and reruns the watch fragment of the
+students who are behind (_Nudger), and the fragment's own timer slows to SLOW_POLL_EVERY. A student who changes a control (or presses "Explore on
 my own") explores alone: the lecturer's changes no longer touch the student's controls or URL
 (the URL then holds alone=true, so a reload keeps exploring); "Back to the lecturer" applies the
 lecturer's current view.
