@@ -13,9 +13,9 @@ reloads every bound value from the URL; the page switches with st.switch_page). 
 address bar shows the page and values it follows, and a reload keeps them. A fragment that reruns
 every POLL_EVERY seconds reads the room's versions (one dictionary read, or one Redis call) and
 calls st.rerun() only when the lecturer's view changed; 100 students cost one trace per change
-(the trace cache is shared, ui/compute.py). Where Streamlit's internals allow it, the server also
-pushes: one thread per process reads the followed rooms and reruns the watch fragment of the
-students who are behind (_Nudger), and the fragment's own timer slows to SLOW_POLL_EVERY. A student who changes a control (or presses "Explore on
+(the trace cache is shared, ui/compute.py). Opt-in (ATTN_LAB_LIVE_PUSH=1, see push_available), the
+server also pushes: one thread per process reads the followed rooms and reruns the watch fragment
+of the students who are behind (_Nudger), and the fragment's own timer slows to SLOW_POLL_EVERY. A student who changes a control (or presses "Explore on
 my own") explores alone: the lecturer's changes no longer touch the student's controls or URL
 (the URL then holds alone=true, so a reload keeps exploring); "Back to the lecturer" applies the
 lecturer's current view.
@@ -880,10 +880,15 @@ _push_ok: list[bool] = []
 
 
 def push_available() -> bool:
-    """Whether this process can push changes to its followers (see _Nudger); checked once. Off with
-    ATTN_LAB_LIVE_PUSH=0."""
+    """Whether this process pushes changes to its followers (see _Nudger); checked once. Opt-in
+    (ATTN_LAB_LIVE_PUSH=1): measured with 100 protocol-level students on this 2-core machine
+    (benchmarks/bench_live.py, load average 15-20), push cut an idle class's server time to a third
+    (5-11 % of a core instead of 20-26 %) but did not bring a change to the last students sooner
+    (100 page runs started together share the GIL and all finish late: p90 11.6 s against 5.8 s
+    for polling in the same conditions), and a few students of the heaviest runs (SmolLM2, 2
+    replicas) were not caught up within 30 s. Polling stays the default until that is understood."""
     if not _push_ok:
-        ok = os.environ.get("ATTN_LAB_LIVE_PUSH", "1") != "0"
+        ok = os.environ.get("ATTN_LAB_LIVE_PUSH", "0") == "1"
         if ok:
             try:
                 from streamlit.proto.ClientState_pb2 import ClientState  # noqa: F401
