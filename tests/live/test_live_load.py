@@ -11,7 +11,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_small_class_follows_every_sentence():
-    rows = bench_live.run(quick=True, students=5, rounds=2, idle_s=2)
+    # in a thread of its own: the browser tier's sync Playwright keeps an event loop running in the
+    # main thread when the whole suite runs in one pytest process (asyncio.run would refuse)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as ex:
+        rows = ex.submit(bench_live.run, quick=True, students=5, rounds=2, idle_s=2).result()
     assert len(rows) == 5
     by_metric = {r["metric"]: r for r in rows}
     assert by_metric["the same, max (s)"]["target"].startswith("(reported; 0 missed, 0 errors)")
