@@ -6,7 +6,7 @@ import streamlit as st
 from classroom.examples import ATTENTION_EXAMPLES
 from model.config import PRESETS
 
-from . import models, session_models, state, train
+from . import live, models, session_models, state, train
 
 PRESENT_CSS = """
 <style>
@@ -177,6 +177,7 @@ def render() -> None:
                   help="Large text and chart labels for a projector. A link with ?present=true opens in it with "
                        "this sidebar folded (the arrow at the top left opens it); \"Exit presentation mode\" at the "
                        "top of the page leaves it.")
+    live.render()  # the "Live class" section, and the join card / follower's banner above the page
 
 
 def _leave_presentation() -> None:
