@@ -160,6 +160,17 @@ def ordinary_ids(tok) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
+def word_ids(tok) -> np.ndarray:
+    """Ordinary ids whose readable spelling (classroom.embeddings.display_vocab) has two or more
+    letters or digits and is neither a WordPiece continuation ("##ing") nor a byte ("<0xE2>"): the candidates a head's QK and
+    OV tables are searched over (BERT's first thousand ordinary ids are single characters, a
+    byte-level BPE's first few hundred single bytes)."""
+    from .embeddings import display_vocab
+    shown = display_vocab(tok)
+    return np.asarray([i for i in ordinary_ids(tok) if not shown[i].startswith(("##", "<0x"))
+                       and sum(ch.isalnum() for ch in shown[i]) >= 2], dtype=np.int64)
+
+
 def repeated_tokens(vocab_size: int, n_tokens: int = 50, seed: int = 0, *, bos_id: int | None = None,
                     pool: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """The induction test's input (2n + 1,): BOS, then n tokens drawn uniformly with replacement
@@ -245,6 +256,13 @@ class InductionTest:
         the first copy. Its first token (after r_n) cannot, and is left out as in the first copy."""
         return None if self.loss is None else float(self.loss[self.n + 1:].mean())
 
+    @property
+    def uniform(self) -> float:
+        """The induction score of a head spreading its weight evenly over the keys it may see: the
+        mean over second-copy queries i of 1 / (i + 1) (causal), or 1 / (2n + 1) (bidirectional)."""
+        i = np.arange(self.n + 1, 2 * self.n + 1)
+        return float(np.mean(1.0 / (i + 1))) if self.causal else 1.0 / (2 * self.n + 1)
+
     def top(self, k: int = 5, score: str = "induction") -> list[tuple[int, int, float]]:
         """The k heads with the highest `score` ("induction", "prefix_matching", "previous_token"),
         best first, as (layer, head, score)."""
@@ -252,6 +270,16 @@ class InductionTest:
         H = s.shape[1]
         order = np.argsort(-s, axis=None, kind="stable")[:k]
         return [(int(i // H), int(i % H), float(s.flat[i])) for i in order]
+
+
+def control_heads(test: InductionTest, k: int, seed: int = 0) -> tuple[tuple[int, int], ...]:
+    """k heads drawn at random (Generator(seed)) from those outside the test's top k induction
+    heads: the control for switching the top k off (the same number of heads, chosen blindly)."""
+    L, H = test.induction.shape
+    top = {(l, h) for l, h, _ in test.top(k)}
+    rest = [(l, h) for l in range(L) for h in range(H) if (l, h) not in top]
+    pick = np.random.default_rng(seed).choice(len(rest), size=min(k, len(rest)), replace=False) if rest else []
+    return tuple(sorted(rest[int(i)] for i in pick))
 
 
 def default_bos(tok) -> int | None:
@@ -511,7 +539,8 @@ class HeadCircuit:
     qk_pairs: np.ndarray  # (P, 2) int (query id, key id), the highest QK scores among candidates, best first
     qk_scores: np.ndarray  # (P,) their scores (x_a W_QK x_bᵀ + bias terms, times the model's scale)
     text_qk: np.ndarray  # (T, T) the score between the text's tokens as tokens (positions and context ignored)
-    ov_pairs: np.ndarray  # (P, 2) int (attended id, raised id), the largest direct logit increases
+    ov_pairs: np.ndarray  # (P, 2) int (attended id, raised id): the P attended candidates whose top rise is
+    #                      largest, each with the token it raises most (one row per attended token)
     ov_logits: np.ndarray  # (P,) those increases (x_b W_OV through the final norm's scale and the unembedding)
     text_ov_ids: np.ndarray  # (T, k) int, for each token of the text: the tokens whose logits rise most if attended
     text_ov_logits: np.ndarray  # (T, k) those increases
@@ -613,10 +642,11 @@ def head_circuit(model, layer: int, head: int, text_ids: Sequence[int] = (), *, 
         best_i.append(i)
         copies += int((i[:, :10] == ci[a:a + chunk, None]).any(-1).sum())
     bv, bi = torch.cat(best_v), torch.cat(best_i)  # (N, tk)
-    flat = torch.topk(bv.reshape(-1), min(top, bv.numel()))
-    rows_, cols_ = (flat.indices // tk).numpy(), (flat.indices % tk).numpy()
-    ov_logits = flat.values.numpy().astype(np.float64)
-    ov_pairs = np.stack([cand[rows_], bi.numpy()[rows_, cols_]], 1)
+    # one row per attended token (its largest rise): a few tokens with large outputs would fill the table
+    best = torch.topk(bv[:, 0], min(top, N))
+    rows_ = best.indices.numpy()
+    ov_pairs = np.stack([cand[rows_], bi.numpy()[rows_, 0]], 1)
+    ov_logits = best.values.numpy().astype(np.float64)
     text_ov_ids = bi[torch.from_numpy(ti)][:, :kk].numpy() if len(ti) else np.zeros((0, kk), dtype=np.int64)
     text_ov_logits = bv[torch.from_numpy(ti)][:, :kk].numpy() if len(ti) else np.zeros((0, kk))
     g = hw["kv_head"]
