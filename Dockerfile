@@ -2,7 +2,7 @@
 #   docker build -t attention-lab .
 #   docker run --rm -p 8501:8501 attention-lab        # then open http://localhost:8501
 # For a class bigger than one process serves, run several containers (or deploy/replicas.py)
-# behind nginx with sticky sessions; see README, "Deploying for a class".
+# behind nginx with sticky sessions; see docs/deployment.md.
 FROM python:3.11-slim
 
 # ATTN_LAB_TORCH_THREADS: torch threads per process, measured by benchmarks/threads.py and applied

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast fuzz bench chromium nginx system-deps train clean-venv
+.PHONY: run test test-fast fuzz bench screenshots chromium nginx system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ fuzz: $(STAMP)
 
 bench: $(STAMP) chromium
 	$(PY) -m benchmarks.run_all
+
+# The README's pictures (docs/img/*.png), taken from the running app in Chromium: docs/screenshots.py.
+screenshots: $(STAMP) chromium
+	$(PY) docs/screenshots.py
 
 train: $(STAMP)
 	for p in causal-lm causal-lm-learned masked-lm; do $(PY) -m training.train --preset $$p || exit 1; done

@@ -109,7 +109,7 @@ def run(repeats: int = 100) -> list[dict]:
 
 
 def report_rows(quick: bool = False) -> list[dict]:
-    """Adapter for benchmarks/run_all.py: the rows of `run()` in the README table's shape
+    """Adapter for benchmarks/run_all.py: the rows of `run()` in the benchmark table's shape (docs/benchmarks.md)
     (benchmark, metric, app, bare, ratio, target). Here the baseline ("bare") column is the
     untraced forward pass of the same model, not the bare Streamlit app."""
     out = []

@@ -1,6 +1,6 @@
 """Pretrained-model benchmark (issue 17): all-MiniLM-L6-v2 traced by our engine vs transformers.
 
-    .venv/bin/python benchmarks/bench_pretrained.py [--quick]   # prints the README-style table
+    .venv/bin/python benchmarks/bench_pretrained.py [--quick]   # prints a table like docs/benchmarks.md's
     from benchmarks.bench_pretrained import run; rows = run()   # for benchmarks/run_all.py
 
 Rows (benchmark, metric, app, bare, ratio, target, ok):

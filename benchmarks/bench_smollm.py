@@ -1,6 +1,6 @@
 """SmolLM2-135M benchmark (issue 18): our engine vs transformers on the same GGUF, and the KV cache.
 
-    .venv/bin/python benchmarks/bench_smollm.py [--quick]   # prints the README-style table
+    .venv/bin/python benchmarks/bench_smollm.py [--quick]   # prints a table like docs/benchmarks.md's
     from benchmarks.bench_smollm import run; rows = run()   # for benchmarks/run_all.py
 
 Rows (benchmark, metric, app, bare, ratio, target, ok):

@@ -1,4 +1,4 @@
-"""Formatting for the README table: machine info and rows of (benchmark, metric, app, bare, ratio, target)."""
+"""Formatting for the benchmark table (docs/benchmarks.md): machine info and rows of (benchmark, metric, app, bare, ratio, target)."""
 from __future__ import annotations
 
 import math
@@ -45,7 +45,7 @@ def _fmt(x) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    """The README table. `bare` is the baseline: the bare Streamlit app unless the row says otherwise.
+    """The benchmark table (docs/benchmarks.md). `bare` is the baseline: the bare Streamlit app unless the row says otherwise.
     A row with `ok` False gets a cross after its target (a budget missed, or a benchmark that failed)."""
     out = ["| benchmark | metric | Attention Lab | baseline | ratio | target |",
            "|---|---|---:|---:|---:|---|"]

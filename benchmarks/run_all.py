@@ -1,9 +1,9 @@
-"""Every benchmark in one command; prints machine info and the README table.
+"""Every benchmark in one command; prints machine info and the benchmark table (docs/benchmarks.md).
 
     python -m benchmarks.run_all                  # full runs (make bench); ~15-25 min on 2 cores
     python -m benchmarks.run_all --quick          # small versions of everything (a smoke test)
     python -m benchmarks.run_all --only ws_load,soak
-    python -m benchmarks.run_all --write-readme   # also replace the table in README.md
+    python -m benchmarks.run_all --write-docs     # also replace the table in docs/benchmarks.md
 
 What runs: every `benchmarks/bench_*.py` (found at run time, so a new benchmark is picked up
 without touching this file), then the torch thread sweep, the WebSocket load, the browser load and
@@ -13,8 +13,7 @@ bench_engine.py offers `report_rows(quick)` (preferred when present) and bench_t
 below. A module that fails is reported in the table as an error row and makes the exit code 1;
 the others still run.
 
-`--write-readme` replaces what lies between `<!-- bench:start -->` and `<!-- bench:end -->` in
-README.md with the machine info and the table.
+`--write-docs` replaces what lies between `<!-- bench:start -->` and `<!-- bench:end -->` in docs/benchmarks.md with the machine info and the table.
 """
 from __future__ import annotations
 
@@ -115,11 +114,15 @@ def block(info: str, tbl: str, quick: bool) -> str:
             f"{tbl}\n{END}")
 
 
-def write_readme(text: str, path: Path = ROOT / "README.md") -> None:
+DOC = ROOT / "docs" / "benchmarks.md"  # where the table lives (the README links to it)
+
+
+def write_docs(text: str, path: Path = DOC) -> None:
+    """Replace the table block of `path` (between START and END, markers included) with `text`."""
     s = path.read_text()
     i, j = s.find(START), s.find(END)
     if i < 0 or j < i:
-        raise SystemExit(f"{path} has no {START} ... {END} block under '## Benchmarks'")
+        raise SystemExit(f"{path} has no {START} ... {END} block under '## The full run'")
     path.write_text(s[:i] + text + s[j + len(END):])
 
 
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small versions of every benchmark (smoke test)")
     ap.add_argument("--only", default="", help="comma-separated module names (e.g. bench_engine,ws_load)")
     ap.add_argument("--skip", default="", help="comma-separated module names to leave out")
-    ap.add_argument("--write-readme", action="store_true", help="replace the table block in README.md")
+    ap.add_argument("--write-docs", action="store_true", help="replace the table block in docs/benchmarks.md")
     ap.add_argument("--list", action="store_true", help="list the modules that would run, and exit")
     a = ap.parse_args(argv)
     only = [x for x in a.only.split(",") if x]
@@ -147,9 +150,9 @@ def main(argv=None) -> int:
     tbl = table(rows)
     print(f"\nMachine: {info}\nTotal {time.perf_counter() - t0:.0f} s\n")
     print(tbl)
-    if a.write_readme:
-        write_readme(block(info, tbl, a.quick))
-        print(f"\nREADME.md table updated ({len(rows)} rows).")
+    if a.write_docs:
+        write_docs(block(info, tbl, a.quick), DOC)
+        print(f"\n{DOC} table updated ({len(rows)} rows).")
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -224,7 +224,7 @@ def reference_rows(ref: LoadResult, app: LoadResult, panels: int) -> list[dict]:
 
 
 def rows(bare: LoadResult, app: LoadResult) -> list[dict]:
-    """README table rows (benchmark, metric, app, bare, ratio, target)."""
+    """Benchmark table rows (docs/benchmarks.md: benchmark, metric, app, bare, ratio, target)."""
     n = f"WebSocket load, {app.sessions} sessions x {app.reruns} reruns"
     return [
         dict(benchmark=n, metric="p50 rerun (s)", app=app.p50, bare=bare.p50, ratio=app.p50 / bare.p50, target=""),
@@ -278,7 +278,7 @@ def default_source() -> str:
 
 
 def model_rows(results: list[LoadResult]) -> list[dict]:
-    """README rows for run_models: each model's p50/p90/errors, the first (toy) as the baseline."""
+    """Benchmark table rows for run_models: each model's p50/p90/errors, the first (toy) as the baseline."""
     base, out = results[0], []
     for r in results[1:]:
         n = (f"WebSocket load, {r.sessions} sessions x {r.reruns} reruns, {r.label} vs {base.label} "

@@ -10,7 +10,7 @@ apt-get when missing and we are root, like `make chromium`) is rendered from
 deploy/nginx.conf.template into a private run directory and started in the foreground. Ctrl+C
 stops everything. Why several processes: one Streamlit process runs every session's script in a
 thread of one Python interpreter, so one process uses about one core's worth of Python; N
-replicas use N cores (see README, "Deploying for a class").
+replicas use N cores (see docs/deployment.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""benchmarks/run_all.py: discovery, adapters, README block, and a real quick run of the engine rows."""
+"""benchmarks/run_all.py: discovery, adapters, the table block of docs/benchmarks.md, and a real quick run of the engine rows."""
 from __future__ import annotations
 
 import pytest
@@ -17,24 +17,43 @@ def test_discovers_every_bench_module_and_the_load_modules():
         assert callable(run_all.runner(n))
 
 
-def test_write_readme_replaces_only_the_block(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("# X\n\n## Benchmarks\n\nintro\n\n<!-- bench:start -->\nold\n<!-- bench:end -->\n\n## Next\nkeep\n")
+def test_write_docs_replaces_only_the_block(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# X\n\n## The full run\n\nintro\n\n<!-- bench:start -->\nold\n<!-- bench:end -->\n\n## Next\nkeep\n")
     rows = [dict(benchmark="b", metric="m", app=1.0, bare=2.0, ratio=0.5, target="≤ 1×", ok=True)]
-    run_all.write_readme(run_all.block("machine X", table(rows), quick=False), readme)
-    s = readme.read_text()
+    run_all.write_docs(run_all.block("machine X", table(rows), quick=False), doc)
+    s = doc.read_text()
     assert "old" not in s and "intro" in s and s.endswith("## Next\nkeep\n")
     assert "| b | m | 1 | 2 | 0.5× | ≤ 1× ✓ |" in s and "machine X" in s
     assert s.count("<!-- bench:start -->") == 1 and s.count("<!-- bench:end -->") == 1
-    readme.write_text("no markers")
+    doc.write_text("no markers")
     with pytest.raises(SystemExit):
-        run_all.write_readme("x", readme)
+        run_all.write_docs("x", doc)
 
 
-def test_the_real_readme_has_the_markers_under_benchmarks():
-    s = (ROOT / "README.md").read_text()
-    i, a, b = s.index("## Benchmarks"), s.index("<!-- bench:start -->"), s.index("<!-- bench:end -->")
+def test_the_table_lives_in_docs_benchmarks_under_the_full_run():
+    assert run_all.DOC == ROOT / "docs" / "benchmarks.md"
+    s = run_all.DOC.read_text()
+    i, a, b = s.index("## The full run"), s.index("<!-- bench:start -->"), s.index("<!-- bench:end -->")
     assert i < a < b and "\n## " not in s[i + 3:a]
+    assert "bench:start" not in (ROOT / "README.md").read_text()  # the README links to the table
+
+
+def test_write_docs_flag_writes_the_run_into_the_doc(tmp_path, monkeypatch, capsys):
+    """`--write-docs` puts this run's machine info and rows into DOC; without the flag DOC stays."""
+    doc = tmp_path / "benchmarks.md"
+    original = "intro\n<!-- bench:start -->\nold\n<!-- bench:end -->\nafter\n"
+    doc.write_text(original)
+    monkeypatch.setattr(run_all, "DOC", doc)
+    monkeypatch.setattr(run_all, "machine_info", lambda: "machine Y")
+    monkeypatch.setattr(run_all, "run_all", lambda quick, only, skip: (
+        [dict(benchmark="b", metric="m", app=3.0, bare=None, ratio=None, target="", ok=None)], []))
+    assert run_all.main(["--only", "bench_engine"]) == 0
+    assert doc.read_text() == original
+    assert run_all.main(["--only", "bench_engine", "--write-docs"]) == 0
+    s = doc.read_text()
+    assert "old" not in s and "machine Y" in s and "| b | m | 3 | – | – |  |" in s
+    assert s.startswith("intro\n<!-- bench:start -->") and s.endswith("<!-- bench:end -->\nafter\n")
 
 
 def test_a_failing_module_becomes_an_error_row(monkeypatch):
