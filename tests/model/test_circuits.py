@@ -297,12 +297,14 @@ def test_logit_lens_post_ln_model_has_no_final_norm_and_refuses_encoders():
 # One head: W_QK and W_OV
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kv", [None, 2])
-def test_head_circuit_against_the_full_projections(kv):
+@pytest.mark.parametrize("kv, head", [(None, 3), (2, 1), (2, 3), (1, 2)])
+def test_head_circuit_against_the_full_projections(kv, head):
     cfg = ModelConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, max_len=16, n_kv_heads=kv)
     m = Transformer(cfg, seed=3).eval()
+    with torch.no_grad():  # a final norm that is not the identity: its scale enters the OV read-out
+        m.ln_f.weight.copy_(torch.linspace(0.2, 2.0, cfg.d_model))
     text = [5, 9, 9, 17, 3]
-    layer, head = 1, 3
+    layer = 1
     hc = head_circuit(m, layer, head, text, top=10, k=4)
     blk = m.blocks[layer]
     with torch.no_grad():
@@ -335,6 +337,15 @@ def test_head_circuit_against_the_full_projections(kv):
         S = (qa @ ka.T / np.sqrt(dk)).numpy()
     a, b = np.unravel_index(np.argmax(S), S.shape)
     assert tuple(hc.qk_pairs[0]) == (a, b) and hc.qk_scores[0] == pytest.approx(S[a, b], abs=1e-5)
+    # OV pairs: one row per attended token, each with the token its output raises most, by brute force
+    with torch.no_grad():
+        va = torch.nn.functional.linear(xa, blk.attn.v_proj.weight.double(), blk.attn.v_proj.bias.double())
+        va = va.view(50, cfg.kv_heads, dk)[:, g]  # (V, d_k) of this head's K/V head
+        oa = va @ blk.attn.o_proj.weight.double()[:, head * dk:(head + 1) * dk].T
+        oa = oa - oa.mean(-1, keepdim=True)
+        la = ((oa * m.ln_f.weight.double()) @ m.output_matrix.double().T).numpy()  # (V attended, V raised)
+    src = int(np.argmax(la.max(1)))
+    assert tuple(hc.ov_pairs[0]) == (src, int(np.argmax(la[src]))) and hc.ov_logits[0] == pytest.approx(la.max(), abs=1e-5)
     shapes = dict((r[0].split(" (")[0], r[1]) for r in hc.shapes)
     assert shapes["W_QK = W_Q W_Kᵀ"] == "32 × 32" and shapes["W_Q"] == "32 × 8"
 
@@ -356,6 +367,11 @@ def test_char_spans_word_level_and_alignment():
     spans = char_spans(tok, text, enc.ids, enc.labels)
     assert spans[0] == (0, 0)  # <bos> is not in the text
     assert [text[a:b] for a, b in spans[1:]] == ["The", "cat", "sat", ",", "on", "mat", "."]
+    # a typed "<bos>" is text (three word tokens); the real BOS is not in the text
+    typed = "a <bos> b"
+    enc2 = tok.encode(typed)
+    sp2 = char_spans(tok, typed, enc2.ids, enc2.labels)
+    assert sp2[0] == (0, 0) and [typed[a:b] for a, b in sp2[1:]] == ["a", "<", "bos", ">", "b"]
     chars = Tokenizer.build([text], level="char")
     enc_c = chars.encode(text)
     spans_c = char_spans(chars, text, enc_c.ids, enc_c.labels)
@@ -385,3 +401,7 @@ def test_prefix_matching_on_text_ids():
     w[5, 3] = 0.5  # query 5 (8) -> key 3 (after the earlier 8)
     s, n = prefix_matching(w, ids)
     assert n == 2 and s == pytest.approx(0.7)
+    # a token right after itself: the key after its earlier occurrence is the query itself
+    w = np.eye(4)
+    s, n = prefix_matching(w, [2, 5, 5, 3])
+    assert n == 1 and s == pytest.approx(1.0)
