@@ -128,6 +128,8 @@ def test_logit_lens_section_on_the_toy_model(toy):
         np.testing.assert_allclose(z[row, :-1], p[np.arange(len(ids) - 1), ids[1:]], atol=1e-6)
     # the table of the last position: the model's own top-5 in the last row
     df = at.dataframe[0].value
+    assert list(df.columns) == ["#1", "#2", "#3", "#4", "#5"] and list(df.index) == ["embeddings", "after layer 0",
+                                                                                   "after layer 1"]
     top = torch.topk(tr.probs[0, -1], 5)
     assert df.iloc[-1, 0] == f"{tok.vocab[int(top.indices[0])]} ({float(top.values[0]):.3f})"
 
