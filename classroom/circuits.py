@@ -357,6 +357,9 @@ def residual_streams(trace, batch: int = 0) -> list[torch.Tensor]:
     return out
 
 
+LENS_CHUNK = 256  # stream vectors read out per matmul: 256 × V floats (SmolLM2: 50 MB) at a time
+
+
 @torch.no_grad()
 def logit_lens(model, trace, k: int = 5, *, batch: int = 0) -> LogitLens:
     """Every row of the residual stream (`residual_streams`) through the model's final norm
@@ -378,20 +381,33 @@ def logit_lens(model, trace, k: int = 5, *, batch: int = 0) -> LogitLens:
     ids = _np(trace.ids)[batch]
     T = len(ids)
     nxt = torch.from_numpy(np.array(ids[1:], dtype=np.int64))
-    tops, topp, nprob, nrank = [], [], [], []
-    for x in residual_streams(trace, batch):
-        h = x if model.ln_f is None else model.ln_f(x, False)[0]  # (1, T, D)
-        p = torch.softmax(output_logits(h, w), dim=-1)[0]  # (T, V)
+    streams = residual_streams(trace, batch)  # L + 1 of (1, T, D)
+
+    def read(h: torch.Tensor, positions: torch.Tensor) -> tuple:
+        """h (N, D) or (1, T, D) stream rows, positions (N,) their positions -> top k, p(next), rank."""
+        p = torch.softmax(output_logits(h, w), dim=-1).reshape(-1, cfg.vocab_size)  # (N, V)
         v, i = torch.topk(p, k, dim=-1)
-        tops.append(i.numpy())
-        topp.append(v.numpy())
-        pn = p[:-1].gather(1, nxt[:, None])[:, 0] if T > 1 else p.new_zeros(0)  # (T - 1,)
-        nprob.append(pn.numpy())
-        nrank.append((p[:-1] > pn[:, None]).sum(-1).numpy() if T > 1 else np.zeros(0, dtype=np.int64))
+        has = positions < T - 1
+        tgt = nxt[positions.clamp(max=max(0, T - 2))] if T > 1 else positions
+        pn = p.gather(1, tgt[:, None])[:, 0]  # (N,) meaningful where `has`
+        rank = (p > pn[:, None]).sum(-1)
+        return i, v, torch.where(has, pn, 0.0), torch.where(has, rank, 0)
+
+    # rows 0 .. L - 1: all positions of all rows in chunks of CHUNK stream vectors, one matmul each
+    # (a (1, T, D) @ (D, V) per row is several times slower at small T); the last row alone, by the
+    # forward's own matmul on the same (1, T, D) tensor, so it equals the model's output bit for bit
+    normed = [x if model.ln_f is None else model.ln_f(x, False)[0] for x in streams]  # (1, T, D) each
+    flat = torch.cat([h[0] for h in normed[:-1]])  # (L T, D)
+    pos = torch.arange(T).repeat(len(normed) - 1)
+    parts = [read(flat[a:a + LENS_CHUNK], pos[a:a + LENS_CHUNK]) for a in range(0, len(flat), LENS_CHUNK)]
+    parts.append(read(normed[-1], torch.arange(T)))
+    top_i, top_v, p_next, r_next = (torch.cat(x).reshape(cfg.n_layers + 1, T, -1) for x in zip(*parts))
+    tops, topp = top_i.numpy(), top_v.numpy()
+    nprob, nrank = p_next[..., 0][:, :T - 1].numpy(), r_next[..., 0][:, :T - 1].numpy()
     rows = ("embeddings",) + tuple(f"after layer {l}" for l in range(cfg.n_layers))
-    return LogitLens(top_ids=np.stack(tops).astype(np.int64), top_probs=np.stack(topp).astype(np.float32),
-                     next_ids=np.asarray(ids[1:], dtype=np.int64), next_probs=np.stack(nprob).astype(np.float32),
-                     next_ranks=np.stack(nrank).astype(np.int64), rows=rows)
+    return LogitLens(top_ids=tops.astype(np.int64), top_probs=topp.astype(np.float32),
+                     next_ids=np.asarray(ids[1:], dtype=np.int64), next_probs=nprob.astype(np.float32),
+                     next_ranks=nrank.astype(np.int64), rows=rows)
 
 
 # ----------------------------------------------------------------------------------------------
