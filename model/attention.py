@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -184,20 +185,24 @@ def attend(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
 
 def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None,
                   scale: float | None = None, *, bias: Tensor | None = None,
-                  energy_weights: tuple[Tensor, Tensor, Tensor] | None = None) -> dict:
+                  energy_weights: tuple[Tensor, Tensor, Tensor] | None = None,
+                  maps: Sequence[Callable[[Tensor], Tensor]] = ()) -> dict:
     """attend's computation, as the keyword arguments of its AttentionTrace: the attention layer
-    adds its own fields (concat, output, ...) and builds the trace once."""
+    adds its own fields (concat, output, ...) and builds the trace once.
+    maps: functions applied in order to scaled (+ bias) before the mask, each returning a new
+    tensor (a score hook's, model.hooks, e.g. soft-capping); `masked` is then their result with
+    -inf where not allowed."""
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same last dimension (d_k); got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of positions; got {k.shape[-2]} and {v.shape[-2]}")
     d_k = q.shape[-1]
     out = {}
-    # The common path (no bias, no additive energies) keeps neither scores, scaled nor masked: q @ k^T
+    # The common path (no bias, no additive energies, no maps) keeps neither scores, scaled nor masked: q @ k^T
     # is scaled and masked in place and fed to the softmax, and all three are computed again on first read
     # (trace.derived: the same matmul and multiplication, the same values), as transformers
     # keeps only the weights. Its memory is reused by the next layer instead of kept in the trace.
-    lazy = bias is None and energy_weights is None
+    lazy = bias is None and energy_weights is None and not maps
     if energy_weights is None:
         scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
         scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
@@ -210,6 +215,8 @@ def attend_fields(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = None
     if bias is not None:
         logits = scaled + bias  # (..., Tq, Tk)
         out["bias"] = bias
+    for f in maps:
+        logits = f(logits)  # (..., Tq, Tk)
     # lazy: the scaled scores are a temporary, masked in place (masked_softmax's in_place)
     masked, weights, row_ok = masked_softmax(logits, allowed, in_place=lazy)  # (..., Tq, Tk) x2, (..., Tq, 1)
     heads = weights @ v  # (..., Tq, d_v)

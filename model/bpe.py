@@ -30,6 +30,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Iterable, Sequence
 
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # runtime dependency, pinned
+
 from .tokenizer import Encoded
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token types (tokenizer.ggml.token_type)
@@ -82,8 +84,6 @@ class ByteLevelBPETokenizer:
     def __init__(self, tokens: Sequence[str], merges: Sequence[str], token_types: Sequence[int] | None = None,
                  *, bos_id: int | None = None, eos_id: int | None = None, pad_id: int | None = None,
                  what: str = "the GGUF file"):
-        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # runtime dependency
-
         tokens = list(tokens)
         if not tokens:
             raise ValueError(f"{what}: the tokenizer has no tokens (tokenizer.ggml.tokens)")

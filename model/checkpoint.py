@@ -19,7 +19,9 @@ from safetensors.torch import load as st_load_bytes
 from safetensors.torch import save as st_save_bytes
 
 from .config import ModelConfig, param_count
+from .seq2seq import Seq2SeqTransformer
 from .tokenizer import Tokenizer
+from .transformer import Transformer
 
 FORMAT_VERSION = 1
 MAX_BYTES = 200 * 1024 * 1024
@@ -29,7 +31,7 @@ CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"  # the s
 def shipped_checkpoints(root: str | Path = CHECKPOINT_DIR, kind: str | None = "transformer") -> dict[str, dict]:
     """{name: config.json contents} for every checkpoint directory under root (config.json and
     model.safetensors present), sorted by name; only those of `kind` ("transformer", "seq2seq";
-    None = every kind). The one list of shipped checkpoints: the app caches it (ui/compute.py),
+    None = every kind). The one list of shipped checkpoints: the app caches it (ui/models.py),
     training and the tests read it."""
     root, out = Path(root), {}
     if root.is_dir():
@@ -42,14 +44,8 @@ def shipped_checkpoints(root: str | Path = CHECKPOINT_DIR, kind: str | None = "t
 
 
 def _model_kinds() -> dict[str, type]:
-    from .transformer import Transformer
-    kinds: dict[str, type] = {"transformer": Transformer}
-    try:
-        from .seq2seq import Seq2SeqTransformer
-        kinds["seq2seq"] = Seq2SeqTransformer
-    except ImportError:  # pragma: no cover - seq2seq is optional
-        pass
-    return kinds
+    """The model classes a checkpoint's "kind" names."""
+    return {"transformer": Transformer, "seq2seq": Seq2SeqTransformer}
 
 
 def _kind_of(model) -> str:

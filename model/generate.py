@@ -16,6 +16,10 @@ runs give the same logits to float rounding (tests: within 1e-5).
 
 The cache is immutable: each step returns a new KVCache (the old one stays valid, so a page can
 step back or show the cache growing). Keys are stored after rotation, as HF does.
+
+In the attention layer the cache is two hooks at its kv point (model.hooks), after the new keys
+are rotated: CachedKV puts a layer's cached keys and values in front of the new ones; KVSink
+collects every layer's full-context (k, v) of an untraced step, from which the next cache is made.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import torch
 from torch import Tensor
 
 from .config import ModelConfig
+from .hooks import AttentionCall, AttentionHook
 from .trace import ForwardTrace
 
 
@@ -53,6 +58,28 @@ class KVCache:
         if not tr.causal:
             raise ValueError("a KV cache continues a causal pass; this trace was bidirectional")
         return cls(tuple(lt.attn.k for lt in tr.layers), tuple(lt.attn.v for lt in tr.layers))
+
+
+class CachedKV(AttentionHook):
+    """One layer's cached keys (B, H_kv, T_past, d_k), rotated, and values (B, H_kv, T_past, d_v),
+    put in front of the new positions' (kv point)."""
+
+    def __init__(self, keys: Tensor, values: Tensor):
+        self.keys, self.values = keys, values
+
+    def kv(self, k: Tensor, v: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
+        return torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)  # (B, H_kv, T_ctx, .)
+
+
+class KVSink(AttentionHook):
+    """Appends each layer's full-context (k, v) to `out`, in layer order (kv point, after CachedKV)."""
+
+    def __init__(self, out: list):
+        self.out = out
+
+    def kv(self, k: Tensor, v: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
+        self.out.append((k, v))
+        return k, v
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf.quants import dequantize
 
 from .config import ModelConfig
 
@@ -132,8 +134,6 @@ def read_header(data: bytes | memoryview, what: str = "the GGUF file"
 
 def tensor_nbytes(info: TensorInfo) -> int:
     """Bytes of one tensor in the file: rows of blocks (gguf's table of block sizes)."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
     block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
     n = int(np.prod(info.shape))
     if info.shape[-1] % block:
@@ -144,9 +144,6 @@ def tensor_nbytes(info: TensorInfo) -> int:
 def dequantize_tensor(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndarray:
     """float32 array of `info.shape`, dequantized by the gguf package (the reference that
     `dequantize_fast` is tested against, value for value)."""
-    from gguf.constants import GGMLQuantizationType
-    from gguf.quants import dequantize
-
     qtype = _qtype(info)
     raw = _raw(data, info, data_start)
     rows = int(np.prod(info.shape[:-1]))
@@ -156,8 +153,6 @@ def dequantize_tensor(data: bytes | memoryview, info: TensorInfo, data_start: in
 
 
 def _qtype(info: TensorInfo) -> int:
-    from gguf.constants import GGMLQuantizationType
-
     try:
         return int(GGMLQuantizationType(info.ggml_type))
     except ValueError:

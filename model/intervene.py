@@ -12,6 +12,11 @@ weights; Z_h of that row and everything downstream recompute.
 
 For ranking heads, `keep` (B, L, H) gives each batch row its own set of heads switched off
 (1 = keep, 0 = ablate): one forward pass of B copies of a sentence ablates B different heads.
+
+Each kind is a small hook object (model.hooks) that the attention layer calls at its fixed points:
+HeadAblation on the head outputs (zero or mean; `ablate` and `keep` together), EditedRows on the
+weights after the softmax. `Intervention.layer_hooks(l)` gives layer l's. A new kind is one new
+AttentionHook subclass, given per layer: Intervention(hooks=((layer, MyHook(...)), ...)).
 """
 from __future__ import annotations
 
@@ -20,16 +25,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .hooks import AttentionCall, AttentionHook
+
 MODES = ("zero", "mean")
-
-
-@dataclass(frozen=True)
-class LayerIntervention:
-    """What one layer's attention does differently. keep: (H,) or (B, H) float, 1 = keep the head,
-    0 = replace its output (zero or mean, `mode`); edits: ((head, query, weights (Tk,)), ...)."""
-    keep: Tensor | None = None
-    mode: str = "zero"
-    edits: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -38,11 +36,13 @@ class Intervention:
     mode: str = "zero"  # "zero" | "mean"
     edit_rows: tuple = ()  # ((layer, head, query, weights), ...)
     keep: Tensor | None = field(default=None, compare=False)  # (B, L, H): a set per batch row
+    hooks: tuple = ()  # ((layer, AttentionHook), ...): any other kind, run in that layer's attention
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         object.__setattr__(self, "ablate", tuple((int(l), int(h)) for l, h in self.ablate))
+        object.__setattr__(self, "hooks", tuple((int(l), hook) for l, hook in self.hooks))
 
     def check(self, n_layers: int, n_heads: int) -> None:
         bad = [(l, h) for l, h in self.ablate if not (0 <= l < n_layers and 0 <= h < n_heads)]
@@ -51,9 +51,15 @@ class Intervention:
             raise ValueError(f"heads {bad[:4]} do not exist: layers are 0..{n_layers - 1}, heads 0..{n_heads - 1}")
         if self.keep is not None and tuple(self.keep.shape[1:]) != (n_layers, n_heads):
             raise ValueError(f"keep must be (B, {n_layers}, {n_heads}); got {tuple(self.keep.shape)}")
+        for l, hook in self.hooks:
+            if not 0 <= l < n_layers:
+                raise ValueError(f"a hook for layer {l}: layers are 0..{n_layers - 1}")
+            if not isinstance(hook, AttentionHook):
+                raise ValueError(f"hooks are (layer, AttentionHook) pairs (model.hooks); got a {type(hook).__name__}")
 
-    def layer(self, l: int, n_heads: int) -> LayerIntervention | None:
-        """This layer's part, or None when nothing changes in it."""
+    def layer_hooks(self, l: int, n_heads: int) -> tuple[AttentionHook, ...]:
+        """Layer l's hooks, () when nothing changes in it. A layer with any change gets a
+        HeadAblation (its `ablated` says which heads, maybe none), after its EditedRows."""
         keep = None
         heads = [h for ll, h in self.ablate if ll == l]
         if heads:
@@ -65,9 +71,36 @@ class Intervention:
             if bool((keep == 1).all()):
                 keep = None
         edits = tuple((int(h), int(q), w) for ll, h, q, w in self.edit_rows if ll == l)
+        own = tuple(hook for ll, hook in self.hooks if ll == l)
         if keep is None and not edits:
-            return None
-        return LayerIntervention(keep=keep, mode=self.mode, edits=edits)
+            return own
+        return ((EditedRows(edits),) if edits else ()) + (HeadAblation(keep, self.mode),) + own
+
+
+class HeadAblation(AttentionHook):
+    """Heads switched off (at the heads point): keep (H,) or (B, H) float, 1 = keep the head,
+    0 = replace its output Z_h by zero (mode "zero") or its mean over the positions ("mean");
+    None = none switched off. Records `ablated` (B or 1, H) bool."""
+
+    def __init__(self, keep: Tensor | None, mode: str = "zero"):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.keep, self.mode = keep, mode
+
+    def heads(self, z: Tensor, c: AttentionCall) -> Tensor:
+        out, c.fields["ablated"] = apply_to_heads(z, self)  # (B, H, Tq, d_v), (B|1, H)
+        return out
+
+
+class EditedRows(AttentionHook):
+    """Attention rows replaced (at the weights point): edits ((head, query, weights (Tk,)), ...),
+    each row divided by its sum; the layer then recomputes those heads' outputs."""
+
+    def __init__(self, edits: tuple):
+        self.edits = tuple(edits)
+
+    def weights(self, w: Tensor, c: AttentionCall) -> Tensor:
+        return edited_weights(w, self.edits, c.allowed)  # (B, H, Tq, Tk); c.allowed has any band in it
 
 
 def edited_weights(weights: Tensor, edits: tuple, allowed: Tensor | None) -> Tensor:
@@ -93,7 +126,7 @@ def edited_weights(weights: Tensor, edits: tuple, allowed: Tensor | None) -> Ten
     return w
 
 
-def apply_to_heads(heads: Tensor, iv: LayerIntervention) -> tuple[Tensor, Tensor]:
+def apply_to_heads(heads: Tensor, iv: HeadAblation) -> tuple[Tensor, Tensor]:
     """heads (B, H, Tq, d_v) -> (the heads that enter W_O, ablated (B or 1, H) bool)."""
     keep = iv.keep
     if keep is None:

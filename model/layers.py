@@ -1,5 +1,9 @@
 """Transformer building blocks. Each returns (y, trace); with record=False the trace is None but
-the arithmetic is identical (one code path). Modules never store activations."""
+the arithmetic is identical (one code path). Modules never store activations.
+
+The attention layer's variants (rotary positions, a sliding window, ALiBi, the additive score)
+are hooks (model.hooks) chosen once from the config when it is built (attention_variants); its
+forward calls them, and a pass's own hooks, at fixed points."""
 from __future__ import annotations
 
 import functools
@@ -9,13 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import alibi_bias, alibi_slopes, attend_fields, combine, window_allowed
+from .attention import alibi_bias, alibi_slopes, attend_fields, window_allowed
 from .config import ModelConfig
-from .intervene import LayerIntervention, apply_to_heads, edited_weights
+from .hooks import AttentionCall, AttentionHook, HookSet, PassContext, RopeTables
 from .trace import AttentionTrace, BlockTrace, FFNTrace, LayerNormTrace, NormTrace
-
-# (cos, sin), each (T, d_k): the rotary tables of the positions in this pass (model.rope)
-RopeTables = tuple[Tensor, Tensor]
 
 
 def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -133,13 +134,93 @@ def repeat_kv(kv: Tensor, rep: int) -> Tensor:
     return kv[:, :, None].expand(B, H_kv, rep, T, d).reshape(B, H_kv * rep, T, d)
 
 
+# ---- attention variants: options of the model, chosen once when a layer is built (model.hooks) ----
+
+class Rotary(AttentionHook):
+    """Rotary positions (cfg.pos_encoding "rope", Llama): q and k turned by their positions'
+    angles before the scores; records q_pre_rope, k_pre_rope (what they were before). The tables
+    come with the pass (Transformer.run makes them once for every layer); a layer called alone
+    rotates positions 0 .. Tq-1."""
+
+    def __init__(self, d_k: int, theta: float):
+        self.d_k, self.theta = d_k, theta
+
+    def qk(self, q: Tensor, k: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
+        rope = c.rope if c.rope is not None else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta)
+        c.fields["q_pre_rope"], c.fields["k_pre_rope"] = q, k
+        return apply_rope(q, *rope), apply_rope(k, *rope)  # rotated by their positions
+
+
+class SlidingWindow(AttentionHook):
+    """Sliding-window (local) attention (cfg.window): query i may attend to key j only when
+    |i - j| < window; the band is AND-ed into the mask and recorded as `band` (Tq, Tk)."""
+
+    def __init__(self, window: int):
+        self.window = window
+
+    def scores(self, c: AttentionCall) -> None:
+        band = window_allowed(c.t_q, c.t_k, self.window)  # (Tq, Tk); row i sits at position Tk - Tq + i
+        c.fields["band"] = band
+        c.mask(band)
+
+
+class AlibiBias(AttentionHook):
+    """ALiBi (cfg.alibi, Press et al. 2022): -slope_h * |i - j| added to head h's scaled scores;
+    records `alibi_slopes` (H,), and attend records the term as `bias` (H, Tq, Tk)."""
+
+    def __init__(self, n_heads: int):
+        self.n_heads = n_heads
+
+    def scores(self, c: AttentionCall) -> None:
+        slopes = alibi_slopes(self.n_heads)  # (H,)
+        c.fields["alibi_slopes"] = slopes
+        c.add_bias(alibi_bias(slopes, c.t_q, c.t_k))  # (H, Tq, Tk)
+
+
+class AdditiveScore(AttentionHook):
+    """Bahdanau's additive score (cfg.attn_score "additive"): e_ij = v_h . tanh(q_i W_q + k_j W_k)
+    in place of q . k, and no 1/sqrt(d_k) (tanh bounds each term). Its parameters are the
+    layer's add_wq, add_wk (H, d_k, d_a) and add_v (H, d_a), d_a = d_k (the checkpoint's names),
+    registered after the projections (every other model's parameter order unchanged)."""
+
+    def __init__(self, n_heads: int, d_k: int):
+        self.n_heads, self.d_k = n_heads, d_k
+
+    def attach(self, layer: nn.Module) -> None:
+        H, dk = self.n_heads, self.d_k
+        layer.add_wq = nn.Parameter(torch.empty(H, dk, dk))  # (H, d_k, d_a)
+        layer.add_wk = nn.Parameter(torch.empty(H, dk, dk))  # (H, d_k, d_a)
+        layer.add_v = nn.Parameter(torch.empty(H, dk))  # (H, d_a)
+
+    def scores(self, c: AttentionCall) -> None:
+        c.energy_weights, c.scale = (c.layer.add_wq, c.layer.add_wk, c.layer.add_v), 1.0
+
+
+def attention_variants(cfg: ModelConfig, *, cross: bool = False) -> tuple[AttentionHook, ...]:
+    """The hooks every call of an attention layer of this config runs, chosen once when it is
+    built. cross: a cross-attention layer (keys from the encoder's memory): rotary positions,
+    ALiBi and a window relate a sequence to itself, so only the score function applies there."""
+    hooks: list[AttentionHook] = []
+    if not cross:
+        if cfg.pos_encoding == "rope":
+            hooks.append(Rotary(cfg.d_k, cfg.rope_theta))
+        if cfg.window is not None:
+            hooks.append(SlidingWindow(cfg.window))
+        if cfg.alibi:
+            hooks.append(AlibiBias(cfg.n_heads))
+    if cfg.attn_score == "additive":
+        hooks.append(AdditiveScore(cfg.n_heads, cfg.d_k))
+    return tuple(hooks)
+
+
 class MultiHeadAttention(nn.Module):
     """Q = X W_Q^T + b, split into H heads of d_k; attend per head; concat; W_O.
     Grouped-query attention (cfg.n_kv_heads): K and V have H_kv heads; query head h reads K/V head
-    h // (H / H_kv). Rotary positions: q and k are rotated (tables from the caller) before the scores.
-    A KV cache (`past`: this layer's cached k, v) is put in front of the new keys and values."""
+    h // (H / H_kv). Everything else a model or a pass changes (rotary positions, ALiBi, a window,
+    the additive score; interventions; the KV cache) is a hook (model.hooks) the forward calls at
+    its fixed points. cross=True: a cross-attention layer (seq2seq), without the positional variants."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, *, cross: bool = False):
         super().__init__()
         D = cfg.d_model
         self.n_heads, self.d_k, self.scale_scores = cfg.n_heads, cfg.d_k, cfg.scale_scores
@@ -149,71 +230,56 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(D, kv, bias=cfg.bias)
         self.v_proj = nn.Linear(D, self.n_kv_heads * cfg.d_value, bias=cfg.bias)  # (H_kv*d_v, D)
         self.o_proj = nn.Linear(cfg.n_heads * cfg.d_value, D, bias=cfg.bias)  # (D, H*d_v)
-        # Attention variants (issue 20), for self-attention: ALiBi biases, a sliding window, and
-        # Bahdanau's additive score (its parameters registered last: other models' order unchanged)
-        self.alibi, self.window = cfg.alibi, cfg.window
-        self.add_wq = self.add_wk = self.add_v = None
-        if cfg.attn_score == "additive":
-            H, dk = cfg.n_heads, cfg.d_k
-            self.add_wq = nn.Parameter(torch.empty(H, dk, dk))  # (H, d_k, d_a), d_a = d_k
-            self.add_wk = nn.Parameter(torch.empty(H, dk, dk))  # (H, d_k, d_a)
-            self.add_v = nn.Parameter(torch.empty(H, dk))  # (H, d_a)
+        self.scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
+        # The model's variants, chosen once (their parameters registered after the projections)
+        self.variants = HookSet(attention_variants(cfg, cross=cross))
+        for hook in self.variants.all:
+            hook.attach(self)
 
     def split(self, x: Tensor, heads: int | None = None) -> Tensor:
         B, T, _ = x.shape
         return x.view(B, T, heads or self.n_heads, -1).transpose(1, 2)  # (B, H, T, d_k), or d_v for values
 
     def forward(self, x_q: Tensor, x_kv: Tensor | None = None, allowed: Tensor | None = None,
-                record: bool = True, *, rope: RopeTables | None = None,
-                past: tuple[Tensor, Tensor] | None = None, kv_sink: list | None = None,
-                intervene: LayerIntervention | None = None) -> tuple[Tensor, AttentionTrace | None]:
-        """intervene (model.intervene): heads switched off (zero or mean) and edited attention rows
-        for this call only; the module's weights are never touched."""
+                record: bool = True, *, ctx: PassContext | None = None) -> tuple[Tensor, AttentionTrace | None]:
+        """x_q (B, Tq, D) attends over x_kv (B, Tk, D) (None: itself). ctx: this pass's rotary
+        tables and hooks (interventions, the KV cache: model.hooks), after the layer's variants."""
+        hooks = self.variants if ctx is None else self.variants.plus(ctx.hooks)
+        c = AttentionCall(self, None if ctx is None else ctx.rope, allowed, self.scale)
         x_kv = x_q if x_kv is None else x_kv
         q = self.split(self.q_proj(x_q))  # (B, H, Tq, d_k)
         k = self.split(self.k_proj(x_kv), self.n_kv_heads)  # (B, H_kv, Tk, d_k)
         v = self.split(self.v_proj(x_kv), self.n_kv_heads)  # (B, H_kv, Tk, d_v)
-        extra = {}
-        if rope is not None:
-            extra = {"q_pre_rope": q, "k_pre_rope": k}
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # rotated by their positions
-        if past is not None:  # cached keys/values of the earlier positions (already rotated)
-            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, H_kv, T_ctx, .)
-        if kv_sink is not None:
-            kv_sink.append((k, v))
+        for h in hooks.qk:  # 1. the new positions' queries and keys (rotary positions)
+            q, k = h.qk(q, k, c)
+        for h in hooks.kv:  # 2. the whole context's keys and values (a KV cache in front)
+            k, v = h.kv(k, v, c)
         k_all, v_all = k, v
         if self.n_kv_heads != self.n_heads:
             rep = self.n_heads // self.n_kv_heads
-            extra["kv_head"] = kv_head_index(self.n_heads, rep)  # (H,)
+            c.fields["kv_head"] = kv_head_index(self.n_heads, rep)  # (H,)
             k_all, v_all = repeat_kv(k, rep), repeat_kv(v, rep)  # (B, H, Tk, .) query head h reads kv_head[h]
-        scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
-        bias, energy = None, None
-        if x_kv is x_q and (self.alibi or self.window is not None):  # self-attention only
-            Tq, Tk = q.shape[2], k.shape[2]  # query row i sits at position Tk - Tq + i
-            if self.window is not None:
-                extra["band"] = window_allowed(Tq, Tk, self.window)  # (Tq, Tk) |i - j| < window
-                allowed = combine(allowed, extra["band"])
-            if self.alibi:
-                extra["alibi_slopes"] = alibi_slopes(self.n_heads)  # (H,)
-                bias = alibi_bias(extra["alibi_slopes"], Tq, Tk)  # (H, Tq, Tk)
-        if self.add_wq is not None:  # Bahdanau: no 1/sqrt(d_k) (tanh bounds each term)
-            energy, scale = (self.add_wq, self.add_wk, self.add_v), 1.0
-        a = attend_fields(q, k_all, v_all, allowed=allowed, scale=scale, bias=bias, energy_weights=energy)
+        c.t_q, c.t_k = q.shape[2], k.shape[2]  # query row i sits at position Tk - Tq + i
+        for h in hooks.scores:  # 3. before the softmax: mask, bias, scale, score function
+            h.scores(c)
+        a = attend_fields(q, k_all, v_all, allowed=c.allowed, scale=c.scale, bias=c.bias,
+                          energy_weights=c.energy_weights, maps=c.maps)
+        if hooks.weights:  # 4. after the softmax: new weights give new head outputs
+            w = a["weights"]
+            for h in hooks.weights:
+                w = h.weights(w, c)  # (B, H, Tq, Tk)
+            if w is not a["weights"]:
+                a["weights"], a["heads"] = w, w @ v_all  # (B, H, Tq, d_v)
         heads = a["heads"]  # (B, H, Tq, d_v)
-        if intervene is not None:
-            if intervene.edits:  # edited rows: new weights, new Z rows
-                w = edited_weights(a["weights"], intervene.edits, allowed)  # (B, H, Tq, Tk)
-                heads = w @ v_all  # (B, H, Tq, d_v)
-                a["weights"] = w
-            heads, ablated = apply_to_heads(heads, intervene)  # (B, H, Tq, d_v), (B|1, H)
-            extra["ablated"] = ablated
-            a["heads"] = heads
+        for h in hooks.heads:  # 5. the head outputs that enter W_O
+            heads = h.heads(heads, c)
+        a["heads"] = heads
         B, H, Tq, dv = heads.shape
         concat = heads.transpose(1, 2).reshape(B, Tq, H * dv)  # (B, Tq, H*d_v)
         out = self.o_proj(concat)  # (B, Tq, D)
         if not record:
             return out, None
-        return out, AttentionTrace(**{**a, "k": k, "v": v, "concat": concat, "output": out, **extra})
+        return out, AttentionTrace(**{**a, "k": k, "v": v, "concat": concat, "output": out, **c.fields})
 
 
 class FeedForward(nn.Module):
@@ -256,21 +322,17 @@ class Block(nn.Module):
         self.ffn = FeedForward(cfg)
 
     def forward(self, x: Tensor, allowed: Tensor | None, record: bool = True, *,
-                rope: RopeTables | None = None, past: tuple[Tensor, Tensor] | None = None,
-                kv_sink: list | None = None, intervene: LayerIntervention | None = None
-                ) -> tuple[Tensor, BlockTrace | None]:
-        """rope, past, kv_sink, intervene: passed to the attention (rotary tables, this layer's KV
-        cache, a list that receives this layer's full-context (k, v), model.intervene's changes)."""
-        kw = {"rope": rope, "past": past, "kv_sink": kv_sink, "intervene": intervene}
+                ctx: PassContext | None = None) -> tuple[Tensor, BlockTrace | None]:
+        """ctx: this pass's rotary tables and hooks for this layer's attention (model.hooks)."""
         if self.pre:
             h, ln1 = self.ln1(x, record)  # (B, T, D)
-            a, at = self.attn(h, allowed=allowed, record=record, **kw)  # (B, T, D)
+            a, at = self.attn(h, allowed=allowed, record=record, ctx=ctx)  # (B, T, D)
             mid = x + a if self.residual else a  # (B, T, D)
             h2, ln2 = self.ln2(mid, record)
             f, ft = self.ffn(h2, record)
             out = mid + f if self.residual else f  # (B, T, D)
         else:
-            a, at = self.attn(x, allowed=allowed, record=record, **kw)
+            a, at = self.attn(x, allowed=allowed, record=record, ctx=ctx)
             mid, ln1 = self.ln1(x + a if self.residual else a, record)  # (B, T, D)
             f, ft = self.ffn(mid, record)
             out, ln2 = self.ln2(mid + f if self.residual else f, record)  # (B, T, D)

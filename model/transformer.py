@@ -10,16 +10,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from typing import TYPE_CHECKING
-
 from .attention import causal_allowed, combine, padding_allowed
 from .config import ModelConfig
+from .generate import CachedKV, KVCache, KVSink
+from .hooks import AttentionHook, PassContext
 from .intervene import Intervention
 from .layers import Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
 from .trace import EmbeddingTrace, ForwardTrace, WeightRef, output_logits
-
-if TYPE_CHECKING:
-    from .generate import KVCache
 
 
 def init_weights(module: nn.Module, seed: int) -> None:
@@ -170,7 +167,9 @@ class Transformer(TokenModel):
         """The one forward pass. intervention (model.intervene): heads switched off or attention
         rows edited for this pass only. past: a KVCache (model.generate) holding the keys and values of the
         positions before `ids`, which are then the new positions only. kv_sink: a list that
-        receives each layer's full-context (k, v), from which the caller builds the next cache."""
+        receives each layer's full-context (k, v), from which the caller builds the next cache.
+        All three reach the attention layers as this pass's hooks (model.hooks), in a PassContext
+        per layer with the rotary tables of the pass's positions."""
         self.check_ids(ids, key_padding_mask, token_type_ids=token_type_ids)
         B, T = ids.shape
         start = 0
@@ -194,14 +193,15 @@ class Transformer(TokenModel):
             rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta)  # (T, d_k) x 2
         if intervention is not None:
             intervention.check(self.cfg.n_layers, self.cfg.n_heads)
+        sink = () if kv_sink is None else (KVSink(kv_sink),)
         layer_traces = []
         for i, block in enumerate(self.blocks):
-            iv = None if intervention is None else intervention.layer(i, self.cfg.n_heads)
-            if rope is None and past is None and kv_sink is None and iv is None:
-                x, bt = block(x, allowed, record)  # (B, T, D)
-            else:
-                x, bt = block(x, allowed, record, rope=rope, kv_sink=kv_sink, intervene=iv,
-                              past=None if past is None else (past.keys[i], past.values[i]))
+            # this pass's hooks for layer i (model.hooks), in order: its KV cache, the sink, interventions
+            hooks: tuple[AttentionHook, ...] = sink if past is None else (CachedKV(past.keys[i], past.values[i]),) + sink
+            if intervention is not None:
+                hooks += intervention.layer_hooks(i, self.cfg.n_heads)
+            ctx = PassContext(rope, hooks) if rope is not None or hooks else None
+            x, bt = block(x, allowed, record, ctx=ctx)  # (B, T, D)
             layer_traces.append(bt)
         final_ln = None
         if self.ln_f is not None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from tokenizers import Tokenizer as HFTokenizer  # the runtime dependency, pinned
+
 from .tokenizer import Encoded
 
 
@@ -34,8 +36,6 @@ class WordPieceTokenizer:
     add_bos = True  # [CLS] always starts the sequence
 
     def __init__(self, tokenizer_json: str | Path):
-        from tokenizers import Tokenizer as HFTokenizer  # the runtime dependency, pinned
-
         path = Path(tokenizer_json)
         try:
             tok = HFTokenizer.from_file(str(path))

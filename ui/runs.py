@@ -17,7 +17,7 @@ from classroom.embeddings import display_vocab
 from labels import md_escape
 from model.config import ModelConfig
 from model.trace import ForwardTrace
-from training.batching import pad_batch
+from model.batching import pad_batch
 
 from . import state
 from .budget_cache import BudgetCache

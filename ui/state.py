@@ -139,6 +139,17 @@ def fix(key: str, options: list, fallback: Any | None = None) -> None:
         st.session_state[key] = new
 
 
+def step_slider(key: str, n_steps: int, label: str = "Step", *, help: str | None = None) -> int:
+    """A 1-based step slider (1 … n_steps) bound to the URL under `key`; the value is kept in range
+    when n_steps changes (a shorter sentence, another tile size). With a single step there is
+    nothing to choose: no slider, and the step is 1. Returns the chosen step."""
+    bound(key, 1)
+    fix(key, list(range(1, n_steps + 1)), 1)
+    if n_steps <= 1:
+        return 1
+    return st.slider(label, 1, n_steps, key=key, help=help)
+
+
 class PageEnd(Exception):
     """Raised by end_page(): the page has said what it has to say. app.py catches it around
     pg.run(), so the run's closing work (the URL sync, emptying the plotly.js prefetch chart) still

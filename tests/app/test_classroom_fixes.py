@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from tests.helpers import app_test, errors, figures
 
@@ -74,7 +75,8 @@ def test_pattern_trajectories_follow_each_heads_final_pattern():
         w = np.stack([a * eye + (1 - a) * unif, a * sink + (1 - a) * unif])[None]  # (L=1, H=2, T, T)
         snaps.append(SnapshotView(step, 1.0, w.astype(np.float32)))
     v = JobView("j", TrainSpec(), "done", 20, 20, np.zeros(20), tuple(snaps), tuple("abcdef"), True, 1.0, "", "")
-    steps, scores, names = pattern_trajectories(v)
+    tr = pattern_trajectories(v)
+    steps, scores, names = tr.steps, tr.scores, tr.names
     assert names == ["L0 H0 self/diagonal", "L0 H1 first-token sink"]
     # reference: mean over rows i >= 1 of w[i, i] (self) and w[i, 0] (sink), written here
     ref = [[float(np.mean([s.weights[0, h][i, i if h == 0 else 0] for i in range(1, T)])) for h in range(2)]
@@ -93,7 +95,10 @@ def test_timing_summary_follows_the_numbers():
     x = (a + np.sqrt(a * a + 4 * b * c)) / (2 * b)
     blk = [c + a * t + b * t * t for t in Ts]
     f = fit_linear_quadratic(Ts, blk)
-    np.testing.assert_allclose([f["c"], f["a"], f["b"]], [c, a, b], rtol=1e-6)
+    np.testing.assert_allclose([f.c, f.a, f.b], [c, a, b], rtol=1e-6)
+    assert f.crossover == pytest.approx(x, rel=1e-6)
+    np.testing.assert_allclose(f.quadratic, [b * t * t for t in Ts], rtol=1e-5)
+    np.testing.assert_allclose(f.share, f.quadratic / f.fit, rtol=1e-12)
     att = [0.5 * v for v in blk]
     text = timing_summary(Ts, blk, att, max_len=128)
     assert f"half of the block's time at T ≈ {x:,.0f}" in text
@@ -109,7 +114,7 @@ def test_timing_summary_follows_the_numbers():
     # a noisy longest length (+40%) must not wipe out the fixed overhead seen at short lengths
     noisy = [5e-4 + 2e-8 * t * t for t in Ts]
     noisy[-1] *= 1.4
-    assert abs(fit_linear_quadratic(Ts, noisy)["c"] - 5e-4) < 0.1 * 5e-4
+    assert abs(fit_linear_quadratic(Ts, noisy).c - 5e-4) < 0.1 * 5e-4
     # a tiny T² term: the crossing is beyond the lengths measured
     small = [1e-3 + 1e-6 * t + 1e-12 * t * t for t in Ts]
     assert "beyond the lengths measured" in timing_summary(Ts, small, small, max_len=128)
@@ -128,11 +133,11 @@ def test_timing_summary_states_the_fits_error_honestly():
     steep = list(clean)
     steep[-1] *= 1.4
     f = fit_linear_quadratic(Ts, steep)
-    err = f["rel_err"][-1]
+    err = f.rel_err[-1]
     assert err < -0.15  # the situation the audit saw
     text = timing_summary(Ts, steep, [0.3 * v for v in steep], max_len=128, spread=spread)
     assert f"{100 * abs(err):.0f}% under the measured time at T = 1,024" in text
-    assert f"fit {1e3 * f['fit'][-1]:.2f} ms, measured {1e3 * steep[-1]:.2f} ms" in text
+    assert f"fit {1e3 * f.fit[-1]:.2f} ms, measured {1e3 * steep[-1]:.2f} ms" in text
     assert "more than the runs at that length varied (3%)" in text
     assert "grows faster there than c + a·T + b·T² allows" in text
     assert "stays within" not in text
@@ -146,8 +151,9 @@ def test_block_timing_reports_the_runs_spread():
     cfg = ModelConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=64)
     r = measure_block_time(cfg, [8, 16, 32], repeats=3)
     for k in ("attention", "block", "attention_spread", "block_spread"):
-        assert r[k].shape == (3,) and np.isfinite(r[k]).all(), k
-    assert (r["block_spread"] >= 0).all() and (r["block"] > 0).all()
+        assert getattr(r, k).shape == (3,) and np.isfinite(getattr(r, k)).all(), k
+    assert (r.block_spread >= 0).all() and (r.block > 0).all()
+    assert (r.attention_spread >= 0).all() and (r.attention > 0).all()
 
 
 def test_cost_page_measures_long_lengths_and_attention_alone():

@@ -14,6 +14,7 @@ from model import ModelConfig, Seq2SeqTransformer, Transformer, param_breakdown,
 from model.checkpoint import from_bytes, to_bytes
 from model.tokenizer import SPECIALS, Tokenizer
 from model.trace import LayerNormTrace, flat_arrays
+from tests.model.norm_params import nontrivial_norms
 
 BERT = dict(pos_encoding="learned", norm="post", activation="gelu", tie_weights=False, ln_eps=1e-12,
             emb_norm=True, type_vocab_size=2, output_head=False)
@@ -65,7 +66,7 @@ def test_default_trace_has_no_bert_fields_and_sum_is_token_plus_position():
 
 def test_bert_trace_records_token_types_and_embedding_layer_norm():
     cfg = small(**BERT)
-    model = Transformer(cfg, seed=2)
+    model = nontrivial_norms(Transformer(cfg, seed=2), seed=2)  # gamma != 1, beta != 0
     ids = torch.tensor([[1, 5, 6, 2, 7, 2], [1, 3, 2, 4, 2, 0]])
     types = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 0]])
     mask = torch.tensor([[True] * 6, [True] * 5 + [False]])
@@ -133,7 +134,7 @@ def test_gelu_is_exact_erf():
 def test_bert_options_round_trip_through_a_checkpoint():
     vocab = list(SPECIALS) + [f"w{i}" for i in range(9)]
     tok = Tokenizer(vocab)
-    model = Transformer(small(**BERT), seed=4)
+    model = nontrivial_norms(Transformer(small(**BERT), seed=4), seed=4)  # a loader keeping init's 1/0 would show
     loaded, _ = from_bytes(to_bytes(model, tok))
     assert loaded.cfg == model.cfg
     ids, types = torch.tensor([[1, 2, 3]]), torch.tensor([[0, 1, 1]])

@@ -13,6 +13,7 @@ from model import ModelConfig, Transformer
 from model.config import param_count
 from model.layers import apply_rope, rope_tables, rotate_half
 from model.trace import LayerNormTrace, NormTrace
+from tests.model.norm_params import nontrivial_norms
 
 LLAMA = dict(vocab_size=50, d_model=48, n_heads=6, n_kv_heads=2, n_layers=2, d_ff=64, max_len=64,
              pos_encoding="rope", rope_theta=1000.0, norm_kind="rmsnorm", activation="swiglu",
@@ -21,7 +22,7 @@ LLAMA = dict(vocab_size=50, d_model=48, n_heads=6, n_kv_heads=2, n_layers=2, d_f
 
 @pytest.fixture(scope="module")
 def llama():
-    return Transformer(ModelConfig(**LLAMA), seed=3)
+    return nontrivial_norms(Transformer(ModelConfig(**LLAMA), seed=3), seed=3)  # gamma != 1
 
 
 def _ids(T=12, B=1, seed=0):
@@ -58,8 +59,67 @@ def test_rmsnorm_trace_is_the_formula(llama):
     assert ln.mean_sq.shape == (1, 12, 1)
     torch.testing.assert_close(ln.mean_sq, ms)
     torch.testing.assert_close(ln.normalized, x / torch.sqrt(ms + llama.cfg.ln_eps))
-    torch.testing.assert_close(ln.output, ln.normalized * ln.gamma)
+    gamma = llama.blocks[0].ln1.weight  # the module's parameter, not what the trace says it used
+    assert float((gamma.detach() - 1).abs().max()) > 0.1
+    torch.testing.assert_close(ln.output, x / torch.sqrt(ms + llama.cfg.ln_eps) * gamma)
+    assert ln.gamma is gamma
     assert isinstance(tr.final_ln, NormTrace)
+
+
+def test_every_rmsnorm_matches_torchs_rms_norm(llama):
+    """Each norm of the model (ln1, ln2 of every block, the final one) against torch's own
+    F.rms_norm with the module's gamma, on the input the trace recorded."""
+    tr = llama.trace(_ids(B=2))
+    pairs = [(lt.ln1, blk.ln1) for lt, blk in zip(tr.layers, llama.blocks)]
+    pairs += [(lt.ln2, blk.ln2) for lt, blk in zip(tr.layers, llama.blocks)]
+    pairs.append((tr.final_ln, llama.ln_f))
+    for rec, mod in pairs:
+        want = F.rms_norm(rec.input, (llama.cfg.d_model,), mod.weight, llama.cfg.ln_eps)
+        torch.testing.assert_close(rec.output, want, atol=1e-6, rtol=1e-5)
+
+
+def reference_llama_logits(m: Transformer, ids: torch.Tensor) -> torch.Tensor:
+    """The whole Llama-style forward written again here from the model's parameters, none of the
+    engine's code: RMSNorm by its formula, rotary positions as complex multiplication (pairs
+    (i, i + d/2)), grouped-query attention through torch's SDPA (enable_gqa), SwiGLU, tied output."""
+    cfg = m.cfg
+    B, T = ids.shape
+    H, Hkv, dk, eps = cfg.n_heads, cfg.kv_heads, cfg.d_k, cfg.ln_eps
+
+    def rms(x, w):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+    freq = cfg.rope_theta ** (-torch.arange(0, dk, 2, dtype=torch.float64) / dk)  # (dk/2,)
+    turn = torch.polar(torch.ones(T, dk // 2, dtype=torch.float64),
+                       torch.arange(T, dtype=torch.float64)[:, None] * freq)  # (T, dk/2) e^{i pos freq}
+
+    def rotate(x):  # (B, h, T, dk)
+        z = torch.complex(x[..., : dk // 2].double(), x[..., dk // 2:].double()) * turn
+        return torch.cat([z.real, z.imag], -1).float()
+
+    x = m.tok_emb.weight[ids]  # (B, T, D)
+    for blk in m.blocks:
+        a = blk.attn
+        h = rms(x, blk.ln1.weight)
+        q = rotate((h @ a.q_proj.weight.T).view(B, T, H, dk).transpose(1, 2))
+        k = rotate((h @ a.k_proj.weight.T).view(B, T, Hkv, dk).transpose(1, 2))
+        v = (h @ a.v_proj.weight.T).view(B, T, Hkv, dk).transpose(1, 2)
+        z = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, H, T, dk)
+        x = x + z.transpose(1, 2).reshape(B, T, H * dk) @ a.o_proj.weight.T
+        h = rms(x, blk.ln2.weight)
+        f = blk.ffn
+        x = x + (F.silu(h @ f.gate.weight.T) * (h @ f.fc1.weight.T)) @ f.fc2.weight.T
+    return rms(x, m.ln_f.weight) @ m.tok_emb.weight.T  # (B, T, V)
+
+
+def test_whole_model_matches_a_reference_written_here(llama):
+    ids = _ids(B=2)
+    with torch.no_grad():
+        want = reference_llama_logits(llama, ids)
+    # float32 through 2 blocks against a reference with float64 rotations: 1.1e-5 at most here
+    # (|logits| reach ~50); a norm without its gamma is off by ~12
+    torch.testing.assert_close(llama.trace(ids).logits, want, atol=5e-5, rtol=1e-6)
+    torch.testing.assert_close(llama(ids), want, atol=5e-5, rtol=1e-6)
 
 
 def test_swiglu_trace(llama):

@@ -37,21 +37,21 @@ def test_without_positions_is_the_same_model_minus_the_position_vectors(model):
 def test_no_pe_bidirectional_weights_permute_with_the_words(model):
     perm = positional.shuffle_order(len(IDS), 4)
     r = positional.order_test(positional.without_positions(model), IDS, perm, causal=False)
-    w = r["weights"]
+    w = r.weights
     ref = w[:, :, perm][:, :, :, perm]  # W_shuffled[i, j] should be W[perm[i], perm[j]]
-    np.testing.assert_allclose(r["pwpT"], ref, atol=1e-12)
-    assert r["weight_gap"] == pytest.approx(np.abs(r["weights_shuffled"] - ref).max())
-    assert r["weight_gap"] < 1e-5 and r["output_gap"] < 1e-4
+    np.testing.assert_allclose(r.pwpT, ref, atol=1e-12)
+    assert r.weight_gap == pytest.approx(np.abs(r.weights_shuffled - ref).max())
+    assert r.weight_gap < 1e-5 and r.output_gap < 1e-4
 
 
 def test_causal_mask_alone_leaks_order_and_positions_break_equivariance(model):
     res = positional.positions_matter(model, IDS, seed=1)
-    assert not np.array_equal(res["perm"], np.arange(len(IDS)))
-    assert res["no PE, bidirectional"]["output_gap"] < 1e-4
-    assert res["no PE, causal"]["output_gap"] > 1e-2
-    assert res["with PE, bidirectional"]["weight_gap"] > 1e-2
+    assert not np.array_equal(res.perm, np.arange(len(IDS)))
+    assert res.no_pe_bidirectional.output_gap < 1e-4
+    assert res.no_pe_causal.output_gap > 1e-2
+    assert res.with_pe_bidirectional.weight_gap > 1e-2
     # the first shuffled word sees only itself under the causal mask: its weight row is [1, 0, ...]
-    w = res["no PE, causal"]["weights_shuffled"]
+    w = res.no_pe_causal.weights_shuffled
     np.testing.assert_allclose(w[:, :, 0, 0], 1.0)
 
 

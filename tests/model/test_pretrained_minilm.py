@@ -166,13 +166,11 @@ def test_tokenizer_labels_keep_the_users_text(minilm):
 
 
 @needs_package
-def test_long_text_is_fast_and_not_cut_at_128(minilm):
-    import time
+def test_long_text_is_not_cut_at_128(minilm):
+    # how fast (10,000 characters within 0.5 s) is benchmarks/bench_pretrained.py's row, not a test's
     _, tok = minilm
     text = ("The quick brown fox jumps over the lazy dog near the riverbank. " * 200)[:10_000]
-    t0 = time.perf_counter()
     enc = tok.encode(text)
-    assert time.perf_counter() - t0 < 0.5
     assert len(enc.ids) > 2000 and len(enc.ids) == len(enc.labels)  # nothing cut, nothing padded
     assert tok.encode("short").ids == [tok.cls_id, tok.index["short"], tok.sep_id]
 

@@ -1,6 +1,8 @@
 """Every worked example of the lecture notes, checked against numbers computed here independently
 with plain numpy (not with the code under test), to 1e-4. Also the calculator's general path
 (multi-head, W_O, masks, cross-attention), the small calculators, the exports and lesson mode."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -144,7 +146,7 @@ def test_padded_batch():
 
 def test_padding_keys_only_gives_thirds():
     p = wx.PRESETS["padded-batch"].setup
-    s = wx.compute_attention(wx._replace(p, mask_padded_queries=False))
+    s = wx.compute_attention(replace(p, mask_padded_queries=False))
     close(s.weights[0, 3], [1 / 3, 1 / 3, 1 / 3, 0])
 
 
