@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from model.intervene import Intervention
+from model.patterns import hide_keys
 from model.trace import output_logits
 
 # Special tokens by their spelling: [CLS], [unused5], <|im_start|>, <bos>, <mask> (classroom.experts'
@@ -130,21 +131,16 @@ def sink_scores(trace, keys: Sequence[int] | np.ndarray | None = None, *, weight
     return out
 
 
-def hide_sink(weights: np.ndarray, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The derived "sink hidden" view of attention rows: (..., Tq, Tk) -> ((..., Tq, Tk'), kept)
-    with the sink keys' columns removed (keys: bool (Tk,); None = key 0) and each row divided by
-    what is left of it. kept: bool (Tk,) the key columns that remain. A row with (almost) nothing
-    left (it gave everything to the sink) comes out all zero, never NaN."""
-    w = np.asarray(weights, dtype=np.float64)
-    Tk = w.shape[-1]
+def hide_sink(weights: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+    """The derived "sink hidden" view of attention rows (..., Tq, Tk), the same shape: the sink keys'
+    columns (keys: bool (Tk,); None = key 0) set to 0 and each row divided by what is left of it.
+    A row with nothing left (it gave everything to the sink) is all zero, never NaN. The one
+    implementation is model.patterns.hide_keys (the head labels judge these rows too)."""
+    w = np.asarray(weights)
     if keys is None:
-        keys = np.zeros(Tk, dtype=bool)
+        keys = np.zeros(w.shape[-1], dtype=bool)
         keys[0] = True
-    kept = ~np.asarray(keys, dtype=bool)
-    rest = w[..., kept]
-    total = rest.sum(-1, keepdims=True)
-    out = np.divide(rest, total, out=np.zeros_like(rest), where=total > 1e-12)
-    return out, kept
+    return hide_keys(w, keys)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ from ui.show import show_code, show_fig
 from ui.sidebar import source_title
 from viz.attention import compare_grid, head_grid, head_heatmap
 from viz.charts import matrix_heatmap
-from viz.circuits import (kinds_map, layer_head_map, logit_lens_map, loss_by_position, sink_hidden_heatmap,
-                          token_alignment)
+from viz.circuits import kinds_map, layer_head_map, logit_lens_map, loss_by_position, token_alignment
 
 TABS = ["Attention sinks", "Induction heads", "Logit lens", "Two models", "One head: QK & OV"]
 KINDS = [*THRESHOLDS, "other"]
@@ -68,18 +67,18 @@ with t_sink:
                           format_func=lambda h: f"head {h} · sink {sink[sl, h]:.2f}")
         w = run.trace.layers[sl].attn.weights[0, sh]  # (T, T)
         allowed = layer_allowed(run, sl)
-        hidden, kept = C.hide_sink(w, keys)
+        hidden = C.hide_sink(w, keys)
         a1, a2 = st.columns(2)
         with a1:
             show_fig(head_heatmap(w, run.labels, allowed=allowed, title=f"Layer {sl}, head {sh}: as computed"),
                      "circ_sink_raw", alt="The raw weights; the sink column is usually the brightest.")
         with a2:
-            show_fig(sink_hidden_heatmap(hidden, run.labels, kept, allowed=allowed,
-                                         title="Sink hidden (derived view)"),
+            show_fig(head_heatmap(hidden, run.labels, allowed=allowed, hidden_keys=keys,
+                                  title="Sink hidden (derived view)"),
                      "circ_sink_hidden",
-                     alt="A derived view, not what the model computed: the sink keys' columns removed and every row "
-                         "divided by what is left, so the rest of the pattern is visible. A row that gave everything "
-                         "to the sink is empty.")
+                     alt="A derived view, not what the model computed: the sink keys' columns removed (peach) and "
+                         "every row divided by what is left, so the rest of the pattern is visible. A row that gave "
+                         "everything to the sink is empty.")
 
 # -------------------------------------------------------------------------------------- induction
 with t_ind:
@@ -267,13 +266,19 @@ with t_two:
             lb = c3.selectbox("Layer of B", list(range(run_b.cfg.n_layers)), key="cmp_layer_b")
             hb = c4.selectbox("Head of B", list(range(run_b.cfg.n_heads)), key="cmp_head_b")
             wa, wb = run.trace.layers[la].attn.weights[0], run_b.trace.layers[lb].attn.weights[0]
+            hide = UC.sink_switch()
+            if hide:  # the derived view, each model with its own sink hidden
+                wa, wb = UC.hidden(run, wa), UC.hidden(run_b, wb)
+                UC.derived_note(run)
+            keys_a, keys_b = (UC.sink_keys(run), UC.sink_keys(run_b)) if hide else (None, None)
+            mark = " · sink hidden" if hide else ""
             c1, c2 = st.columns(2)
             with c1:
-                show_fig(head_heatmap(wa[ha], run.labels, allowed=layer_allowed(run, la), title=f"A · layer {la}, head {ha}"),
-                         "cmp_head_a_map")
+                show_fig(head_heatmap(wa[ha], run.labels, allowed=layer_allowed(run, la), hidden_keys=keys_a,
+                                      title=f"A · layer {la}, head {ha}{mark}"), "cmp_head_a_map")
             with c2:
-                show_fig(head_heatmap(wb[hb], run_b.labels, allowed=layer_allowed(run_b, lb),
-                                      title=f"B · layer {lb}, head {hb}"), "cmp_head_b_map")
+                show_fig(head_heatmap(wb[hb], run_b.labels, allowed=layer_allowed(run_b, lb), hidden_keys=keys_b,
+                                      title=f"B · layer {lb}, head {hb}{mark}"), "cmp_head_b_map")
             same = al.identical and wa.shape == wb.shape
             if not same:
                 st.caption("A difference map per head needs the same tokens and the same number of heads"
@@ -284,11 +289,12 @@ with t_two:
                               on_change="rerun", icon=":material/grid_view:")
             with box:
                 if box.open:  # computed and sent only while open
-                    show_fig(head_grid(wa, run.labels, allowed=layer_allowed(run, la), title=f"A · layer {la}"), "cmp_grid_a")
-                    show_fig(head_grid(wb, run_b.labels, allowed=layer_allowed(run_b, lb), title=f"B · layer {lb}"),
-                             "cmp_grid_b")
+                    show_fig(head_grid(wa, run.labels, allowed=layer_allowed(run, la), hidden_keys=keys_a,
+                                       title=f"A · layer {la}{mark}"), "cmp_grid_a")
+                    show_fig(head_grid(wb, run_b.labels, allowed=layer_allowed(run_b, lb), hidden_keys=keys_b,
+                                       title=f"B · layer {lb}{mark}"), "cmp_grid_b")
                     if same:
-                        show_fig(compare_grid(wa, wb, run.labels, names=("A", "B")), "cmp_diff",
+                        show_fig(compare_grid(wa, wb, run.labels, names=("A", "B"), hidden_keys=keys_a), "cmp_diff",
                                  alt="Same tokens and the same number of heads: each head of A, of B, and B − A.")
             if al.segments:
                 seg_texts = UC.segment_labels(al, text)
@@ -303,7 +309,7 @@ with t_two:
                              "cut at: a piece's row is the mean of its tokens' rows, a column the weight landing anywhere "
                              "in it. Weight on tokens outside the text ([CLS], [SEP], <bos>) is left out.")
             st.subheader("Overview: every head's label")
-            ka, kb = UC.head_labels(run), UC.head_labels(run_b)
+            ka, kb = UC.head_labels(run, hide), UC.head_labels(run_b, hide)
             c1, c2 = st.columns(2)
             with c1:
                 show_fig(kinds_map([[p.kind for p in row] for row in ka], KINDS, short=SHORT, title="A · head labels"),

@@ -9,6 +9,7 @@ import streamlit as st
 
 from classroom import circuits
 from classroom.embeddings import display_vocab
+from labels import md_escape
 from model.patterns import label_heads
 
 from . import state
@@ -29,6 +30,42 @@ def sink_keys(run: Run) -> np.ndarray:
     return keys
 
 
+SINK_SWITCH_HELP = ("A derived view, not what the model computed: the sink's columns (the first token; [CLS] and "
+                    "[SEP] for BERT models) are left out and every row is divided by what is left, so the rest of "
+                    "each head's pattern shows. Head labels are then judged on those rows, with the sink's share "
+                    "named beside them. Kept in the link (hide_sink=true) and across the attention pages.")
+
+
+def sink_switch(where=None) -> bool:
+    """The "Hide the sink" toggle of the attention views (shared key "hide_sink", in the URL:
+    ui.state.SPECS). `where`: a column or container to draw it in (default: the page). The value
+    is re-assigned first (state.keep): each page's toggle is a widget of its own (its own place),
+    which would otherwise start from its default instead of the value the last page left."""
+    if "hide_sink" in st.session_state:
+        state.keep("hide_sink")
+    return bool((where or st).toggle("Hide the sink", key="hide_sink", help=SINK_SWITCH_HELP))
+
+
+def derived_note(run: Run) -> None:
+    """The line under a view drawn with the sink hidden, saying that it is derived and what was left out."""
+    keys = sink_keys(run)
+    named = ", ".join(f"“{run.labels[i]}”" for i in np.nonzero(keys)[0][:4])
+    st.caption(f":material/visibility_off: **Derived view, sink hidden:** the weight on {md_escape(named)} "
+               "is left out (peach columns) and every row is renormalised over the other keys; labels name the "
+               "sink's share separately. Switch it off to see the weights the model computed.")
+
+
+def hidden(run: Run, weights) -> np.ndarray:
+    """weights (..., T, T) of the run with the sink hidden (classroom.circuits.hide_sink on sink_keys)."""
+    return circuits.hide_sink(weights, sink_keys(run))
+
+
+def labels_of(run: Run, weights, hide: bool) -> list:
+    """model.patterns.label_heads of (H, T, T) or (L, H, T, T) weights: as computed, or with the sink
+    hidden (judged on the renormalised rows, the sink named separately)."""
+    return label_heads(weights, run.special_keys, hide=sink_keys(run) if hide else None)
+
+
 def sink_map(run: Run) -> np.ndarray:
     """(L, H) sink scores of the run (classroom.circuits.sink_scores): cheap, from the cached trace."""
     return circuits.sink_scores(run.trace, keys=sink_keys(run))
@@ -41,10 +78,10 @@ def sink_summary(sink: np.ndarray, over: float = 0.5) -> tuple[int, float, tuple
     return int((sink > over).sum()), float((sink > over).mean()), (int(l), int(h))
 
 
-def head_labels(run: Run) -> list[list]:
-    """[layer][head] -> HeadPattern of the run (model.patterns.label_heads)."""
+def head_labels(run: Run, hide: bool = False) -> list[list]:
+    """[layer][head] -> HeadPattern of the run (model.patterns.label_heads; hide: the sink named apart)."""
     w = np.stack([lt.attn.weights[0] for lt in run.trace.layers])  # (L, H, T, T)
-    return label_heads(w, run.special_keys)
+    return labels_of(run, w, hide)
 
 
 # ------------------------------------------------------------------------------------ induction

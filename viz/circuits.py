@@ -12,7 +12,6 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .attention import _ticks, head_heatmap
 from .charts import BRIGHT_FROM, COLORS, TEXT_ON_BRIGHT, TEXT_ON_DARK, matrix_heatmap
 from .common import (DIVERGING_SCALE, FONT, MASKED_COLOR, OKABE_ITO, WEIGHT_SCALE, as_array, check_labels,
                      legend_below_title, token_labels, visible)
@@ -54,31 +53,6 @@ def layer_head_map(scores: np.ndarray, *, title: str = "", value_name: str = "sc
                           line=dict(color=HIGHLIGHT, width=3), xref="x", yref="y")
     fig.update_traces(hovertemplate=f"layer %{{y}}, head %{{x}}<br>{visible(value_name)} %{{z:.4f}}<extra></extra>")
     fig.update_xaxes(tickangle=0 if H <= 16 else -90)  # "H0".."H11" fit upright
-    return fig
-
-
-def sink_hidden_heatmap(hidden: np.ndarray, labels: Sequence[str], kept: np.ndarray, *,
-                        allowed: np.ndarray | None = None, title: str = "") -> go.Figure:
-    """One head with the sink hidden (classroom.circuits.hide_sink): hidden (Tq, Tk') over the kept
-    keys (kept: bool (Tk,), Tk' of them True). Keys keep their positions in the sentence ("1:the",
-    not renumbered); allowed: (Tq, Tk) of the full sentence (the kept columns are taken here). A
-    row with nothing left is grey."""
-    kept = np.asarray(kept, dtype=bool)
-    h = as_array(hidden, 2, "hidden", "(Tq, kept keys)")
-    check_labels(labels, kept.size, "labels (one per key of the sentence)")
-    if h.shape[1] != int(kept.sum()):
-        raise ValueError(f"hidden has {h.shape[1]} key columns but kept marks {int(kept.sum())}")
-    keys = [lab for lab, k in zip(labels, kept) if k]
-    a = None
-    if allowed is not None:
-        a = np.broadcast_to(np.asarray(allowed, dtype=bool), (h.shape[0], kept.size))[:, kept]
-        a = a & (h.sum(-1, keepdims=True) > 0)  # a row left empty: grey, not dark
-    elif (h.sum(-1) == 0).any():
-        a = np.broadcast_to(h.sum(-1, keepdims=True) > 0, h.shape)
-    fig = head_heatmap(h, labels, key_labels=keys, allowed=a, title=title)
-    x = [lab for lab, k in zip(token_labels(labels), kept) if k]
-    fig.data[0].x = x
-    fig.update_xaxes(**_ticks(x, 64))
     return fig
 
 

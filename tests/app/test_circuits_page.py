@@ -76,16 +76,17 @@ def test_sinks_section_on_the_toy_model(toy):
     l, h = np.unravel_index(np.argmax(ref), ref.shape)
     assert at.selectbox(key="circ_sink_layer").value == l and at.selectbox(key="circ_sink_head").value == h
     w = tr.layers[l].attn.weights[0, h].double().numpy()
-    rest = w[:, 1:]
-    want = np.where(rest.sum(1, keepdims=True) > 0, rest / np.where(rest.sum(1, keepdims=True) > 0, rest.sum(1, keepdims=True), 1), 0)
     T = w.shape[0]
-    allowed = np.arange(1, T)[None, :] <= np.arange(T)[:, None]  # key j + 1 for query i under the causal mask
-    want = np.where(allowed, want, np.nan)  # masked cells: grey (NaN)
-    got = z_of(fig_titled(at, "Sink hidden"))
-    np.testing.assert_allclose(got[1:], want[1:], atol=1e-6)  # row 0 gave everything to the sink: grey (NaN)
-    assert np.isnan(got[0]).all()
-    x = fig_titled(at, "Sink hidden")["data"][0]["x"]
-    assert x[0] == "1:the" and len(x) == len(tok.encode(TEXT).ids) - 1  # keys keep their positions
+    rest = w.copy()
+    rest[:, 0] = 0.0
+    sums = rest.sum(1, keepdims=True)
+    want = np.where(sums > 0, rest / np.where(sums > 0, sums, 1), 0)
+    want = np.where(np.tril(np.ones((T, T), dtype=bool)), want, np.nan)  # masked cells: grey (NaN)
+    want[:, 0] = np.nan  # the hidden sink column: blank (its own colour underneath)
+    fig = fig_titled(at, "Sink hidden")
+    got = z_of(fig)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert [(s["x0"], s["x1"]) for s in fig["layout"]["shapes"]] == [(-0.5, 0.5)]  # the hidden column, marked
 
 
 def test_induction_section_scores_and_ablation_on_the_toy_model(toy):

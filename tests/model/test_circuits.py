@@ -228,9 +228,9 @@ def test_sink_scores_of_a_real_trace_torch_and_numpy():
 
 def test_hide_sink_renormalises_rows():
     w = np.array([[[1.0, 0, 0], [0.5, 0.5, 0], [0.6, 0.1, 0.3], ]])
-    out, kept = hide_sink(w)
-    assert kept.tolist() == [False, True, True]
-    np.testing.assert_allclose(out[0], [[0, 0], [1, 0], [0.25, 0.75]])
+    np.testing.assert_allclose(hide_sink(w)[0], [[0, 0, 0], [0, 1, 0], [0, 0.25, 0.75]])
+    keys = np.array([False, False, True])  # another sink: the last key ([SEP])
+    np.testing.assert_allclose(hide_sink(w, keys)[0], [[1, 0, 0], [0.5, 0.5, 0], [6 / 7, 1 / 7, 0]])
 
 
 # ------------------------------------------------------------------------------------------------
