@@ -83,12 +83,13 @@ class HeadPattern:
             return f"{self.kind} {self.score:.2f}{sink}"
         return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g}){sink}"
 
-    def short(self, mark_borderline: bool = True) -> str:
+    def short(self, mark_borderline: bool = True, sink_sep: str = " ") -> str:
         """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"; "≈" marks a borderline label
         (margin under BORDERLINE: "prev ≈.42"). Too narrow for an "other" head's nearest pattern:
-        the overview's table gives it."""
+        the overview's table gives it. With the sink hidden (sink set), its share follows after
+        sink_sep: "prev .70 sink .13" ("<br>" puts it on a line of its own)."""
         mark = "≈" if mark_borderline and self.borderline() else ""
-        sink = "" if self.sink is None else f" sink {self.sink:.2f}".replace(" 0.", " .")
+        sink = "" if self.sink is None else sink_sep + f"sink {self.sink:.2f}".replace(" 0.", " .")
         if self.kind == "other":
             return "other" + sink
         return f"{SHORT[self.kind]} {mark}{self.score:.2f}".replace(" 0.", " .").replace("≈0.", "≈.") + sink

@@ -45,7 +45,7 @@ def wide_label(p) -> str:
             "other" + (f" {mark}{p.nearest}" if mark else "")) + ("" if p.sink is None else f" · sink {p.sink:.2f}")
 
 
-subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9)}"
+subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9, sink_sep='<br>')}"
              for l in shown for h in range(H)]
 n_border = sum(p.borderline() for row in pats for p in row)
 st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thumbnail's title names the head and "

@@ -142,3 +142,26 @@ def test_screens(server, browser, model, size):
             boxes = page.evaluate(CHART_BOXES)
             assert boxes and all(left >= -1 and right <= w + 1 for left, right in boxes), boxes
             screenshot(page, f"circuits_{model}_{tab}_{w}x{h}")
+
+
+def test_hide_the_sink_switch(server, page):
+    """Click the switch on the heads page: the grid becomes the derived view (title, peach sink columns,
+    the link), and the overview opened from the menu keeps it on."""
+    open_page(page, server, "", MODELS["smollm2"] if INSTALLED["smollm2"] else "")
+    wait_charts(page, 1)
+    page.get_by_text("Hide the sink", exact=True).click()
+    wait_idle(page, 120_000)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .gtitle')]"
+                           ".some(t => t.textContent.includes('sink hidden'))", timeout=120_000)
+    assert "hide_sink=true" in page.url
+    fills = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .shapelayer path')]
+        .map(p => getComputedStyle(p).fill)""")
+    assert fills and all(f == "rgb(245, 205, 182)" for f in fills)  # viz.attention.HIDDEN_COLOR
+    assert page.get_by_text("Derived view, sink hidden", exact=False).count() == 1
+    screenshot(page, "hide_sink_heads")
+    page.locator('[data-testid="stSidebarNav"] a[href$="/overview"]').click()
+    wait_idle(page, 120_000)
+    wait_charts(page, 1)
+    assert page.get_by_role("switch", name="Hide the sink").is_checked()
+    assert "hide_sink=true" in page.url and exceptions(page) == 0
+    screenshot(page, "hide_sink_overview")
