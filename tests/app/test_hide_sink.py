@@ -87,6 +87,17 @@ def test_the_switch_follows_the_reader_across_pages():
     fig = figures(at)[0]
     for z in heatmaps(fig):  # causal | bidirectional | difference: the sink column blank in each
         assert np.isnan(z[:, 0]).all()
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    ids = tok.encode(TEXT).ids
+    T = len(ids)
+    wc = model.trace(torch.tensor([ids]), causal=True).layers[0].attn.weights[0, 0].double().numpy()
+    wb = model.trace(torch.tensor([ids]), causal=False).layers[0].attn.weights[0, 0].double().numpy()
+    want_c = hidden_ref(wc, [0])
+    want_c[~np.tril(np.ones((T, T), bool))] = np.nan
+    z_c, z_b, z_d = heatmaps(fig)[:3]  # head 0: causal, bidirectional, difference (both derived)
+    np.testing.assert_allclose(z_c, want_c, atol=1e-6)
+    np.testing.assert_allclose(z_b, hidden_ref(wb, [0]), atol=1e-6)
+    np.testing.assert_allclose(z_d, hidden_ref(wb, [0]) - np.nan_to_num(want_c), atol=1e-6)
 
 
 @pytest.mark.skipif(not PRETRAINED["smollm2-135m"].installed(), reason="SKIPPED LOUDLY: SmolLM2 not installed")
