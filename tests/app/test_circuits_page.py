@@ -212,3 +212,14 @@ def test_smollm2_induction_heads_and_ablation():
     r = np.random.default_rng(0).choice(pool, size=50, replace=True)
     ids = np.concatenate([[tok.bos_id], r, r])
     np.testing.assert_allclose(z, loop_induction(model.trace(torch.tensor([ids.tolist()])), 50), atol=1e-5)
+
+
+@pytest.mark.parametrize("tab, params", [("Induction heads", {"ind_ablate": "true"}), ("Logit lens", {}),
+                                         ("Two models", {"cmp_grids": "true", "cmp_ind": "true"}),
+                                         ("One head: QK & OV", {})])
+def test_every_chart_of_every_section_has_alt_text_and_csv(tab, params):
+    """The accessibility rule of tests/e2e/test_e2e_a11y.py (its default-tab check covers the sinks) on the
+    other sections: each chart followed by its alt-text caption, each with its CSV button."""
+    from tests.e2e.test_e2e_a11y import check_charts
+    at = start(tab, **params)
+    assert check_charts(at, f"circuits · {tab}") >= 1
