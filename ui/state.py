@@ -162,6 +162,7 @@ def end_page() -> NoReturn:
     """End the page here (in place of st.stop() on pages). Inside a fragment, where app.py's
     handler is not on the stack, Streamlit's own st.stop()."""
     try:
+        # Streamlit internals, imported here: if a release moves them, only this check falls back
         from streamlit.runtime.scriptrunner_utils.script_run_context import RunLocation, ThreadState
         in_fragment = ThreadState.get().run_location == RunLocation.FRAGMENT
     except Exception:  # a Streamlit without these internals: assume a fragment (st.stop is safe)
