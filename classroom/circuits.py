@@ -561,11 +561,23 @@ class HeadCircuit:
     notes: tuple[str, ...]  # what is approximate
 
 
-def head_weights(model, layer: int, head: int) -> dict[str, torch.Tensor]:
-    """The head's slices of the layer's projections, as (rows = what is read, cols = what is made):
-    W_Q (D, d_k), W_K (D, d_k) of its K/V head, W_V (D, d_v), W_O (d_v, D), and the biases
-    b_Q, b_K (d_k,), b_V (d_v,) (None without biases). Grouped-query attention: K and V of head
-    h // (H / H_kv), as the forward repeats them."""
+@dataclass(frozen=True)
+class HeadWeights:
+    """One head's slices of its layer's projections, as (rows = what is read, cols = what is made).
+    Grouped-query attention: K and V are those of K/V head kv_head = h // (H / H_kv), as the forward
+    repeats them. Biases are None for a model without them (SmolLM2)."""
+    w_q: torch.Tensor  # (D, d_k)  q = x W_Q + b_Q
+    w_k: torch.Tensor  # (D, d_k)  of K/V head kv_head
+    w_v: torch.Tensor  # (D, d_v)  of K/V head kv_head
+    w_o: torch.Tensor  # (d_v, D)  this head's rows of the output matrix
+    b_q: torch.Tensor | None  # (d_k,)
+    b_k: torch.Tensor | None  # (d_k,)
+    b_v: torch.Tensor | None  # (d_v,)
+    kv_head: int
+
+
+def head_weights(model, layer: int, head: int) -> HeadWeights:
+    """The head's slices of the layer's projections (HeadWeights), read from the model (views, no copy)."""
     cfg = model.cfg
     if not 0 <= layer < cfg.n_layers or not 0 <= head < cfg.n_heads:
         raise ValueError(f"layer {layer}, head {head} does not exist: layers 0..{cfg.n_layers - 1}, "
@@ -582,7 +594,7 @@ def head_weights(model, layer: int, head: int) -> dict[str, torch.Tensor]:
     wk, bk = rows(attn.k_proj, g, dk)
     wv, bv = rows(attn.v_proj, g, dv)
     wo = attn.o_proj.weight[:, head * dv:(head + 1) * dv].T  # (d_v, D)
-    return {"W_Q": wq, "W_K": wk, "W_V": wv, "W_O": wo, "b_Q": bq, "b_K": bk, "b_V": bv, "kv_head": g}
+    return HeadWeights(w_q=wq, w_k=wk, w_v=wv, w_o=wo, b_q=bq, b_k=bk, b_v=bv, kv_head=int(g))
 
 
 @torch.no_grad()
@@ -610,7 +622,7 @@ def head_circuit(model, layer: int, head: int, text_ids: Sequence[int] = (), *, 
     whole vocabulary (OV), in chunks, never a full V × V matrix."""
     cfg = model.cfg
     hw = head_weights(model, layer, head)
-    wq, wk, wv, wo = hw["W_Q"], hw["W_K"], hw["W_V"], hw["W_O"]
+    wq, wk, wv, wo = hw.w_q, hw.w_k, hw.w_v, hw.w_o
     D, dk, dv = cfg.d_model, cfg.d_k, cfg.d_value
     pool = np.arange(cfg.vocab_size) if vocab_ids is None else np.asarray(vocab_ids, dtype=np.int64)
     text = np.asarray(list(text_ids), dtype=np.int64)
@@ -618,8 +630,8 @@ def head_circuit(model, layer: int, head: int, text_ids: Sequence[int] = (), *, 
     ci = torch.from_numpy(cand)
     X = token_inputs(model, layer, ci)  # (N, D)
     scale = 1.0 / np.sqrt(dk) if cfg.scale_scores else 1.0
-    Q = X @ wq + (0 if hw["b_Q"] is None else hw["b_Q"])  # (N, d_k)
-    K = X @ wk + (0 if hw["b_K"] is None else hw["b_K"])  # (N, d_k)
+    Q = X @ wq + (0 if hw.b_q is None else hw.b_q)  # (N, d_k)
+    K = X @ wk + (0 if hw.b_k is None else hw.b_k)  # (N, d_k)
     S = (Q @ K.T) * scale  # (N, N) candidates: for SmolLM2's 2,000 a 4M-entry matrix
     best = torch.topk(S.reshape(-1), min(top, S.numel()))
     N = len(cand)
@@ -639,7 +651,7 @@ def head_circuit(model, layer: int, head: int, text_ids: Sequence[int] = (), *, 
     # size frozen (it scales every logit of a position alike): gamma, and LayerNorm's mean removal
     gamma = None if model.ln_f is None else model.ln_f.weight
     centre = model.ln_f is not None and getattr(model.ln_f, "bias", None) is not None
-    Vh = X @ wv + (0 if hw["b_V"] is None else hw["b_V"])  # (N, d_v)
+    Vh = X @ wv + (0 if hw.b_v is None else hw.b_v)  # (N, d_v)
     Ug = U if gamma is None else U * gamma  # (V, D): gamma folded into the readout
     wo_c = wo - wo.mean(dim=1, keepdim=True) if centre else wo  # LayerNorm removes the change's mean over D
     M = wo_c @ Ug.T  # (d_v, V): head output coordinates -> logit change
@@ -661,7 +673,7 @@ def head_circuit(model, layer: int, head: int, text_ids: Sequence[int] = (), *, 
     ov_logits = best.values.numpy().astype(np.float64)
     text_ov_ids = bi[torch.from_numpy(ti)][:, :kk].numpy() if len(ti) else np.zeros((0, kk), dtype=np.int64)
     text_ov_logits = bv[torch.from_numpy(ti)][:, :kk].numpy() if len(ti) else np.zeros((0, kk))
-    g = hw["kv_head"]
+    g = hw.kv_head
     gqa = cfg.kv_heads != cfg.n_heads
     shapes = (
         ("W_Q (head)", f"{D} × {dk}", "d_model × d_k: the query this head makes from a token"),
