@@ -5,11 +5,10 @@ import pandas as pd
 import streamlit as st
 
 from classroom import circuits as C
-from labels import md_escape, token_label, token_labels, visible
+from labels import md_escape, token_label, token_labels
 from model.patterns import SHORT, THRESHOLDS
 from ui import circuits as UC
 from ui import state
-from ui.models import PRETRAINED, current_source
 from ui.runs import current_run, layer_allowed
 from ui.show import show_code, show_fig
 from ui.sidebar import source_title
