@@ -268,7 +268,7 @@ with t_two:
             hide = UC.sink_switch()
             if hide:  # the derived view, each model with its own sink hidden
                 wa, wb = UC.hidden(run, wa), UC.hidden(run_b, wb)
-                UC.derived_note(run)
+                UC.derived_note(run, run_b)
             keys_a, keys_b = (UC.sink_keys(run), UC.sink_keys(run_b)) if hide else (None, None)
             mark = " · sink hidden" if hide else ""
             c1, c2 = st.columns(2)

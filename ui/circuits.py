@@ -46,10 +46,11 @@ def sink_switch(where=None) -> bool:
     return bool((where or st).toggle("Hide the sink", key="hide_sink", help=SINK_SWITCH_HELP))
 
 
-def derived_note(run: Run) -> None:
-    """The line under a view drawn with the sink hidden, saying that it is derived and what was left out."""
-    keys = sink_keys(run)
-    named = ", ".join(f"“{run.labels[i]}”" for i in np.nonzero(keys)[0][:4])
+def derived_note(run: Run, *others: Run) -> None:
+    """The line under a view drawn with the sink hidden, saying that it is derived and what was left
+    out (of each run shown: two models may have different sinks)."""
+    names = [r.labels[i] for r in (run, *others) for i in np.nonzero(sink_keys(r))[0]]
+    named = ", ".join(f"“{t}”" for t in list(dict.fromkeys(names))[:4])
     st.caption(f":material/visibility_off: **Derived view, sink hidden:** the weight on {md_escape(named)} "
                "is left out (peach columns) and every row is renormalised over the other keys; labels name the "
                "sink's share separately. Switch it off to see the weights the model computed.")
