@@ -43,6 +43,7 @@ PAGES = [
     ("Attention", "pages/experts.py", "Heads as experts", "experts", ":material/psychology:"),
     ("Attention", "pages/model-view.py", "Model view (lines)", "model-view", ":material/timeline:"),
     ("Attention", "pages/intervene.py", "Intervene: switch heads off", "intervene", ":material/toggle_off:"),
+    ("Attention", "pages/circuits.py", "Circuits: sinks, induction, lens", "circuits", ":material/cable:"),
     ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
     ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),
     ("Concepts", "pages/layer-norm.py", "Layer norm & residuals", "layer-norm", ":material/balance:"),

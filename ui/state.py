@@ -69,6 +69,8 @@ SPECS: dict[str, Spec] = {
     "dv": Spec(0, _one_of(DV_CHOICES)),
     "seed": Spec(0, _int_in(0, 9999)),
     "present": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
+    # the attention views' "Hide the sink" switch (ui/circuits.py: sink_switch): shared by every page
+    "hide_sink": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
 }
 
 
