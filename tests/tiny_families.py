@@ -28,7 +28,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
 CORPUS = [
     "The capital of France is Paris. The capital of Italy is Rome.",
@@ -57,7 +57,7 @@ class Spec:
     config_class: str
     model_class: str
     config: dict
-    tokenizer: str  # "bytelevel" | "bytelevel_bos" | "roberta" | "spm" | "gemma" | "wordpiece"
+    tokenizer: str  # "bytelevel" | "bytelevel_bos" | "qwen" | "roberta" | "spm" | "gemma" | "wordpiece"
     causal: bool = True
     extra_vocab: int = 0  # embedding rows beyond the tokenizer's tokens (Qwen2 pads its vocabulary)
     shard: str | None = None  # max_shard_size: several safetensors files with an index
@@ -76,12 +76,13 @@ SPECS: dict[str, Spec] = {
                  "bytelevel"),
     "llama": Spec("LlamaConfig", "LlamaForCausalLM", dict(DEC, rope_parameters=LLAMA3, tie_word_embeddings=False),
                   "bytelevel_bos", shard="20KB", old_rope_keys=True),
+    "tinyllama": Spec("LlamaConfig", "LlamaForCausalLM", dict(DEC, tie_word_embeddings=False), "spm"),
     "qwen2": Spec("Qwen2Config", "Qwen2ForCausalLM", dict(DEC, use_sliding_window=True, sliding_window=4,
                                                           max_window_layers=1, tie_word_embeddings=True,
                                                           rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
-                  "bytelevel", extra_vocab=5),
+                  "qwen", extra_vocab=5),
     "qwen3": Spec("Qwen3Config", "Qwen3ForCausalLM", dict(DEC, head_dim=16, tie_word_embeddings=False),
-                  "bytelevel"),
+                  "qwen"),
     "mistral": Spec("MistralConfig", "MistralForCausalLM", dict(DEC, sliding_window=3, head_dim=None), "spm"),
     "gemma2": Spec("Gemma2Config", "Gemma2ForCausalLM",
                    dict(hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=2,
@@ -99,18 +100,29 @@ SPECS: dict[str, Spec] = {
 }
 FAMILY_NAMES = tuple(SPECS)
 DECODERS = tuple(n for n, s in SPECS.items() if s.causal)
-GGUF_FAMILIES = ("llama", "qwen2", "gemma2")
+GGUF_FAMILIES = ("tinyllama", "qwen2", "gemma2")  # llama-arch (SentencePiece), qwen2 (byte-level), gemma2
+# What a GGUF cannot say, set to what llama.cpp assumes, for the models a GGUF is written from:
+# Qwen2's sliding window (llama.cpp has none for qwen2); Gemma 2's query scale (llama.cpp: 1/sqrt(head_dim))
+GGUF_OVERRIDES = {"qwen2": dict(use_sliding_window=False, sliding_window=None), "gemma2": dict(query_pre_attn_scalar=16)}
 
 
 # ---- tokenizers -----------------------------------------------------------------------------------
 
 def make_tokenizer(kind: str, vocab_size: int = 360) -> tuple[Tokenizer, dict]:
     """(tokenizer, tokenizer_config.json values) of a tiny tokenizer of `kind`, trained on CORPUS."""
-    if kind in ("bytelevel", "bytelevel_bos", "roberta"):
+    if kind in ("bytelevel", "bytelevel_bos", "qwen", "roberta"):
         specials = {"bytelevel": ["<|endoftext|>"], "bytelevel_bos": ["<|begin_of_text|>", "<|end_of_text|>"],
+                    "qwen": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                     "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]}[kind]
         tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=kind == "roberta")
+        if kind in ("bytelevel_bos", "qwen"):  # Llama 3's and Qwen2's own split regexes, then bytes
+            from model.bpe import GGUF_PRE_TOKENIZER_SPLITS
+            split = GGUF_PRE_TOKENIZER_SPLITS["llama-bpe" if kind == "bytelevel_bos" else "qwen2"]
+            tok.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        else:
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=kind == "roberta")
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
@@ -118,6 +130,8 @@ def make_tokenizer(kind: str, vocab_size: int = 360) -> tuple[Tokenizer, dict]:
         if kind == "bytelevel":
             tok.post_processor = processors.ByteLevel(trim_offsets=False)
             return tok, {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}
+        if kind == "qwen":
+            return tok, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
         if kind == "bytelevel_bos":
             bos = tok.token_to_id("<|begin_of_text|>")
             tok.post_processor = processors.TemplateProcessing(
@@ -189,9 +203,10 @@ def randomize(model: torch.nn.Module, seed: int, *, offset_norms: bool = False) 
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
 
 
-def build(name: str, folder: str | Path, seed: int = 0) -> Path:
+def build(name: str, folder: str | Path, seed: int = 0, overrides: dict | None = None) -> Path:
     """Save the tiny `name` model (SPECS) into folder: config.json, *.safetensors (sharded with an
-    index for Llama), tokenizer.json, tokenizer_config.json. Returns the folder."""
+    index for Llama), tokenizer.json, tokenizer_config.json. Returns the folder. overrides: config
+    values changed (GGUF_OVERRIDES for a model a GGUF is written from)."""
     import transformers
 
     spec = SPECS[name]
@@ -199,7 +214,7 @@ def build(name: str, folder: str | Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tok, tok_cfg = make_tokenizer(spec.tokenizer)
     n_tok = tok.get_vocab_size(with_added_tokens=True)
-    cfg_values = dict(spec.config, vocab_size=n_tok + spec.extra_vocab)
+    cfg_values = dict(spec.config, vocab_size=n_tok + spec.extra_vocab, **(overrides or {}))
     if spec.tokenizer == "bytelevel_bos":
         cfg_values.update(bos_token_id=tok.token_to_id("<|begin_of_text|>"), eos_token_id=tok.token_to_id("<|end_of_text|>"))
     elif spec.tokenizer == "spm":
@@ -207,6 +222,8 @@ def build(name: str, folder: str | Path, seed: int = 0) -> Path:
     elif spec.tokenizer == "bytelevel":
         eot = tok.token_to_id("<|endoftext|>")
         cfg_values.update(bos_token_id=eot, eos_token_id=eot)
+    elif spec.tokenizer == "qwen":
+        cfg_values.update(eos_token_id=tok.token_to_id("<|im_end|>"), pad_token_id=tok.token_to_id("<|endoftext|>"))
     elif spec.tokenizer == "wordpiece":
         cfg_values.update(pad_token_id=tok.token_to_id("[PAD]"))
     cfg = getattr(transformers, spec.config_class)(**cfg_values)
@@ -260,7 +277,9 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
 
     folder, path = Path(folder), Path(path)
     hf = json.loads((folder / "config.json").read_text())
-    arch = {"llama": "llama", "qwen2": "qwen2", "gemma2": "gemma2"}[name]
+    arch = {"llama": "llama", "tinyllama": "llama", "qwen2": "qwen2", "gemma2": "gemma2"}[name]
+    llama_arch = arch == "llama"
+    spm = SPECS[name].tokenizer in ("spm", "gemma")
     st: dict[str, torch.Tensor] = {}
     for f in sorted(folder.glob("*.safetensors")):
         st.update(load_file(str(f)))
@@ -293,19 +312,26 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
     added = {t.content: t for t in tok.get_added_tokens_decoder().values()}
     types = [3 if t in added and added[t].special else (6 if t.startswith("<0x") and len(t) == 6 else 1)
              for t in tokens]
-    if name == "gemma2":
+    n_rows = hf["vocab_size"]
+    for i in range(len(tokens), n_rows):  # llama.cpp pads the list to the embedding's rows
+        tokens.append(f"[PAD{i}]")
+        types.append(5)  # UNUSED
+    merges = [" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]]
+    if spm:  # SentencePiece "llama" vocabulary: scores (Gemma's files: no merges, the file order)
         w.add_tokenizer_model("llama")
         w.add_token_list(tokens)
         w.add_token_scores([float(-i) for i in range(len(tokens))])
         w.add_token_types(types)
+        if name != "gemma2":
+            w.add_token_merges(merges)
         w.add_add_bos_token(True)
     else:
         w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("llama-bpe" if name == "llama" else "qwen2")
+        w.add_tokenizer_pre("llama-bpe" if llama_arch else "qwen2")
         w.add_token_list(tokens)
-        w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]])
+        w.add_token_merges(merges)
         w.add_token_types(types)
-        w.add_add_bos_token(name == "llama")
+        w.add_add_bos_token(llama_arch)
     for key, setter in (("bos_token", w.add_bos_token_id), ("eos_token", w.add_eos_token_id),
                         ("pad_token", w.add_pad_token_id), ("unk_token", w.add_unk_token_id)):
         if tc.get(key) in vocab:
@@ -329,11 +355,29 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
             parts = hf_name.split(".")  # model.layers.{i}.{a}.{b}.{weight|bias} or model.layers.{i}.{a}.{weight}
             i, rest, kind = parts[2], ".".join(parts[3:-1]), parts[-1]
             gname = f"blk.{i}.{layer[rest]}.{kind}"
-        if name == "llama" and (".attn_q." in gname or ".attn_k." in gname):
+        if llama_arch and (".attn_q." in gname or ".attn_k." in gname):
             t = _permute(t, H if ".attn_q." in gname else kv)
         if name == "gemma2" and gname.endswith("norm.weight"):
             t = t + 1.0  # llama.cpp stores Gemma's norms as 1 + w
         w.add_tensor(gname, np.ascontiguousarray(t, dtype=np.float32))
+    if params.get("rope_type", params.get("type")) == "llama3":  # llama.cpp's rope_freqs factors
+        import math
+        base, dim = float(params["rope_theta"]), head_dim
+        freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        lo = params["original_max_position_embeddings"] / params["low_freq_factor"]
+        hi = params["original_max_position_embeddings"] / params["high_freq_factor"]
+        factors = []
+        for f in freqs.tolist():
+            wl = 2 * math.pi / f
+            if wl < hi:
+                factors.append(1.0)
+            elif wl > lo:
+                factors.append(params["factor"])
+            else:
+                sm = (params["original_max_position_embeddings"] / wl - params["low_freq_factor"]) / (
+                    params["high_freq_factor"] - params["low_freq_factor"])
+                factors.append(1 / ((1 - sm) / params["factor"] + sm))
+        w.add_tensor("rope_freqs.weight", np.asarray(factors, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

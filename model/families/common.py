@@ -8,7 +8,8 @@ A family importer turns a checkpoint into the one Transformer's terms:
     convert(name, tensor, cfg) -> {our name: tensor}           (fused weights split, Conv1D
                                                                transposed; {} = a tensor the
                                                                traced model does not use)
-and, for GGUF files, gguf_config(metadata, tensor_names, what) and gguf_convert(name, tensor, cfg).
+and, for GGUF files, gguf_config(metadata, tensor_shapes, what) (a dict name -> shape: `in` works
+as on the names) and gguf_convert(name, tensor, cfg).
 A name the importer does not know raises ValueError naming it: nothing is dropped silently.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Family:
     config: ConfigReader  # (config.json, tensor names, what) -> ModelConfig
     convert: Converter  # (HF tensor name, tensor, cfg) -> {our name: tensor}
     gguf_architectures: tuple[str, ...] = ()  # GGUF general.architecture values it reads
-    gguf_config: ConfigReader | None = None  # (GGUF metadata, tensor names, what) -> ModelConfig
+    gguf_config: ConfigReader | None = None  # (GGUF metadata, {tensor name: shape}, what) -> ModelConfig
     gguf_convert: Converter | None = None  # (GGUF tensor name, float32 tensor, cfg) -> {ours: tensor}
     notes: tuple[str, ...] = field(default=())  # numeric details worth knowing (docs, the app)
 

@@ -245,9 +245,8 @@ def _gguf_info(path: Path, meta: dict, infos: list[TensorInfo]) -> tuple[DiskMod
     what = str(path)
     arch = meta.get("general.architecture")
     fam = family_for_gguf(arch, what)
-    names = frozenset(i.name for i in infos)
-    cfg = fam.gguf_config(meta, names, what)
     shapes = {i.name: i.shape for i in infos}
+    cfg = fam.gguf_config(meta, shapes, what)  # names with their shapes
     for i in infos:
         try:
             GGML_QUANT_SIZES[GGMLQuantizationType(i.ggml_type)]

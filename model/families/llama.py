@@ -75,7 +75,10 @@ def gguf_decoder_config(meta: dict, names: frozenset, what: str, arch: str, *, f
     refuse_unless("rope_freqs.weight" not in names, what,
                   "per-dimension rotary factors (rope_freqs: Llama 3.1's scaling as llama.cpp stores it) "
                   "are not supported from a GGUF; open the model's safetensors folder instead")
-    vocab = int(meta_get(meta, arch, "vocab_size", what, 0) or len(meta.get("tokenizer.ggml.tokens", [])))
+    vocab = int(meta_get(meta, arch, "vocab_size", what, 0) or 0)
+    if not vocab and isinstance(names, dict) and "token_embd.weight" in names:
+        vocab = int(names["token_embd.weight"][0])  # the embedding's rows (shapes given)
+    vocab = vocab or len(meta.get("tokenizer.ggml.tokens", []))
     base = dict(
         vocab_size=vocab, d_model=D, n_heads=H, n_layers=int(req("block_count")),
         d_ff=int(req("feed_forward_length")), max_len=int(req("context_length")),
