@@ -159,10 +159,6 @@ def safetensors_header(path: Path) -> dict[str, dict]:
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise ValueError(f"{path}: not a safetensors file (unreadable header)") from None
     header.pop("__metadata__", None)
-    for name, entry in header.items():
-        if entry.get("dtype") not in SAFETENSORS_DTYPES:
-            raise ValueError(f"{path}: tensor {name!r} is stored as {entry.get('dtype')}; only floating-point "
-                             f"weights ({', '.join(SAFETENSORS_DTYPES)}) are read")
     return header
 
 
@@ -175,16 +171,20 @@ def _convert(fam: Family, convert, name: str, t: torch.Tensor, cfg: ModelConfig,
 
 
 def _check_shapes(fam: Family, convert, shapes: dict[str, tuple[int, ...]], cfg: ModelConfig,
-                  what: str) -> tuple[str, ...]:
+                  what: str, dtypes: dict[str, str] | None = None) -> tuple[str, ...]:
     """Run the converter on meta tensors of the file's shapes and compare with the model the
-    config describes: ValueError naming missing, unexpected or misshapen tensors. Returns the
-    names of tensors the traced model does not use."""
+    config describes: ValueError naming missing, unexpected or misshapen tensors, or a used one
+    that is not floating point (dtypes: safetensors' names). Returns the names of tensors the
+    traced model does not use."""
     ours: dict[str, torch.Tensor] = {}
     ignored = []
     for name, shape in shapes.items():
         out = _convert(fam, convert, name, torch.empty(shape, device="meta"), cfg, what)
         if not out:
             ignored.append(name)
+        elif dtypes is not None and dtypes.get(name) not in SAFETENSORS_DTYPES:
+            raise ValueError(f"{what}: tensor {name!r} is stored as {dtypes.get(name)}; only floating-point "
+                             f"weights ({', '.join(SAFETENSORS_DTYPES)}) are read")
         ours.update(out)
     with torch.device("meta"):
         expected = Transformer(cfg, init=False).state_dict()
@@ -216,11 +216,13 @@ def _folder_info(folder: Path) -> tuple[DiskModelInfo, Family, dict]:
     fam = family_for_config(hf, what)
     files = weight_files(folder)
     shapes: dict[str, tuple[int, ...]] = {}
+    dtypes: dict[str, str] = {}
     for f in files:
         for name, entry in safetensors_header(f).items():
             shapes[name] = tuple(int(x) for x in entry["shape"])
+            dtypes[name] = entry.get("dtype")
     cfg = fam.config(hf, frozenset(shapes), what)
-    ignored = _check_shapes(fam, fam.convert, shapes, cfg, what)
+    ignored = _check_shapes(fam, fam.convert, shapes, cfg, what, dtypes)
     info = DiskModelInfo(path=str(folder), kind="folder", family=fam.name, architecture=cfg.architecture,
                          config=cfg, weight_files=tuple(str(f) for f in files),
                          file_bytes=sum(f.stat().st_size for f in files), float32_bytes=4 * param_count(cfg),
@@ -384,7 +386,7 @@ def load_folder(folder: Path, progress: Progress | None = None) -> tuple[Transfo
             size = f.stat().st_size
             for k, name in enumerate(names):
                 t = st.get_tensor(name)
-                if t.dtype != torch.float32:
+                if t.is_floating_point() and t.dtype != torch.float32:
                     t = t.to(torch.float32)
                 tensors.update(_convert(fam, fam.convert, name, t, cfg, what))
                 if progress is not None and (k % 16 == 0 or k == len(names) - 1):
