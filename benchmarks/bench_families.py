@@ -8,7 +8,9 @@ Rows (benchmark, metric, app, bare, ratio, target, ok):
   - load time per GB of weights: model.pretrained.load_from_disk of (a) a Llama-style model of
     134M parameters written by transformers' save_pretrained in float32 (537 MB) and (b) the same
     in bfloat16 (read as float32), against transformers' from_pretrained of the same folder
-    (float32, eager; the same process, files in the page cache: both read warm); (c) SmolLM2's Q4_1
+    (float32, eager; the same process, files in the page cache: both read warm), followed by a sum
+    over every weight (transformers maps the file and reads a weight when it is first used;
+    load_from_disk reads every value, its finiteness check); (c) SmolLM2's Q4_1
     GGUF (dequantized to float32) and (d) MiniLM's folder, ours only. Seconds per GB of the files
     read (median of 3; the float32 bytes the model then holds are in the metric).
   - `model.trace(ids, causal=...)` (every intermediate recorded) vs transformers' forward with
@@ -77,6 +79,8 @@ def worker_load(tmp: str, repeats: int) -> list[dict]:
             t = time.perf_counter()
             h = transformers.LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
                                                               attn_implementation="eager", local_files_only=True)
+            with torch.no_grad():  # read every weight once (it maps the file lazily; ours checks each value)
+                sum(float(p.sum()) for p in h.parameters())
             theirs.append(time.perf_counter() - t)
             del h
         out.append({"what": f"Llama-style {n / 1e6:.0f}M safetensors {dtype} ({size / 1e6:.0f} MB)",

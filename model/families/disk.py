@@ -170,6 +170,12 @@ def _convert(fam: Family, convert, name: str, t: torch.Tensor, cfg: ModelConfig,
                          "importer knows") from None
 
 
+def meta_model(cfg: ModelConfig) -> Transformer:
+    """Transformer(cfg) on the meta device: shapes without memory or random numbers."""
+    with torch.device("meta"):
+        return Transformer(cfg, init=False)
+
+
 def _check_shapes(fam: Family, convert, shapes: dict[str, tuple[int, ...]], cfg: ModelConfig,
                   what: str, dtypes: dict[str, str] | None = None) -> tuple[str, ...]:
     """Run the converter on meta tensors of the file's shapes and compare with the model the
@@ -186,8 +192,7 @@ def _check_shapes(fam: Family, convert, shapes: dict[str, tuple[int, ...]], cfg:
             raise ValueError(f"{what}: tensor {name!r} is stored as {dtypes.get(name)}; only floating-point "
                              f"weights ({', '.join(SAFETENSORS_DTYPES)}) are read")
         ours.update(out)
-    with torch.device("meta"):
-        expected = Transformer(cfg, init=False).state_dict()
+    expected = meta_model(cfg).state_dict()
     missing = sorted(set(expected) - set(ours))
     unexpected = sorted(set(ours) - set(expected))
     problems = []
@@ -331,14 +336,15 @@ def available_memory_bytes() -> int | None:
 
 # ---- loading ------------------------------------------------------------------------------------
 
-def assign_weights(cfg: ModelConfig, tensors: dict[str, torch.Tensor]) -> Transformer:
+def assign_weights(cfg: ModelConfig, tensors: dict[str, torch.Tensor], model: Transformer | None = None
+                   ) -> Transformer:
     """Transformer(cfg) carrying exactly `tensors` (our names), built without initialisation:
     the modules are made on the meta device (no memory, no random numbers) and the tensors are
     assigned in place of the meta parameters. ValueError naming any missing, unexpected or
     misshapen tensor (with both shapes), a wrong dtype or a non-finite value. The one assignment
-    every pretrained model goes through (model.pretrained re-exports it)."""
-    with torch.device("meta"):
-        model = Transformer(cfg, init=False)
+    every pretrained model goes through (model.pretrained re-exports it). model: a meta_model(cfg)
+    already built (it is filled in place)."""
+    model = meta_model(cfg) if model is None else model
     problems = tensor_problems(model.state_dict(), tensors)
     if problems:
         raise ValueError("the weights do not fit the model: " + "; ".join(problems[:6]))
