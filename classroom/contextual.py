@@ -3,6 +3,7 @@ Pure numpy/torch over the engine (never streamlit, plotly or ui/); every number 
 computed here, one hop from the page."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -44,8 +45,17 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class ContextualSimilarity:
+    """One word in two sentences (A, B) compared at each of S stages (stage_states' names)."""
+    cosine: np.ndarray  # (S,) float64 cosine(A's token, B's token) at each stage
+    nearest_a: list[list[tuple[str, float]]]  # (S, k) A's token's k nearest other tokens of both
+    #                                           sentences, closest first: (label, cosine), label "A3:cat"
+    nearest_b: list[list[tuple[str, float]]]  # (S, k) the same for B's token
+
+
 def contextual_similarity(states_a: list[np.ndarray], states_b: list[np.ndarray], ia: int, ib: int,
-                          labels_a: Sequence[str], labels_b: Sequence[str], k: int = 3) -> dict:
+                          labels_a: Sequence[str], labels_b: Sequence[str], k: int = 3) -> ContextualSimilarity:
     """Cosine similarity of token ia (sentence A) and ib (sentence B) at each stage, and at each
     stage each occurrence's k nearest other tokens (by cosine) among both sentences' tokens."""
     sims, near_a, near_b = [], [], []
@@ -58,4 +68,4 @@ def contextual_similarity(states_a: list[np.ndarray], states_b: list[np.ndarray]
             cs = [(cosine(vec, pool[j]), j) for j in range(len(pool)) if j not in skip]
             cs.sort(key=lambda t: -t[0])
             sink.append([(pool_labels[j], c) for c, j in cs[:k]])
-    return {"cosine": np.asarray(sims), "nearest_a": near_a, "nearest_b": near_b}
+    return ContextualSimilarity(cosine=np.asarray(sims), nearest_a=near_a, nearest_b=near_b)

@@ -4,6 +4,7 @@ cross-entropy at each position of a sentence. Pure numpy over arrays taken from 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -29,7 +30,18 @@ def nearest_neighbours(E: np.ndarray, vocab: Sequence[str], word: str, k: int = 
     return [(vocab[i], float(cos[i])) for i in order]
 
 
-def next_token_losses(probs: np.ndarray, ids: Sequence[int], vocab: Sequence[str]) -> list[dict]:
+@dataclass(frozen=True)
+class TargetLoss:
+    """Position t of a causal run scored against its one-hot target, the true next token x_{t+1}."""
+    position: int  # t: the model has read tokens 0 … t
+    target_token: str  # x_{t+1} as the vocabulary spells it
+    target_index: int  # its id: the 1 of the one-hot target vector (|V| entries)
+    p_target: float  # p(x_{t+1} | x_≤t), the model's probability there
+    loss: float  # cross-entropy −Σ_i y_i log p_i = −log p_target (nats)
+    argmax: str  # the model's most likely next token at t
+
+
+def next_token_losses(probs: np.ndarray, ids: Sequence[int], vocab: Sequence[str]) -> list[TargetLoss]:
     """Per position t = 0 … T−2 of a causal run: the target is the true next token x_{t+1}, as a
     one-hot vector over the vocabulary (1 at its index, 0 elsewhere); the model's probability
     there; and the cross-entropy −Σ_i y_i log p_i = −log p(x_{t+1} | x_≤t). probs (T, V)."""
@@ -41,10 +53,15 @@ def next_token_losses(probs: np.ndarray, ids: Sequence[int], vocab: Sequence[str
         onehot = np.zeros(p.shape[1])
         onehot[target] = 1.0
         pt = float(p[t, target])
-        rows.append({"position": t, "target token": vocab[target], "target index": target,
-                     "p(target)": pt, "loss −log p": float(-(onehot * np.log(np.maximum(p[t], np.finfo(float).tiny))).sum()),
-                     "argmax": vocab[int(p[t].argmax())]})
+        rows.append(TargetLoss(position=t, target_token=vocab[target], target_index=target, p_target=pt,
+                               loss=float(-(onehot * np.log(np.maximum(p[t], np.finfo(float).tiny))).sum()),
+                               argmax=vocab[int(p[t].argmax())]))
     return rows
+
+
+def mean_loss(rows: Sequence[TargetLoss]) -> float:
+    """The mean cross-entropy over the positions: the loss training minimises (nats)."""
+    return float(np.mean([r.loss for r in rows]))
 
 
 # --- any tokenizer (the toy word vocabularies, MiniLM's WordPiece, SmolLM2's byte-level BPE) ---
@@ -102,3 +119,23 @@ def neighbours_of_row(E: np.ndarray, row: int, k: int = 8,
     top = np.argpartition(-cos_masked, k - 1)[:k]
     top = top[np.argsort(-cos_masked[top], kind="stable")]
     return [(int(i), float(cos[i])) for i in top]
+
+
+@dataclass(frozen=True)
+class WordNeighbours:
+    """The rows of the token-embedding matrix E nearest to a typed word's row (cosine similarity)."""
+    row_label: str | None  # the word's row as a reader sees it; None when the word is not one token
+    tokens: list[str]  # (k,) the nearest rows' labels, most similar first ([] when row_label is None)
+    cosines: list[float]  # (k,) their cosine similarity with the word's row
+    pieces: list[str]  # the labels of the pieces the tokenizer splits the word into (when it is not one token)
+
+
+def word_neighbours(E: np.ndarray, tok, word: str, k: int, skip: np.ndarray | None = None) -> WordNeighbours:
+    """The k rows of E (V, D) nearest to `word`'s row (resolve_word), special rows `skip` (V,)
+    left out; or no neighbours and the word's pieces when it is not one token."""
+    row, pieces = resolve_word(tok, word)
+    if row is None:
+        return WordNeighbours(row_label=None, tokens=[], cosines=[], pieces=pieces)
+    near = neighbours_of_row(E, row, k, skip=skip)
+    return WordNeighbours(row_label=row_label(tok, row), tokens=[row_label(tok, i) for i, _ in near],
+                          cosines=[c for _, c in near], pieces=[])

@@ -88,22 +88,51 @@ def locate(labels: list[str], ids: list[int], vocab: list[str], query: str, targ
 
 
 @dataclass(frozen=True)
+class TopHead:
+    """One head's numbers on a task (ExpertResult.top)."""
+    layer: int
+    head: int
+    score: float  # mean attention weight query -> target over the sentences
+    hit_rate: float  # share of sentences where the target gets the head's largest weight
+    far: float  # the score over the sentences whose target is ≥ 2 tokens before the query
+    previous: float  # mean weight on the token just before the query (a position-only control)
+
+
+@dataclass(frozen=True)
+class SentenceWeight:
+    """One built-in sentence of a task, and the weight one head gives its query -> target link."""
+    sentence: str
+    query: str  # the word that looks (a pronoun, a verb)
+    target: str  # the word it depends on (its antecedent, its subject)
+    tokens_back: int  # query position − first target position
+    weight: float  # the head's attention weight query -> target (summed over the target's pieces)
+
+
+@dataclass(frozen=True)
 class ExpertResult:
     task: str
     score: np.ndarray  # (L, H) mean attention weight query -> target over the sentences
     hits: np.ndarray  # (L, H) share of sentences where the target gets the largest weight
     baseline: float  # mean over sentences of 1 / (ordinary tokens other than the query)
-    distances: list[int]  # query position − first target position, per sentence
+    distances: list[int]  # (S,) query position − first target position, per sentence
     per_sentence: np.ndarray  # (S, L, H) the weight in each sentence
     far: np.ndarray  # (L, H) the score over the sentences whose target is ≥ 2 tokens before the query
     previous: np.ndarray  # (L, H) mean weight the query gives to the token just before it (a position-only control)
-    sentences: list[str]
+    sentences: list[str]  # (S,) the task's sentences, in TASKS order
 
-    def top(self, n: int = 10) -> list[tuple[int, int, float, float]]:
-        """The n best heads as (layer, head, score, hit rate), best first."""
+    def top(self, n: int = 10) -> list[TopHead]:
+        """The n best heads by score, best first."""
         L, H = self.score.shape
         order = np.argsort(-self.score, axis=None, kind="stable")[:n]
-        return [(int(i // H), int(i % H), float(self.score.flat[i]), float(self.hits.flat[i])) for i in order]
+        return [TopHead(layer=int(i // H), head=int(i % H), score=float(self.score.flat[i]),
+                        hit_rate=float(self.hits.flat[i]), far=self.far.flat[i], previous=self.previous.flat[i])
+                for i in order]
+
+    def sentence_weights(self, layer: int, head: int) -> list[SentenceWeight]:
+        """Sentence by sentence (TASKS order), the weight this head gives the query -> target link."""
+        return [SentenceWeight(sentence=sentence, query=query, target=target, tokens_back=d, weight=float(w))
+                for (sentence, query, target), w, d in zip(TASKS[self.task], self.per_sentence[:, layer, head],
+                                                           self.distances)]
 
 
 @torch.no_grad()

@@ -4,12 +4,12 @@ computed here, one hop from the page."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from .contextual import cosine
 from .positional import cosine_matrix
 
 
@@ -22,6 +22,16 @@ def ffn_position_check(model, layer: int, ffn_input: np.ndarray, ffn_output: np.
     rows = [ffn(x[t: t + 1][None], record=False)[0][0, 0] for t in range(x.shape[0])]
     alone = torch.stack(rows).numpy()
     return float(np.abs(alone - np.asarray(ffn_output)).max())
+
+
+ACTIVE_ABOVE = 0.05  # a GELU/SiLU unit counts as "clearly positive" above this (ReLU: above 0)
+
+
+def active_share(hidden: np.ndarray, activation: str) -> float:
+    """Share of the FFN's hidden activations (T, d_ff) that are clearly positive: > 0 after a
+    ReLU, > ACTIVE_ABOVE after a smooth activation (GELU, SwiGLU), whose small negative tail is not off."""
+    h = np.asarray(hidden)
+    return float((h > 0).mean()) if activation == "relu" else float((h > ACTIVE_ABOVE).mean())
 
 
 def topk(p: np.ndarray, k: int) -> np.ndarray:
@@ -39,31 +49,64 @@ def topk_next(probs: np.ndarray, vocab: Sequence[str], k: int = 5) -> tuple[np.n
     return np.take_along_axis(p, idx, -1), [[vocab[i] for i in row] for row in idx]
 
 
-def sequence_logprob(probs: np.ndarray, ids: Sequence[int]) -> dict:
+@dataclass(frozen=True)
+class SequenceLogprob:
+    """p(x) = Π_t p(x_t | x_<t) of one causal run, factor by factor (T tokens, T − 1 factors)."""
+    p: np.ndarray  # (T − 1,) float64: p(x_t | x_<t) for t = 1 … T − 1
+    logp: np.ndarray  # (T − 1,) float64: natural log of p (floored at the smallest float64)
+    total_logp: float  # Σ logp = log p(x); 0.0 for a single token
+    total_p: float  # exp(total_logp) = p(x); 1.0 for a single token
+    perplexity: float  # exp(−total_logp / (T − 1)); nan for a single token
+
+
+def sequence_logprob(probs: np.ndarray, ids: Sequence[int]) -> SequenceLogprob:
     """Autoregressive factorisation p(x) = Π_t p(x_t | x_<t) from a causal trace's probs (T, V).
 
     Position t-1's distribution predicts token t, so there are T-1 factors (the first token is
-    given). Returns per-token p and log p (natural log) and the totals."""
+    given): per-token p and log p (natural log) and the totals."""
     p = np.asarray(probs, dtype=np.float64)
     ids = np.asarray(ids)
     if len(ids) < 2:
-        return {"p": np.zeros(0), "logp": np.zeros(0), "total_logp": 0.0, "total_p": 1.0, "perplexity": float("nan")}
+        return SequenceLogprob(p=np.zeros(0), logp=np.zeros(0), total_logp=0.0, total_p=1.0, perplexity=float("nan"))
     pt = p[np.arange(len(ids) - 1), ids[1:]]
     logp = np.log(np.maximum(pt, np.finfo(np.float64).tiny))
     total = float(logp.sum())
-    return {"p": pt, "logp": logp, "total_logp": total, "total_p": float(math.exp(total)),
-            "perplexity": float(math.exp(-total / len(pt)))}
+    return SequenceLogprob(p=pt, logp=logp, total_logp=total, total_p=float(math.exp(total)),
+                           perplexity=float(math.exp(-total / len(pt))))
 
 
-def weight_tying(model, final: np.ndarray, logits: np.ndarray) -> dict:
+@dataclass(frozen=True)
+class WeightTying:
+    """Is the output layer the token-embedding matrix, and does h · Wᵀ give the model's logits?"""
+    tied: bool  # the output matrix is the embedding matrix E (same storage, same shape)
+    max_diff: float  # max |final · W_outᵀ (float64) − the traced logits| over (T, V)
+    shape: tuple[int, int]  # (V, D) of the output matrix
+
+
+def weight_tying(model, final: np.ndarray, logits: np.ndarray) -> WeightTying:
     """Is the output matrix the token-embedding matrix (same storage)? And do the traced logits
-    equal final · Eᵀ (max |difference|)?"""
+    (T, V) equal final (T, D) · Eᵀ (max |difference|)?"""
     out_m = model.output_matrix
     emb = model.tok_emb.weight
     same = bool(out_m.data_ptr() == emb.data_ptr() and out_m.shape == emb.shape)
     recomputed = np.asarray(final, dtype=np.float64) @ out_m.detach().double().numpy().T
-    return {"tied": same, "max_diff": float(np.abs(recomputed - np.asarray(logits)).max()),
-            "shape": tuple(out_m.shape)}
+    return WeightTying(tied=same, max_diff=float(np.abs(recomputed - np.asarray(logits)).max()),
+                       shape=tuple(out_m.shape))
+
+
+@dataclass(frozen=True)
+class OutputLayerView:
+    """What the page shows of the output layer: weight tying and the first rows of both matrices."""
+    tying: WeightTying
+    embedding_rows: np.ndarray  # (n, D) float32: the first n rows of the token-embedding matrix E (a copy)
+    output_rows: np.ndarray  # (n, D) float32: the first n rows of the output matrix (a copy)
+
+
+def output_layer_view(model, final: np.ndarray, logits: np.ndarray, n_rows: int) -> OutputLayerView:
+    """weight_tying(model, final, logits) plus the first n_rows of E and of the output matrix."""
+    return OutputLayerView(tying=weight_tying(model, final, logits),
+                           embedding_rows=model.tok_emb.weight.detach().numpy()[:n_rows].copy(),
+                           output_rows=model.output_matrix.detach().numpy()[:n_rows].copy())
 
 
 def robust_limit(x: np.ndarray, q: float = 99.0) -> float:
@@ -73,24 +116,21 @@ def robust_limit(x: np.ndarray, q: float = 99.0) -> float:
     return v if v > 0 else 1.0
 
 
-def last_layer_view(final: np.ndarray) -> dict:
+@dataclass(frozen=True)
+class LastLayerView:
+    """What an encoder's last layer produces for one sentence (T tokens, width D)."""
+    norms: np.ndarray  # (T,) float64: L2 norm of each token's final vector
+    cosine: np.ndarray  # (T, T) float64: cosine similarity between the tokens' final vectors
+    mean: np.ndarray  # (D,) float64: mean over the tokens (MiniLM's sentence embedding before its L2 normalisation)
+
+
+def last_layer_view(final: np.ndarray) -> LastLayerView:
     """What a model without an output layer (an encoder such as MiniLM) produces: its final hidden
-    states (T, D) -> per-token L2 norms (T,), cosine similarity between tokens (T, T), and the
-    mean over tokens (D,): MiniLM's sentence embedding (before its L2 normalisation)."""
+    states (T, D) -> per-token L2 norms, cosine similarity between tokens, and the mean over tokens."""
     x = np.asarray(final, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"final must be (T, D); got shape {x.shape}")
-    return {"norms": np.linalg.norm(x, axis=-1), "cosine": cosine_matrix(x), "mean": x.mean(axis=0)}
-
-
-def state_change(a: np.ndarray, b: np.ndarray) -> dict:
-    """Per-token change between two runs' hidden states, (T, D) each: cosine(a_t, b_t) (T,) and
-    the L2 norm of b_t − a_t (T,) beside ‖a_t‖ (T,)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"a and b must both be (T, D); got {a.shape} and {b.shape}")
-    return {"cosine": np.array([cosine(x, y) for x, y in zip(a, b)]),
-            "distance": np.linalg.norm(b - a, axis=-1), "norm_a": np.linalg.norm(a, axis=-1)}
+    return LastLayerView(norms=np.linalg.norm(x, axis=-1), cosine=cosine_matrix(x), mean=x.mean(axis=0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,8 +150,19 @@ def mask_id(vocab: Sequence[str]) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class FillIn:
+    """A masked language model's guesses for one hidden position of a sentence (vocabulary size V)."""
+    masked_ids: list[int]  # (T,) the sentence's ids with the hidden position replaced by the mask id
+    top_ids: np.ndarray  # (k,) int: the k most likely token ids at that position, most likely first
+    top_p: np.ndarray  # (k,) float64: their probabilities
+    true_id: int  # the hidden (true) token's id
+    true_p: float  # its probability
+    true_rank: int  # its rank among all V tokens (1 = the model's first guess)
+
+
 @torch.no_grad()
-def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> dict:
+def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> FillIn:
     """ids with ids[position] replaced by `mask`, traced bidirectionally: the top-k tokens at that
     position with their probabilities, and where the true token ranks (1 = the model's first guess)."""
     ids = [int(i) for i in ids]
@@ -123,5 +174,5 @@ def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> 
     tr = model.trace(torch.tensor([masked]), causal=False)
     p = tr.probs[0, position].double().numpy()  # (V,)
     order = np.argsort(-p, kind="stable")
-    return {"masked_ids": masked, "top_ids": order[:k], "top_p": p[order[:k]], "true_id": true,
-            "true_p": float(p[true]), "true_rank": int(np.nonzero(order == true)[0][0]) + 1}
+    return FillIn(masked_ids=masked, top_ids=order[:k], top_p=p[order[:k]], true_id=true, true_p=float(p[true]),
+                  true_rank=int(np.nonzero(order == true)[0][0]) + 1)

@@ -4,68 +4,110 @@ model computes them (pre-LN or post-LN, with or without a final norm or output l
 the page that explains it. Pure Python over a (numpy) ForwardTrace."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the forward pass, as the flow diagram draws it."""
+    name: str  # what the step is ("block 0 · softmax weights")
+    shape: tuple[int, ...]  # the tensor it hands on, without the batch axis, e.g. (H, T, T)
+    page: str  # url path of the page that explains it ("heads", "ffn-output", …)
+    what: str  # one line on what it computes
+
 
 def _shape(a) -> tuple[int, ...]:
     return tuple(int(x) for x in a.shape)
 
 
-def stages(tr, cfg) -> list[dict]:
-    """[{"name", "shape" (without the batch axis), "page" (url path), "what"}] for layer 0 in full;
-    the other layers repeat it (one row says so)."""
-    emb, b0 = tr.embeddings, tr.layers[0]
+def stages(tr, cfg) -> list[Stage]:
+    """The stages of one forward pass in the model's order, layer 0 in full; the other layers
+    repeat it (one stage says so)."""
+    out = _input_stages(tr, cfg) + _block_stages(tr, cfg)
+    if cfg.n_layers > 1:
+        out.append(Stage(f"blocks 1 … {cfg.n_layers - 1}: the same", _shape(tr.layers[-1].resid_out)[1:],
+                         "overview", f"{cfg.n_layers - 1} more blocks, each with its own weights"))
+    return out + _output_stages(tr, cfg)
+
+
+def _norm_name(cfg) -> str:
+    return "RMSNorm" if cfg.norm_kind == "rmsnorm" else "LayerNorm"
+
+
+def _input_stages(tr, cfg) -> list[Stage]:
+    """Token ids to what block 0 reads: embeddings, positions, token types, BERT's embedding norm."""
+    emb = tr.embeddings
     T = _shape(tr.ids)[1]
-    out = [dict(name="token ids", shape=(T,), page="heads", what="the tokenizer's output, one id per token")]
-    out.append(dict(name="token embeddings", shape=_shape(emb.token)[1:], page="ffn-output",
-                    what="a row of the embedding matrix E per token"))
+    out = [Stage("token ids", (T,), "heads", "the tokenizer's output, one id per token"),
+           Stage("token embeddings", _shape(emb.token)[1:], "ffn-output", "a row of the embedding matrix E per token")]
     if cfg.pos_encoding in ("sinusoidal", "learned"):
-        out.append(dict(name=f"+ {cfg.pos_encoding} positions", shape=_shape(emb.position), page="positional",
-                        what="a position vector added to each token's row"))
+        out.append(Stage(f"+ {cfg.pos_encoding} positions", _shape(emb.position), "positional",
+                         "a position vector added to each token's row"))
     if emb.token_type is not None:
-        out.append(dict(name="+ token types", shape=_shape(emb.token_type)[1:], page="mask-lab",
-                        what="sentence A or B (BERT)"))
+        out.append(Stage("+ token types", _shape(emb.token_type)[1:], "mask-lab", "sentence A or B (BERT)"))
     if emb.ln is not None:
-        out.append(dict(name="embedding LayerNorm", shape=_shape(emb.ln.output)[1:], page="layer-norm",
-                        what="BERT normalises the sum before block 0"))
-    at = b0.attn
+        out.append(Stage("embedding LayerNorm", _shape(emb.ln.output)[1:], "layer-norm",
+                         "BERT normalises the sum before block 0"))
+    return out
+
+
+def _attention_stages(tr, cfg) -> list[Stage]:
+    """Block 0's attention: Q, K, V, the masked scores, the weights, the heads, W_O."""
+    at = tr.layers[0].attn
     qkv = (f"Q {_shape(at.q)[1:]}, K and V {_shape(at.k)[1:]}" if _shape(at.k) == _shape(at.v)
            else f"Q {_shape(at.q)[1:]}, K {_shape(at.k)[1:]}, V {_shape(at.v)[1:]}")
-    attn = [dict(name="block 0 · attention: Q, K, V", shape=_shape(at.q)[1:], page="multi-head",
-                 what=qkv + (": K/V heads shared" if at.kv_head is not None else "")
-                 + ("; rotary turns q, k" if cfg.pos_encoding == "rope" else "")),
-            dict(name="block 0 · scores QKᵀ/√d_k, masked", shape=_shape(at.scaled)[1:], page="scaling",
-                 what="one T × T score matrix per head" + (" (causal mask)" if tr.causal else "")),
-            dict(name="block 0 · softmax weights", shape=_shape(at.weights)[1:], page="heads",
-                 what="each row sums to 1"),
-            dict(name="block 0 · Z = weights · V, concat", shape=_shape(at.concat)[1:], page="multi-head",
-                 what="the heads side by side"),
-            dict(name="block 0 · × W_O", shape=_shape(at.output)[1:], page="multi-head", what="back to d_model")]
-    ffn = [dict(name="block 0 · FFN hidden", shape=_shape(b0.ffn.hidden_post)[1:], page="ffn-output",
-                what=f"{cfg.activation} between two linear maps, each position alone"),
-           dict(name="block 0 · FFN output", shape=_shape(b0.ffn.output)[1:], page="ffn-output", what="back to d_model")]
-    norm_name = "RMSNorm" if cfg.norm_kind == "rmsnorm" else "LayerNorm"
-    def ln(which):
+    return [Stage("block 0 · attention: Q, K, V", _shape(at.q)[1:], "multi-head",
+                  qkv + (": K/V heads shared" if at.kv_head is not None else "")
+                  + ("; rotary turns q, k" if cfg.pos_encoding == "rope" else "")),
+            Stage("block 0 · scores QKᵀ/√d_k, masked", _shape(at.scaled)[1:], "scaling",
+                  "one T × T score matrix per head" + (" (causal mask)" if tr.causal else "")),
+            Stage("block 0 · softmax weights", _shape(at.weights)[1:], "heads", "each row sums to 1"),
+            Stage("block 0 · Z = weights · V, concat", _shape(at.concat)[1:], "multi-head", "the heads side by side"),
+            Stage("block 0 · × W_O", _shape(at.output)[1:], "multi-head", "back to d_model")]
+
+
+def _block_stages(tr, cfg) -> list[Stage]:
+    """Block 0 in the model's order: pre-LN norms before each sublayer, post-LN after each residual add."""
+    b0 = tr.layers[0]
+    attn = _attention_stages(tr, cfg)
+    ffn = [Stage("block 0 · FFN hidden", _shape(b0.ffn.hidden_post)[1:], "ffn-output",
+                 f"{cfg.activation} between two linear maps, each position alone"),
+           Stage("block 0 · FFN output", _shape(b0.ffn.output)[1:], "ffn-output", "back to d_model")]
+
+    def ln(which: str) -> list[Stage]:
         t = getattr(b0, which)
-        return [] if t is None else [dict(name=f"block 0 · {norm_name} ({which})", shape=_shape(t.output)[1:],
-                                         page="layer-norm", what="each token's vector rescaled")]
-    add = lambda what: dict(name=f"block 0 · add residual ({what})", shape=_shape(b0.resid_mid)[1:],  # noqa: E731
-                            page="layer-norm", what="x + sublayer(x): the residual stream")
+        return [] if t is None else [Stage(f"block 0 · {_norm_name(cfg)} ({which})", _shape(t.output)[1:],
+                                           "layer-norm", "each token's vector rescaled")]
+
+    def add(what: str) -> list[Stage]:
+        return [Stage(f"block 0 · add residual ({what})", _shape(b0.resid_mid)[1:], "layer-norm",
+                      "x + sublayer(x): the residual stream")]
+
     if cfg.norm == "pre":
-        out += ln("ln1") + attn + [add("attention")] + ln("ln2") + ffn + [add("FFN")]
-    else:
-        out += attn + [add("attention")] + ln("ln1") + ffn + [add("FFN")] + ln("ln2")
-    if cfg.n_layers > 1:
-        out.append(dict(name=f"blocks 1 … {cfg.n_layers - 1}: the same", shape=_shape(tr.layers[-1].resid_out)[1:],
-                        page="overview", what=f"{cfg.n_layers - 1} more blocks, each with its own weights"))
+        return ln("ln1") + attn + add("attention") + ln("ln2") + ffn + add("FFN")
+    return attn + add("attention") + ln("ln1") + ffn + add("FFN") + ln("ln2")
+
+
+def _output_stages(tr, cfg) -> list[Stage]:
+    """After the last block: the final norm, then logits and probabilities (or an encoder's hidden states)."""
+    out = []
     if tr.final_ln is not None:
-        out.append(dict(name=f"final {norm_name}", shape=_shape(tr.final_ln.output)[1:], page="layer-norm",
-                        what="before the output layer"))
+        out.append(Stage(f"final {_norm_name(cfg)}", _shape(tr.final_ln.output)[1:], "layer-norm",
+                         "before the output layer"))
     if cfg.output_head:  # shapes only: the logits themselves are computed on first read (not here)
         t_v = (_shape(tr.final)[1], cfg.vocab_size)  # (T, V)
-        out.append(dict(name="logits = h · Eᵀ" if cfg.tie_weights else "logits = h · W_outᵀ",
-                        shape=t_v, page="ffn-output", what="a score per vocabulary token"))
-        out.append(dict(name="softmax → probabilities", shape=t_v, page="generate",
-                        what="the next-token distribution at every position"))
+        out.append(Stage("logits = h · Eᵀ" if cfg.tie_weights else "logits = h · W_outᵀ", t_v, "ffn-output",
+                         "a score per vocabulary token"))
+        out.append(Stage("softmax → probabilities", t_v, "generate", "the next-token distribution at every position"))
     else:
-        out.append(dict(name="last hidden states (no output layer)", shape=_shape(tr.final)[1:], page="ffn-output",
-                        what="an encoder: vectors for a task head or pooling, no word prediction"))
+        out.append(Stage("last hidden states (no output layer)", _shape(tr.final)[1:], "ffn-output",
+                         "an encoder: vectors for a task head or pooling, no word prediction"))
+    return out
+
+
+def pages_in_order(rows: list[Stage]) -> dict[str, list[str]]:
+    """{page: the names of its stages}, pages in the order they first appear."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r.page, []).append(r.name)
     return out

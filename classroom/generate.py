@@ -119,21 +119,60 @@ class Session:
         with torch.no_grad():
             return model.trace(torch.tensor([self.ids]), causal=True).logits[0, -1]
 
-    def factorisation(self) -> list[dict]:
+    def next_token(self, k: int = 10) -> "NextToken":
+        """The k most likely next tokens under the model, beside the sampling rule's distribution."""
+        probs = self.model_probs().numpy()
+        rule = self.next_distribution().numpy()
+        top = np.argsort(-probs, kind="stable")[:k]
+        return NextToken(top_ids=top, p_model=probs[top], p_rule=rule[top], kept=int((rule > 0).sum()),
+                         vocab_size=len(probs))
+
+    def factorisation(self) -> list["Factor"]:
         """p(x_gen | prompt) = Π p(x_t | x_<t) token by token, with the running sum of log p."""
         rows, total = [], 0.0
         for i, r in enumerate(self.records):
             total += r.logp
-            rows.append({"step": i + 1, "token id": r.token, "p(x_t | x_<t)": r.p_model, "log p": r.logp,
-                         "Σ log p so far": total, "p of the text so far": math.exp(total)})
+            rows.append(Factor(step=i + 1, token=r.token, p=r.p_model, logp=r.logp, logp_so_far=total,
+                               p_so_far=math.exp(total)))
         return rows
 
 
-def cache_growth(cfg, n_prompt: int, n_new: int) -> dict:
+@dataclass(frozen=True)
+class NextToken:
+    """The distribution the next token comes from, at the top k of the model's own (V tokens)."""
+    top_ids: np.ndarray  # (k,) int: the model's k most likely next tokens, most likely first
+    p_model: np.ndarray  # (k,) float64: their probability under the model (softmax, temperature 1)
+    p_rule: np.ndarray  # (k,) their probability under the sampling rule (renormalised; greedy: 1 on the argmax)
+    kept: int  # how many of the V tokens the rule leaves a chance (p_rule > 0)
+    vocab_size: int  # V
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One generated token's factor of p(x_gen | prompt) = Π p(x_t | x_<t)."""
+    step: int  # 1 for the first generated token
+    token: int  # its id
+    p: float  # p(x_t | x_<t) under the model (temperature 1)
+    logp: float  # natural log of p
+    logp_so_far: float  # Σ log p over steps 1 … step
+    p_so_far: float  # exp(logp_so_far): the probability of the generated text so far
+
+
+@dataclass(frozen=True)
+class CacheGrowth:
+    """Bytes of the KV cache at each context length n_prompt … n_prompt + n_new (N lengths)."""
+    context: np.ndarray  # (N,) int: positions in the cache
+    this_model: np.ndarray  # (N,) int: bytes for this model (its K/V heads)
+    without_gqa: np.ndarray  # (N,) int: bytes with one K/V head per query head
+    bytes_per_token: int  # 2 × L × kv_heads × d_head × 4 B: what each position adds for this model
+    bytes_per_token_without_gqa: int  # the same with n_heads K/V heads
+
+
+def cache_growth(cfg, n_prompt: int, n_new: int) -> CacheGrowth:
     """Bytes of the KV cache at each context length n_prompt … n_prompt + n_new, for this model
     and for the same model without grouped-query attention (2 × L × kv_heads × d_head × 4 B per
     token; model.generate.kv_cache_bytes_per_token)."""
     per = kv_cache_bytes_per_token(cfg)
     T = np.arange(n_prompt, n_prompt + n_new + 1)
-    return {"context": T, "this model": T * per["gqa"], "without grouped-query attention": T * per["mha"],
-            "per_token": per}
+    return CacheGrowth(context=T, this_model=T * per["gqa"], without_gqa=T * per["mha"],
+                       bytes_per_token=per["gqa"], bytes_per_token_without_gqa=per["mha"])

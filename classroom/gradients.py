@@ -14,7 +14,7 @@ on every run (for a given torch thread count).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, Sequence
 
 import numpy as np
@@ -41,36 +41,62 @@ def softmax_jacobian(z: np.ndarray) -> np.ndarray:
     return torch.stack(rows, dim=1).detach().numpy()  # (N, n, n): [s, i, j]
 
 
-def softmax_gradient_experiment(d_ks: Sequence[int] = DK_GRID, n_keys: int = 16, n_samples: int = 200,
-                                seed: int = 0, near_zero: float = NEAR_ZERO) -> dict:
-    """For each d_k: random q (n_samples, d_k) and keys (n_samples, n_keys, d_k), entries N(0, 1);
-    scores z = q·k (unscaled) or q·k / sqrt(d_k) (scaled); the softmax Jacobian of every row.
+@dataclass(frozen=True)
+class JacobianStats:
+    """The softmax Jacobians of N rows of scores z (N, n), summarised."""
+    near_zero: float  # share of Jacobian entries |d p_i / d z_j| below the threshold
+    norm: float  # mean Frobenius norm of J over the rows
+    max_weight: float  # mean largest softmax weight over the rows
+    score_std: float  # standard deviation of the scores z
 
-    Returns {"d_k": (G,), and for "scaled" / "unscaled": {"near_zero": (G,) share of Jacobian
-    entries with |J| < near_zero, "norm": (G,) mean Frobenius norm of J, "max_weight": (G,) mean
-    largest softmax weight, "score_std": (G,) standard deviation of the softmax inputs}}."""
+
+@dataclass(frozen=True)
+class JacobianCurves:
+    """JacobianStats at each of G key widths d_k."""
+    near_zero: np.ndarray  # (G,) share of Jacobian entries below the threshold
+    norm: np.ndarray  # (G,) mean Frobenius norm of J
+    max_weight: np.ndarray  # (G,) mean largest softmax weight
+    score_std: np.ndarray  # (G,) standard deviation of the softmax inputs
+
+
+@dataclass(frozen=True)
+class SoftmaxGradients:
+    """The scaling experiment: softmax Jacobians of random q·k scores with and without 1/sqrt(d_k)."""
+    d_k: np.ndarray  # (G,) the key widths tried
+    n_keys: int  # keys per query
+    n_samples: int  # queries per d_k
+    near_zero_below: float  # the threshold of "near zero" for |d p_i / d z_j|
+    scaled: JacobianCurves  # scores q·k / sqrt(d_k): variance 1
+    unscaled: JacobianCurves  # scores q·k: variance d_k
+
+
+def softmax_gradient_experiment(d_ks: Sequence[int] = DK_GRID, n_keys: int = 16, n_samples: int = 200,
+                                seed: int = 0, near_zero: float = NEAR_ZERO) -> SoftmaxGradients:
+    """For each d_k: random q (n_samples, d_k) and keys (n_samples, n_keys, d_k), entries N(0, 1);
+    scores z = q·k (unscaled) or q·k / sqrt(d_k) (scaled); the softmax Jacobian of every row,
+    summarised per d_k (jacobian_stats)."""
     g = torch.Generator().manual_seed(int(seed))
-    out: dict = {"d_k": np.asarray(d_ks), "n_keys": n_keys, "n_samples": n_samples, "near_zero_below": near_zero}
-    for kind in ("scaled", "unscaled"):
-        out[kind] = {m: np.zeros(len(d_ks)) for m in ("near_zero", "norm", "max_weight", "score_std")}
+    curves = {kind: {f.name: np.zeros(len(d_ks)) for f in fields(JacobianCurves)} for kind in ("scaled", "unscaled")}
     for gi, dk in enumerate(d_ks):
         q = torch.randn(n_samples, 1, dk, generator=g, dtype=torch.float64)
         k = torch.randn(n_samples, n_keys, dk, generator=g, dtype=torch.float64)
         raw = (q @ k.transpose(-2, -1))[:, 0].numpy()  # (N, n) dot products, variance d_k
         for kind, z in (("scaled", raw / math.sqrt(dk)), ("unscaled", raw)):
-            for m, v in jacobian_stats(z, near_zero).items():
-                out[kind][m][gi] = v
-    return out
+            stats = jacobian_stats(z, near_zero)
+            for f in fields(JacobianStats):
+                curves[kind][f.name][gi] = getattr(stats, f.name)
+    return SoftmaxGradients(d_k=np.asarray(d_ks), n_keys=n_keys, n_samples=n_samples, near_zero_below=near_zero,
+                            scaled=JacobianCurves(**curves["scaled"]), unscaled=JacobianCurves(**curves["unscaled"]))
 
 
-def jacobian_stats(z: np.ndarray, near_zero: float = NEAR_ZERO) -> dict[str, float]:
+def jacobian_stats(z: np.ndarray, near_zero: float = NEAR_ZERO) -> JacobianStats:
     """Of softmax rows z (N, n): share of Jacobian entries |J| < near_zero, mean Frobenius norm of
     J, mean largest weight, standard deviation of z."""
     J = softmax_jacobian(z)  # (N, n, n)
     _, p, _ = masked_softmax(torch.tensor(np.asarray(z, dtype=np.float64)))
-    return {"near_zero": float((np.abs(J) < near_zero).mean()),
-            "norm": float(np.sqrt((J ** 2).sum(axis=(1, 2))).mean()),
-            "max_weight": float(p.max(dim=1).values.mean()), "score_std": float(np.std(z))}
+    return JacobianStats(near_zero=float((np.abs(J) < near_zero).mean()),
+                         norm=float(np.sqrt((J ** 2).sum(axis=(1, 2))).mean()),
+                         max_weight=float(p.max(dim=1).values.mean()), score_std=float(np.std(z)))
 
 
 # ----------------------------------------------------------------------------- (b) training runs
@@ -88,6 +114,21 @@ class RunResult:
     losses: np.ndarray  # (steps,) training loss per step
     grad_norms: np.ndarray  # (steps, L) gradient norm of each block's parameters, per step
     vocab_size: int = 0  # |V|: a uniform guess has loss ln |V|
+
+    @property
+    def steps(self) -> np.ndarray:
+        """(steps,) 1, 2, …: the step number of each loss."""
+        return np.arange(1, len(self.losses) + 1)
+
+    @property
+    def mean_grad_norms(self) -> np.ndarray:
+        """(L,) each block's gradient norm, mean over the steps."""
+        return self.grad_norms.mean(axis=0)
+
+    @property
+    def uniform_loss(self) -> float:
+        """ln |V|: the loss of a uniform guess over the vocabulary."""
+        return np.log(self.vocab_size)
 
 
 def corpus_ids(n_sentences: int = 1500, max_len: int = 24, seed: int = 7) -> tuple[torch.Tensor, int, int]:
@@ -156,14 +197,27 @@ def residual_norm_comparison(steps: int = 150, n_layers: int = 6, d_model: int =
     return out
 
 
-def summarize(runs: Sequence[RunResult], last: int = 20) -> list[dict]:
+@dataclass(frozen=True)
+class RunSummary:
+    """One training run in numbers (the page's table, one row per run)."""
+    run: str  # the variant's name
+    first_loss: float  # loss at step 1 (the untrained model)
+    largest_loss: float  # largest loss over the steps
+    last: int  # how many final steps mean_loss_last averages
+    mean_loss_last: float  # mean loss of the last `last` steps
+    grad_norm_first: float  # block 0's gradient norm, mean over all steps
+    grad_norm_last: float  # the last block's gradient norm, mean over all steps
+    first_over_last: float  # grad_norm_first / grad_norm_last (nan when the last is 0)
+
+
+def summarize(runs: Sequence[RunResult], last: int = 20) -> list[RunSummary]:
     """One row per run: first and largest loss, mean loss of the last `last` steps, and the
     gradient norm of the first and the last block (mean over all steps) and their ratio."""
     rows = []
     for r in runs:
-        g = r.grad_norms.mean(axis=0)  # (L,)
-        rows.append({"run": r.name, "first loss": float(r.losses[0]), "largest loss": float(r.losses.max()),
-                     f"mean loss, last {last} steps": float(r.losses[-last:].mean()),
-                     "grad norm, block 0": float(g[0]), "grad norm, last block": float(g[-1]),
-                     "block 0 ÷ last block": float(g[0] / g[-1]) if g[-1] > 0 else float("nan")})
+        g = r.mean_grad_norms  # (L,)
+        rows.append(RunSummary(run=r.name, first_loss=float(r.losses[0]), largest_loss=float(r.losses.max()),
+                               last=last, mean_loss_last=float(r.losses[-last:].mean()),
+                               grad_norm_first=float(g[0]), grad_norm_last=float(g[-1]),
+                               first_over_last=float(g[0] / g[-1]) if g[-1] > 0 else float("nan")))
     return rows

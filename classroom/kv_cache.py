@@ -12,6 +12,7 @@ Pure Python over model/ (no streamlit, no plotly).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -57,6 +58,11 @@ def kv_options(n_heads: int) -> list[int]:
     return [h for h in range(1, n_heads + 1) if n_heads % h == 0]
 
 
+def gqa_options(n_heads: int) -> list[int]:
+    """The grouped K/V head counts: divisors of n_heads strictly between 1 (MQA) and n_heads (MHA)."""
+    return [h for h in kv_options(n_heads) if 1 < h < n_heads]
+
+
 def shape_config(shape: KVShape, n_kv_heads: int | None = None, *, max_len: int = 64) -> ModelConfig:
     """A ModelConfig with the shape's layers, heads and head width (vocabulary 8, d_ff 4, no
     position vectors: the cache does not depend on them). n_kv_heads None: the shape's own."""
@@ -70,12 +76,23 @@ def bytes_per_token(shape: KVShape, n_kv_heads: int | None = None, bytes_per_num
     return kv_cache_bytes_per_token(shape_config(shape, n_kv_heads), bytes_per_number)["gqa"]
 
 
+@dataclass(frozen=True)
+class CacheRow:
+    """The KV cache of one variant for a context, one sequence."""
+    variant: str  # e.g. "MHA (multi-head)", "sliding window w = 512 (3 K/V heads)"
+    kv_heads: int  # K/V heads the variant keeps
+    bytes_per_token: int  # 2 (K and V) × layers × kv_heads × d_head × bytes per number
+    tokens_cached: int  # the context, or min(context, w) with a sliding window
+    context_bytes: int  # bytes_per_token × tokens_cached
+    share_of_mha: float  # context_bytes / the MHA row's context_bytes
+
+
 def cache_table(shape: KVShape, context: int, bytes_per_number: int = 4, *, gqa_kv_heads: int | None = None,
-                window: int | None = None) -> list[dict]:
+                window: int | None = None) -> list[CacheRow]:
     """One row per variant: MHA (a K/V head per query head), GQA (gqa_kv_heads, default the
     shape's own when it is grouped, else the largest proper divisor), MQA (one K/V head), and a
     sliding window (the shape's own K/V heads, at most `window` tokens cached: Mistral's rolling
-    buffer). Columns: variant, K/V heads, bytes/token, tokens cached, bytes for the context, × of MHA."""
+    buffer)."""
     shape.check()
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise ValueError(f"the context must be at least 1 token, got {context!r}")
@@ -83,7 +100,7 @@ def cache_table(shape: KVShape, context: int, bytes_per_number: int = 4, *, gqa_
         raise ValueError(f"the window must be at least 1 token (1 = each token sees only itself), got {window!r}")
     H = shape.n_heads
     if gqa_kv_heads is None:
-        proper = [h for h in kv_options(H) if 1 < h < H]
+        proper = gqa_options(H)
         gqa_kv_heads = shape.n_kv_heads if 1 < shape.n_kv_heads < H else (proper[-1] if proper else H)
     if H % gqa_kv_heads:
         raise ValueError(f"GQA needs K/V heads that divide {H} query heads; choose from {kv_options(H)}")
@@ -95,8 +112,8 @@ def cache_table(shape: KVShape, context: int, bytes_per_number: int = 4, *, gqa_
     out = []
     for name, kv, tokens in rows:
         per = bytes_per_token(shape, kv, bytes_per_number)
-        out.append({"variant": name, "K/V heads": kv, "bytes per token": per, "tokens cached": tokens,
-                    "bytes for the context": per * tokens, "share of MHA": per * tokens / mha_total})
+        out.append(CacheRow(variant=name, kv_heads=kv, bytes_per_token=per, tokens_cached=tokens,
+                            context_bytes=per * tokens, share_of_mha=per * tokens / mha_total))
     return out
 
 
@@ -123,6 +140,35 @@ def engine_cache_bytes(shape: KVShape, n_kv_heads: int | None = None, n_tokens: 
             p.zero_()
     ids = torch.arange(n_tokens, dtype=torch.long)[None] % cfg.vocab_size  # (1, n_tokens)
     return generate_step(model, ids, record=False).cache.nbytes
+
+
+@dataclass(frozen=True)
+class EngineCheck:
+    """The calculator against the engine's real cache, for one variant of a shape."""
+    variant: str  # "MHA", "GQA" or "MQA"
+    kv_heads: int
+    tokens: int  # tokens run through the engine
+    calculated: int  # bytes_per_token(shape, kv_heads, fp32) × tokens
+    measured: int  # the engine's KVCache.nbytes after running them (engine_cache_bytes)
+
+    @property
+    def equal(self) -> bool:
+        return self.measured == self.calculated
+
+
+def engine_checks(shape: KVShape, gqa_kv_heads: int | None, n_tokens: int = 4,
+                  measure: Callable[[KVShape, int, int], int] = engine_cache_bytes) -> list[EngineCheck]:
+    """MHA, GQA (gqa_kv_heads; left out when None) and MQA of `shape`: the calculator's fp32 bytes
+    for n_tokens beside what the engine's cache holds (measure(shape, kv_heads, n_tokens): a cached
+    engine_cache_bytes on the page)."""
+    out = []
+    for name, kv in (("MHA", shape.n_heads), ("GQA", gqa_kv_heads), ("MQA", 1)):
+        if kv is None:
+            continue
+        measured = measure(shape, kv, n_tokens)
+        calculated = bytes_per_token(shape, kv, DTYPES[ENGINE_DTYPE]) * n_tokens
+        out.append(EngineCheck(variant=name, kv_heads=kv, tokens=n_tokens, calculated=calculated, measured=measured))
+    return out
 
 
 def attention_parameters(shape: KVShape, n_kv_heads: int | None = None) -> int:

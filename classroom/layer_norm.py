@@ -3,6 +3,7 @@ Pure numpy/torch over the engine (never streamlit, plotly or ui/); every number 
 computed here, one hop from the page."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -10,11 +11,23 @@ import torch
 
 from model.config import ModelConfig
 from model.layers import layer_norm as engine_layer_norm
-from model.trace import ForwardTrace
+from model.trace import ForwardTrace, LayerNormTrace, NormTrace
+from model.transformer import Transformer
+
+
+@dataclass(frozen=True)
+class LayerNormResult:
+    """Layer norm of x (..., D) over its last axis, float64, every step."""
+    mean: np.ndarray  # (...) mean of each row
+    var: np.ndarray  # (...) biased variance of each row, as F.layer_norm
+    eps: float  # inside the square root
+    std: np.ndarray  # (...) sqrt(var + eps): what each row is divided by
+    normalized: np.ndarray  # (..., D) (x − mean) / std, before gamma/beta
+    output: np.ndarray  # (..., D) normalized * gamma + beta (F.layer_norm's output)
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
-               eps: float = 1e-5) -> dict:
+               eps: float = 1e-5) -> LayerNormResult:
     """Layer norm over the last axis through the engine's model.layers.layer_norm (float64):
     F.layer_norm's output, biased variance, eps inside the sqrt (std = sqrt(var + eps))."""
     x = torch.as_tensor(np.asarray(x, dtype=np.float64))
@@ -22,11 +35,23 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray 
     b = None if beta is None else torch.as_tensor(np.asarray(beta, dtype=np.float64))
     tr = engine_layer_norm(x, g, b, eps)
     var = tr.var.numpy()[..., 0]
-    return {"mean": tr.mean.numpy()[..., 0], "var": var, "eps": eps, "std": np.sqrt(var + eps),
-            "normalized": tr.normalized.numpy(), "output": tr.output.numpy()}
+    return LayerNormResult(mean=tr.mean.numpy()[..., 0], var=var, eps=eps, std=np.sqrt(var + eps),
+                           normalized=tr.normalized.numpy(), output=tr.output.numpy())
 
 
-def batch_vs_layer_norm(x: np.ndarray, eps: float = 1e-5) -> dict:
+@dataclass(frozen=True)
+class BatchVsLayerNorm:
+    """One (N samples, F features) matrix normalised both ways, float64."""
+    x: np.ndarray  # (N, F) the raw values
+    bn_mean: np.ndarray  # (F,) batch norm: mean of each feature (column) over the batch
+    bn_var: np.ndarray  # (F,) batch norm: biased variance of each column
+    bn: np.ndarray  # (N, F) batch-normalised: each column to mean 0, variance 1
+    ln_mean: np.ndarray  # (N,) layer norm: mean of each sample (row) over its features
+    ln_var: np.ndarray  # (N,) layer norm: biased variance of each row
+    ln: np.ndarray  # (N, F) layer-normalised: each row to mean 0, variance 1 (before gamma/beta)
+
+
+def batch_vs_layer_norm(x: np.ndarray, eps: float = 1e-5) -> BatchVsLayerNorm:
     """x (N samples, F features). Batch norm: statistics per feature (column, over the batch);
     layer norm: statistics per sample (row, over its features)."""
     x = np.asarray(x, dtype=np.float64)
@@ -34,14 +59,54 @@ def batch_vs_layer_norm(x: np.ndarray, eps: float = 1e-5) -> dict:
         raise ValueError("x must be a (samples, features) matrix with at least 2 of each")
     bn_mean, bn_var = x.mean(0), x.var(0)
     ln = layer_norm(x, eps=eps)
-    return {"x": x, "bn_mean": bn_mean, "bn_var": bn_var, "bn": (x - bn_mean) / np.sqrt(bn_var + eps),
-            "ln_mean": ln["mean"], "ln_var": ln["var"], "ln": ln["normalized"]}
+    return BatchVsLayerNorm(x=x, bn_mean=bn_mean, bn_var=bn_var, bn=(x - bn_mean) / np.sqrt(bn_var + eps),
+                            ln_mean=ln.mean, ln_var=ln.var, ln=ln.normalized)
 
 
 def token_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-token (row) mean and biased variance of a (T, D) matrix."""
     x = np.asarray(x, dtype=np.float64)
     return x.mean(-1), x.var(-1)
+
+
+@dataclass(frozen=True)
+class LayerNormTokenStats:
+    """Per-token statistics of one layer norm of a sentence (T tokens): before, after normalizing,
+    after gamma and beta."""
+    mean_in: np.ndarray  # (T,) mean of each token's input, as the engine recorded it
+    var_in: np.ndarray  # (T,) biased variance of the input, as the engine recorded it
+    mean_normalized: np.ndarray  # (T,) float64 after normalizing (0)
+    var_normalized: np.ndarray  # (T,) float64 after normalizing (1 up to eps)
+    mean_out: np.ndarray  # (T,) float64 after gamma, beta
+    var_out: np.ndarray  # (T,) float64 after gamma, beta
+
+
+def layer_norm_token_stats(norm: LayerNormTrace) -> LayerNormTokenStats:
+    """The per-token statistics of a layer norm's trace (numpy, B = 1)."""
+    mean_n, var_n = token_stats(norm.normalized[0])
+    mean_o, var_o = token_stats(norm.output[0])
+    return LayerNormTokenStats(mean_in=norm.mean[0, :, 0], var_in=norm.var[0, :, 0], mean_normalized=mean_n,
+                               var_normalized=var_n, mean_out=mean_o, var_out=var_o)
+
+
+@dataclass(frozen=True)
+class RMSNormTokenStats:
+    """Per-token statistics of one RMSNorm of a sentence (T tokens): it rescales each vector to
+    root mean square 1 and keeps its mean (only rescaled)."""
+    mean_sq: np.ndarray  # (T,) mean(x²) of each token's input, as the engine recorded it
+    rms_in: np.ndarray  # (T,) sqrt(mean_sq): the root mean square each token is divided by
+    rms_normalized: np.ndarray  # (T,) float64 root mean square after normalizing (1 up to eps)
+    mean_in: np.ndarray  # (T,) float64 mean of the input (RMSNorm does not remove it)
+    mean_normalized: np.ndarray  # (T,) float64 mean after normalizing
+
+
+def rms_norm_token_stats(norm: NormTrace) -> RMSNormTokenStats:
+    """The per-token statistics of an RMSNorm's trace (numpy, B = 1)."""
+    x_in, x_norm = norm.input[0], norm.normalized[0]  # (T, D)
+    return RMSNormTokenStats(mean_sq=norm.mean_sq[0, :, 0], rms_in=np.sqrt(norm.mean_sq[0, :, 0]),
+                             rms_normalized=np.sqrt((x_norm.astype(np.float64) ** 2).mean(-1)),
+                             mean_in=x_in.astype(np.float64).mean(-1),
+                             mean_normalized=x_norm.astype(np.float64).mean(-1))
 
 
 def residual_norms(trace: ForwardTrace) -> tuple[list[str], np.ndarray]:
@@ -55,16 +120,26 @@ def residual_norms(trace: ForwardTrace) -> tuple[list[str], np.ndarray]:
     return names, np.stack([np.linalg.norm(np.asarray(r, dtype=np.float64), axis=-1) for r in rows])
 
 
-def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class NormPlacement:
+    """The residual stream's mean norm per stage (S = 1 + 2 L stages: residual_norms' names) with
+    pre-LN and with post-LN, the same fresh weights otherwise."""
+    stages: list[str]  # (S,) "embeddings", "L0 after attn", "L0 after FFN", ...
+    pre: np.ndarray  # (S,) float64 mean over tokens of ‖stream‖, pre-LN
+    post: np.ndarray  # (S,) float64 the same, post-LN
+
+
+def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 0) -> NormPlacement:
     """Fresh weights (same seed) with pre-LN and post-LN on the same ids: the residual stream's
     mean norm per stage. Pre-LN lets the stream grow (LN only feeds the sublayers); post-LN
     renormalises it after every sublayer."""
-    from model.transformer import Transformer
-    out = {}
     ids_t = torch.tensor([list(ids)[: cfg.max_len]], dtype=torch.long)
-    for norm in ("pre", "post"):
+
+    def mean_stream_norms(norm: str) -> tuple[list[str], np.ndarray]:
         model = Transformer(cfg.replace(norm=norm, final_norm=None), seed=seed)
         names, norms = residual_norms(model.trace(ids_t).numpy())
-        out[norm] = norms.mean(-1)
-        out["stages"] = names
-    return out
+        return names, norms.mean(-1)
+
+    names, pre = mean_stream_norms("pre")
+    _, post = mean_stream_norms("post")
+    return NormPlacement(stages=names, pre=pre, post=post)

@@ -6,15 +6,19 @@ Input `trace` is a ForwardTrace as numpy (ForwardTrace.numpy(), batch axis first
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from labels import md_escape, token_label
+from model.attention import attend
 from model.trace import ForwardTrace
 
+from .ffn_output import sequence_logprob
 from .worked_examples import softmax_from_scores
 
 STEP_KEYS = ("embeddings", "qkv", "scores", "scale", "mask", "softmax", "weighted", "concat", "output")
@@ -70,7 +74,6 @@ class LessonStep:
 
 def _mix(options: Sequence[str], seed: str) -> tuple[str, ...]:
     """A fixed, answer-independent order (so the right answer is not always first)."""
-    import hashlib
     return tuple(sorted(dict.fromkeys(options), key=lambda o: hashlib.sha256((seed + o).encode()).hexdigest()))
 
 
@@ -91,22 +94,18 @@ def factorization_live(trace: ForwardTrace, labels: Sequence[str], n: int = 3) -
     model's own next-token probabilities (ffn_output.sequence_logprob), as markdown."""
     if trace.probs is None or len(trace.ids[0]) < 2:
         return ""
-    from .ffn_output import sequence_logprob
     f = sequence_logprob(trace.probs[0], trace.ids[0])
     lab = [md_escape(str(x)) for x in labels]
-    terms = " · ".join(f"p({lab[t + 1]} | {lab[0]}…{lab[t]}) = {f['p'][t]:.4f}" for t in range(min(n, len(f["p"]))))
-    more = " · …" if len(f["p"]) > n else ""
+    terms = " · ".join(f"p({lab[t + 1]} | {lab[0]}…{lab[t]}) = {f.p[t]:.4f}" for t in range(min(n, len(f.p))))
+    more = " · …" if len(f.p) > n else ""
     causal = "" if trace.causal else " (this run is bidirectional, so these are not true next-token factors)"
-    return (f"Live, on your sentence{causal}: {terms}{more}; the product of all {len(f['p'])} factors gives "
-            f"log p(x) = {f['total_logp']:.3f}.")
+    return (f"Live, on your sentence{causal}: {terms}{more}; the product of all {len(f.p)} factors gives "
+            f"log p(x) = {f.total_logp:.3f}.")
 
 
 def value_width_live() -> str:
     """Notes 001 Q4, live: attend (the engine's attention) run on Q 10 × 64, K 10 × 64, V 10 × 128
     (seeded random numbers); reports the shapes it returns and what it says to a K of the wrong width."""
-    import torch
-
-    from model.attention import attend
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(10, w, generator=g) for w in (64, 64, 128))
     tr = attend(q, k, v)
@@ -124,10 +123,62 @@ def tok(i: int, labels: Sequence[str]) -> str:
     return token_label(i, labels[i])
 
 
-def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, causal: bool,
-                 norm: str = "pre", head: int = 0, query: int | None = None, layer: int = 0) -> list[LessonStep]:
-    """Every step of layer `layer`'s attention for head `head`, seen from query position `query`
-    (default: the last token, which sees the most context)."""
+def _dims(n: int, p: str) -> tuple[str, ...]:
+    return tuple(f"{p}{j}" for j in range(n))
+
+
+@dataclass(frozen=True, eq=False)
+class Focus:
+    """What every lesson step reads: one head of one layer's attention, followed from one query
+    row (numpy, batch index 0 taken)."""
+    trace: ForwardTrace  # the whole run (numpy): the factorisation question reads its probs
+    labels: tuple[str, ...]  # the tokens as typed
+    causal: bool
+    norm: str  # "pre" | "post"
+    head: int
+    i: int  # the query row followed (0..T-1)
+    T: int  # tokens
+    H: int  # heads
+    d_k: int  # width of a query and a key
+    d_v: int  # width of a value
+    D: int  # d_model = H·d_k
+    toks: tuple[str, ...]  # (T,) "j:token" labels for tables and charts
+    mtoks: tuple[str, ...]  # (T,) the same, markdown-escaped (inside text and radio options)
+    emb_tok: np.ndarray  # (T, D) token embeddings
+    emb_pos: np.ndarray  # (T, D) position vectors
+    emb_sum: np.ndarray  # (T, D) X = token + position
+    q: np.ndarray  # (T, d_k) this head's queries
+    k: np.ndarray  # (T, d_k) keys
+    v: np.ndarray  # (T, d_v) values
+    scores: np.ndarray  # (T, T) q·k, before scaling
+    scale: float  # 1/√d_k, or 1.0 when the model does not scale
+    scaled: np.ndarray  # (T, T) scores × scale
+    masked: np.ndarray  # (T, T) scaled, −∞ where not allowed
+    allowed: np.ndarray  # (T, T) bool, True = may attend
+    w_all: np.ndarray  # (H, T, T) softmax weights of every head
+    heads: np.ndarray  # (T, d_v) this head's output Z = A V
+    concat: np.ndarray  # (T, H·d_v) the heads side by side
+    out: np.ndarray  # (T, D) concat · W_O
+
+    @property
+    def w(self) -> np.ndarray:
+        """(T, T) this head's weights."""
+        return self.w_all[self.head]
+
+    @property
+    def tq(self) -> str:
+        """The followed query token, markdown-escaped."""
+        return self.mtoks[self.i]
+
+    @property
+    def hs(self) -> str:
+        return f"head {self.head}"
+
+
+def focus(trace: ForwardTrace, labels: Sequence[str], *, causal: bool, norm: str = "pre", head: int = 0,
+          query: int | None = None, layer: int = 0) -> Focus:
+    """Layer `layer`'s attention for head `head`, seen from query position `query` (default: the
+    last token, which sees the most context). ValueError for a head or query out of range."""
     attn, emb = trace.layers[layer].attn, trace.embeddings  # numpy, B = 1
     w_all = attn.weights[0]  # (H, T, T)
     H, T, _ = w_all.shape
@@ -136,51 +187,60 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
     i = T - 1 if query is None else int(query)
     if not 0 <= i < T:
         raise ValueError(f"query must be in 0..{T - 1}")
-    labels = [str(x) for x in labels]
-    toks = tuple(tok(j, labels) for j in range(T))  # raw: table and chart labels
-    mtoks = tuple(md_escape(t) for t in toks)  # escaped: inside markdown text and radio options
-    tq = mtoks[i]
-    q, k, v = attn.q[0, head], attn.k[0, head], attn.v[0, head]  # (T, d_k)
-    d_k, d_v = q.shape[1], v.shape[1]
-    D = d_k * H
-    scores, scaled, masked = attn.scores[0, head], attn.scaled[0, head], attn.masked[0, head]  # (T, T)
-    scale = float(attn.scale)
-    allowed = np.broadcast_to(np.asarray(attn.allowed, dtype=bool), attn.weights.shape)[0, head]  # (T, T)
-    w = w_all[head]
-    heads, concat, out = attn.heads[0, head], attn.concat[0], attn.output[0]
-    emb_tok, emb_pos, emb_sum = emb.token[0], emb.position, emb.sum[0]
-    dims = lambda n, p: tuple(f"{p}{j}" for j in range(n))  # noqa: E731
-    n_masked = int((~allowed).sum())
-    hs = f"head {head}"
+    labels = tuple(str(x) for x in labels)
+    toks = tuple(tok(j, labels) for j in range(T))
+    return Focus(
+        trace=trace, labels=labels, causal=causal, norm=norm, head=head, i=i, T=T, H=H,
+        d_k=attn.q.shape[-1], d_v=attn.v.shape[-1], D=attn.q.shape[-1] * H, toks=toks,
+        mtoks=tuple(md_escape(t) for t in toks),
+        emb_tok=emb.token[0], emb_pos=emb.position, emb_sum=emb.sum[0],
+        q=attn.q[0, head], k=attn.k[0, head], v=attn.v[0, head],
+        scores=attn.scores[0, head], scale=float(attn.scale), scaled=attn.scaled[0, head],
+        masked=attn.masked[0, head],
+        allowed=np.broadcast_to(np.asarray(attn.allowed, dtype=bool), attn.weights.shape)[0, head],
+        w_all=w_all, heads=attn.heads[0, head], concat=attn.concat[0], out=attn.output[0])
 
-    # ---- 1. embeddings
+
+def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, causal: bool,
+                 norm: str = "pre", head: int = 0, query: int | None = None, layer: int = 0) -> list[LessonStep]:
+    """Every step of layer `layer`'s attention for head `head`, seen from query position `query`
+    (default: the last token, which sees the most context): one LessonStep per STEP_KEYS entry."""
+    f = focus(trace, labels, causal=causal, norm=norm, head=head, query=query, layer=layer)
+    return [build(f) for build in STEP_BUILDERS]
+
+
+# ----------------------------------------------------------------------------- the nine steps
+def embeddings_step(f: Focus) -> LessonStep:
+    T, D, i = f.T, f.D, f.i
     ln_note = ("This model is **pre-LN** (GPT-2): attention reads LN(X), the layer-normalised rows."
-               if norm == "pre" else "This model is **post-LN** (2017 paper): attention reads X itself.")
+               if f.norm == "pre" else "This model is **post-LN** (2017 paper): attention reads X itself.")
     q_shape = Question(
         "x_shape", "the lecture on transformers for autoregressive models, self-assessment question 2",
         f"Your sentence has **{T} tokens** and this model has **d_model = {D}**. What is the shape of the input matrix X?",
         "choice", f"{T} × {D}",
         f"X is T × d_model = **{T} × {D}**: one row per token, one column per embedding dimension "
         f"(the notes' example: 10 tokens with d_m = 512 give 10 × 512).",
-        options=tuple(dict.fromkeys([f"{T} × {D}", f"{D} × {T}", f"{T} × {T}", f"{D} × {D}", f"{T} × {d_k}"])))
+        options=tuple(dict.fromkeys([f"{T} × {D}", f"{D} × {T}", f"{T} × {T}", f"{D} × {D}", f"{T} × {f.d_k}"])))
     q_method = Question(
         "method_arch", "the lecture on transformers for autoregressive models, self-assessment question 1",
         "Auto-regressive modelling and the Transformer: which is the *methodology* and which the *architecture*?",
         "choice", "auto-regression is the methodology; the Transformer is the architecture",
         "Auto-regression is the **methodology**: p(x) = Π p(x_t | x_<t). The Transformer is the **architecture** "
         f"(a network) that computes each p(x_t | x_<t) — here from the {T} × {D} matrix X. "
-        + factorization_live(trace, labels),
+        + factorization_live(f.trace, f.labels),
         options=("auto-regression is the methodology; the Transformer is the architecture",
                  "the Transformer is the methodology; auto-regression is the architecture",
                  "both are architectures", "both are methodologies"))
-    steps = [LessonStep(
+    return LessonStep(
         "embeddings", "1 · Embeddings: the data matrix X", r"X = E_{\text{token}} + PE \in \mathbb{R}^{T \times d_{model}}",
         f"Each of the **{T}** tokens becomes a row of length d_model = **{D}**: its token embedding plus its "
-        f"position vector. Token {tq}: token {_vec(emb_tok[i])} + position {_vec(emb_pos[i])} = {_vec(emb_sum[i])}. "
-        + ln_note,
-        emb_sum, toks, dims(D, "x"), questions=(q_shape, q_method))]
+        f"position vector. Token {f.tq}: token {_vec(f.emb_tok[i])} + position {_vec(f.emb_pos[i])} = "
+        f"{_vec(f.emb_sum[i])}. " + ln_note,
+        f.emb_sum, f.toks, _dims(D, "x"), questions=(q_shape, q_method))
 
-    # ---- 2. Q, K, V
+
+def qkv_step(f: Focus) -> LessonStep:
+    T, D, H, d_k, d_v, i = f.T, f.D, f.H, f.d_k, f.d_v, f.i
     q_dk = Question(
         "d_k", "the lecture on causal masking and multi-head attention, self-assessment question 4",
         f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
@@ -196,51 +256,57 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         f"Z = A V is (10 × 10)(10 × 128) = **10 × 128**. Here, per head: Q and K are {T} × {d_k}, V is {T} × {d_v}, "
         f"so Z is {T} × {d_v}. " + value_width_live(),
         options=("K: 10 × 64, Z: 10 × 128", "K: 10 × 128, Z: 10 × 64", "K: 64 × 10, Z: 10 × 10", "K: 10 × 64, Z: 10 × 64"))
-    steps.append(LessonStep(
-        "qkv", f"2 · Queries, keys, values ({hs})", r"Q_j = X W^Q_j,\quad K_j = X W^K_j,\quad V_j = X W^V_j",
+    return LessonStep(
+        "qkv", f"2 · Queries, keys, values ({f.hs})", r"Q_j = X W^Q_j,\quad K_j = X W^K_j,\quad V_j = X W^V_j",
         f"Three learned projections turn every row of X into a query (what it looks for), a key (what it offers) "
         f"and a value (what it passes on). Each head gets its own {d_k}-dimensional slice. "
-        f"Token {tq}: q = {_vec(q[i])}, k = {_vec(k[i])}, v = {_vec(v[i])}. The table shows Q of {hs}.",
-        q, toks, dims(d_k, "q"), questions=(q_dk, q_kshape)))
+        f"Token {f.tq}: q = {_vec(f.q[i])}, k = {_vec(f.k[i])}, v = {_vec(f.v[i])}. The table shows Q of {f.hs}.",
+        f.q, f.toks, _dims(d_k, "q"), questions=(q_dk, q_kshape))
 
-    # ---- 3. scores
+
+def scores_step(f: Focus) -> LessonStep:
+    T, i, scores, tq = f.T, f.i, f.scores, f.tq
     j_best = int(np.argmax(scores[i]))
     q_best = Question(
         "argmax_score", "the lecture on autoregressive transformers (QKᵀ: the relevance of token j to token i)",
-        f"Which key gets the **highest raw score** q·k from query **{tq}** ({hs})?",
-        "choice", mtoks[j_best],
-        f"Row {tq} of QKᵀ is {_vec(scores[i], 2, 12)}: the largest is **{mtoks[j_best]}** "
+        f"Which key gets the **highest raw score** q·k from query **{tq}** ({f.hs})?",
+        "choice", f.mtoks[j_best],
+        f"Row {tq} of QKᵀ is {_vec(scores[i], 2, 12)}: the largest is **{f.mtoks[j_best]}** "
         f"({_f(scores[i, j_best], 3)}). Raw scores exist for *every* pair, future tokens included — "
-        "the mask is applied later.", options=mtoks, keep_order=True)
-    steps.append(LessonStep(
-        "scores", f"3 · Scores QKᵀ ({hs})", r"S = Q K^\top,\quad S_{ij} = q_i \cdot k_j",
+        "the mask is applied later.", options=f.mtoks, keep_order=True)
+    return LessonStep(
+        "scores", f"3 · Scores QKᵀ ({f.hs})", r"S = Q K^\top,\quad S_{ij} = q_i \cdot k_j",
         f"Every query is compared with every key by a dot product: a {T} × {T} matrix ({T * T} numbers — it grows "
         f"with the square of the length). Row {tq}: {_vec(scores[i], 2, 8)}.",
-        scores, toks, toks, heatmap=True, zrange=None, questions=(q_best,)))
+        scores, f.toks, f.toks, heatmap=True, zrange=None, questions=(q_best,))
 
-    # ---- 4. scale
-    unscaled_w = softmax_from_scores(scores[i][None], allowed[i][None])[0]
-    scaled_w = w[i]
+
+def scale_step(f: Focus) -> LessonStep:
+    i, d_k, scale, tq = f.i, f.d_k, f.scale, f.tq
+    unscaled_w = softmax_from_scores(f.scores[i][None], f.allowed[i][None])[0]
+    scaled_w = f.w[i]
+    flat = "flatter (less peaked)"
     if scale != 1.0:
-        flat = "flatter (less peaked)"
         expl = (f"Dividing by √d_k = √{d_k} = {math.sqrt(d_k):.3f} shrinks the scores, so the softmax is **flatter**: "
                 f"without scaling the largest weight of row {tq} would be {_f(unscaled_w.max())}; with scaling it is "
                 f"{_f(scaled_w.max())}. Without it, dot products grow with d_k (their variance is ∝ d_k) and the "
                 "softmax saturates: tiny gradients (the lecture's question 3 and its [6, 4] example: [0.88, 0.12] vs [0.73, 0.27]).")
     else:
-        flat = "flatter (less peaked)"
         expl = ("This model was built with scaling **off** (scale = 1), so nothing changes here; with scaling the "
                 "softmax would be **flatter**. Without it dot products grow with d_k and the softmax saturates.")
     q_scale = Question(
         "scale_effect", "the lecture on transformers for autoregressive models, self-assessment question 3",
         f"The scores are divided by √d_k = √{d_k}. Compared with no scaling, the softmax of row {tq} becomes …",
         "choice", flat, expl, options=("more peaked", flat, "exactly the same"))
-    steps.append(LessonStep(
-        "scale", f"4 · Scale by 1/√d_k ({hs})", rf"\frac{{S}}{{\sqrt{{d_k}}}} = S \times {scale:.4f}",
-        f"d_k = {d_k}, so every score is multiplied by {scale:.4f}. Row {tq}: {_vec(scaled[i], 3, 8)}.",
-        scaled, toks, toks, heatmap=True, questions=(q_scale,)))
+    return LessonStep(
+        "scale", f"4 · Scale by 1/√d_k ({f.hs})", rf"\frac{{S}}{{\sqrt{{d_k}}}} = S \times {scale:.4f}",
+        f"d_k = {d_k}, so every score is multiplied by {scale:.4f}. Row {tq}: {_vec(f.scaled[i], 3, 8)}.",
+        f.scaled, f.toks, f.toks, heatmap=True, questions=(q_scale,))
 
-    # ---- 5. mask
+
+def mask_step(f: Focus) -> LessonStep:
+    T, i, allowed, causal, tq = f.T, f.i, f.allowed, f.causal, f.tq
+    n_masked = int((~allowed).sum())
     n_causal = T * (T - 1) // 2
     q_count = Question(
         "mask_count", "the lecture on causal masking and multi-head attention, self-assessment question 2",
@@ -261,30 +327,33 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         (f" In this run row {tq} may attend to {int(allowed[i].sum())} of {T} keys." if causal else ""),
         options=(why, "it is too slow for long sentences", "softmax cannot handle negative scores",
                  "the values would not sum to one"))
-    add = np.where(allowed, 0.0, -np.inf)
-    steps.append(LessonStep(
+    return LessonStep(
         "mask", "5 · Mask", r"M_{ij} = \begin{cases}0 & j \le i\\ -\infty & j > i\end{cases},\qquad \frac{S}{\sqrt{d_k}} + M",
         ("**Causal** run: " if causal else "**Bidirectional** run (no mask, M = 0): ") +
-        f"{n_masked} of {T * T} cells are masked (grey). Masked scores of row {tq}: {_vec(masked[i], 3, 8)}.",
-        np.where(allowed, masked, np.nan), toks, toks, heatmap=True, allowed=allowed,
-        questions=(q_count, q_why)))
+        f"{n_masked} of {T * T} cells are masked (grey). Masked scores of row {tq}: {_vec(f.masked[i], 3, 8)}.",
+        np.where(allowed, f.masked, np.nan), f.toks, f.toks, heatmap=True, allowed=allowed,
+        questions=(q_count, q_why))
 
-    # ---- 6. softmax
+
+def softmax_step(f: Focus) -> LessonStep:
+    i, w, tq = f.i, f.w, f.tq
     self_w = float(w[i, i])
     q_self = Question(
         "self_weight", "the lecture on autoregressive transformers (softmax rows) — predict, then check",
-        f"What attention weight does **{tq}** put on **itself** ({hs}). Within 0.10 counts as right.",
+        f"What attention weight does **{tq}** put on **itself** ({f.hs}). Within 0.10 counts as right.",
         "number", round(self_w, 4),
         f"The weight is **{self_w:.4f}**. The whole row is {_vec(w[i], 3, 12)} and sums to "
         f"{w[i].sum():.4f}: softmax makes every (not fully masked) row a probability distribution.",
         tolerance=0.10, lo=0.0, hi=1.0, step=0.01)
-    steps.append(LessonStep(
-        "softmax", f"6 · Softmax, row by row ({hs})", r"A_{ij} = \frac{e^{m_{ij}}}{\sum_{j'} e^{m_{ij'}}}",
+    return LessonStep(
+        "softmax", f"6 · Softmax, row by row ({f.hs})", r"A_{ij} = \frac{e^{m_{ij}}}{\sum_{j'} e^{m_{ij'}}}",
         f"Each row becomes weights between 0 and 1 that sum to 1; masked cells become exactly 0. "
-        f"Row {tq}: {_vec(w[i], 3, 8)}.", w, toks, toks, heatmap=True, allowed=allowed, zrange=(0.0, 1.0),
-        questions=(q_self,)))
+        f"Row {tq}: {_vec(w[i], 3, 8)}.", w, f.toks, f.toks, heatmap=True, allowed=f.allowed, zrange=(0.0, 1.0),
+        questions=(q_self,))
 
-    # ---- 7. weighted sum
+
+def weighted_step(f: Focus) -> LessonStep:
+    i, w, v, heads, tq = f.i, f.w, f.v, f.heads, f.tq
     top = np.argsort(-w[i])[:3]
     terms = " + ".join(f"{w[i, j]:.3f}·{v[j, 0]:.3f}" for j in top)
     q_avg = Question(
@@ -293,12 +362,14 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         f"Of the **value** vectors: z_i = Σ_j A_ij v_j. First coordinate for {tq}: the biggest terms are {terms} "
         f"(+ the rest) = **{heads[i, 0]:.4f}**.",
         options=("the query vectors", "the key vectors", "the value vectors", "the raw scores"))
-    steps.append(LessonStep(
-        "weighted", f"7 · Weighted sum of values ({hs})", r"Z_j = A V_j,\qquad z_i = \sum_{j} A_{ij} v_j",
+    return LessonStep(
+        "weighted", f"7 · Weighted sum of values ({f.hs})", r"Z_j = A V_j,\qquad z_i = \sum_{j} A_{ij} v_j",
         f"Each token's new vector mixes the value vectors with its weights. z({tq}) = {_vec(heads[i])}.",
-        heads, toks, dims(d_v, "z"), questions=(q_avg,)))
+        heads, f.toks, _dims(f.d_v, "z"), questions=(q_avg,))
 
-    # ---- 8. concat
+
+def concat_step(f: Focus) -> LessonStep:
+    T, H, d_v, i, head, tq = f.T, f.H, f.d_v, f.i, f.head, f.tq
     q_width = Question(
         "concat_width", "the lecture on causal masking and multi-head attention, self-assessment question 5",
         f"Each of the **{H}** heads outputs a {T} × {d_v} matrix Z_j. How many columns does Concat(Z_1, …, Z_{H}) have?",
@@ -309,23 +380,26 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         "why_heads", "the lecture on causal masking and multi-head attention, self-assessment question 3",
         "What is the main reason for several heads instead of one big one?", "choice", motive,
         f"Each head has its own W_Q, W_K, W_V, so it can learn its own pattern (syntax, nearby words, long-range links…). "
-        f"Here head {head} puts its largest weight from {tq} on {mtoks[int(np.argmax(w[i]))]}"
-        + (f", while head {(head + 1) % H} prefers {mtoks[int(np.argmax(w_all[(head + 1) % H][i]))]}." if H > 1 else "."),
+        f"Here head {head} puts its largest weight from {tq} on {f.mtoks[int(np.argmax(f.w[i]))]}"
+        + (f", while head {(head + 1) % H} prefers {f.mtoks[int(np.argmax(f.w_all[(head + 1) % H][i]))]}." if H > 1
+           else "."),
         options=(motive, "it needs fewer parameters than one head", "it removes the need for a mask",
                  "it makes the softmax unnecessary"))
-    steps.append(LessonStep(
+    return LessonStep(
         "concat", "8 · Concatenate the heads", r"Z_c = \mathrm{Concat}(Z_1, \dots, Z_h) \in \mathbb{R}^{T \times h d_v}",
         f"The {H} head outputs ({T} × {d_v} each) are placed side by side: {T} × {H * d_v}.",
-        concat, toks, dims(concat.shape[1], "c"), questions=(q_width, q_why_heads)))
+        f.concat, f.toks, _dims(f.concat.shape[1], "c"), questions=(q_width, q_why_heads))
 
-    # ---- 9. W_O
+
+def output_step(f: Focus) -> LessonStep:
+    T, D = f.T, f.D
     q_out = Question(
         "out_shape", "the lecture on causal masking and multi-head attention, self-assessment question 5",
         "After concatenation, the block multiplies by W_O. What is the shape of the result for your sentence?",
         "choice", f"{T} × {D}",
         f"W_O is {D} × {D}, so ({T} × {D})({D} × {D}) = **{T} × {D}** — the same shape as X, so it can be added to "
         "the residual stream and the next block can take it.",
-        options=tuple(dict.fromkeys([f"{T} × {D}", f"{T} × {d_k}", f"{D} × {D}", f"{T} × {T}"])))
+        options=tuple(dict.fromkeys([f"{T} × {D}", f"{T} × {f.d_k}", f"{D} × {D}", f"{T} × {T}"])))
     pw = "the same small network is applied to each token separately"
     q_ffn = Question(
         "position_wise", "the lecture on causal masking and multi-head attention, self-assessment question 6",
@@ -340,8 +414,12 @@ def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, ca
         "them a probability distribution?", "choice", "softmax",
         "A linear layer gives |V| logits per position and **softmax** turns them into probabilities that sum to 1 "
         "(the next-token distribution).", options=("ReLU", "softmax", "layer norm", "argmax"))
-    steps.append(LessonStep(
+    return LessonStep(
         "output", "9 · Output projection W_O", r"\mathrm{MultiHead}(X) = Z_c\, W_O,\quad W_O \in \mathbb{R}^{d_{model} \times d_{model}}",
-        f"W_O mixes the heads' outputs back into one {D}-dimensional vector per token. Row {tq}: {_vec(out[i])}.",
-        out, toks, dims(out.shape[1], "o"), questions=(q_out, q_ffn, q_final)))
-    return steps
+        f"W_O mixes the heads' outputs back into one {D}-dimensional vector per token. Row {f.tq}: {_vec(f.out[f.i])}.",
+        f.out, f.toks, _dims(f.out.shape[1], "o"), questions=(q_out, q_ffn, q_final))
+
+
+# One builder per step, in the order of STEP_KEYS (the lesson page's steps 1..9).
+STEP_BUILDERS = (embeddings_step, qkv_step, scores_step, scale_step, mask_step, softmax_step, weighted_step,
+                 concat_step, output_step)

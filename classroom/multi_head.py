@@ -3,40 +3,49 @@ Pure numpy/torch over the engine (never streamlit, plotly or ui/); every number 
 computed here, one hop from the page."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from model.config import ModelConfig, param_breakdown, param_count
 from model.generate import kv_cache_bytes_per_token
 
 
-def shape_rows(cfg: ModelConfig, T: int) -> list[dict]:
+@dataclass(frozen=True)
+class ShapeRow:
+    """One row of the dimension table of a multi-head attention layer."""
+    step: str  # the matrix or step, e.g. "Q = X W_Q (all heads)"
+    shape: str  # its shape for this input, e.g. "12 × 64"
+    formula: str  # the same in symbols, e.g. "T × d_model"
+
+
+def shape_rows(cfg: ModelConfig, T: int) -> list[ShapeRow]:
     """The dimension table of one multi-head attention layer for a T-token input. With a value
     width d_v different from d_k (cfg.d_v) the rows of K and V part: K_j is T × d_k, V_j and Z_j
     are T × d_v."""
     D, H, dk, dv = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value
     HV = H * dv
     if dv == dk:
-        heads = [{"step": "Q_j, K_j, V_j (one head)", "shape": f"{T} × {dk}", "formula": f"T × d_k, d_k = d_model / h = {D} / {H}"}]
+        heads = [ShapeRow("Q_j, K_j, V_j (one head)", f"{T} × {dk}", f"T × d_k, d_k = d_model / h = {D} / {H}")]
         wv = []
         z_formula, concat_formula = "T × d_v (d_v = d_k)", "T × h·d_v = T × d_model"
     else:
-        heads = [{"step": "Q_j, K_j (one head)", "shape": f"{T} × {dk}", "formula": f"T × d_k, d_k = d_model / h = {D} / {H}"},
-                 {"step": "V_j (one head)", "shape": f"{T} × {dv}", "formula": f"T × d_v, d_v = {dv} (≠ d_k)"}]
-        wv = [{"step": "W_V (d_v ≠ d_k)", "shape": f"{D} × {HV}", "formula": "d_model × h·d_v"}]
+        heads = [ShapeRow("Q_j, K_j (one head)", f"{T} × {dk}", f"T × d_k, d_k = d_model / h = {D} / {H}"),
+                 ShapeRow("V_j (one head)", f"{T} × {dv}", f"T × d_v, d_v = {dv} (≠ d_k)")]
+        wv = [ShapeRow("W_V (d_v ≠ d_k)", f"{D} × {HV}", "d_model × h·d_v")]
         z_formula, concat_formula = f"T × d_v (d_v = {dv} ≠ d_k = {dk})", f"T × h·d_v = T × {H}·{dv}"
     return [
-        {"step": "input X (token embedding + position)", "shape": f"{T} × {D}", "formula": "T × d_model"},
-        {"step": "W_Q, W_K, W_V (each)" if dv == dk else "W_Q, W_K (each)", "shape": f"{D} × {D}",
-         "formula": "d_model × d_model = h blocks of d_model × d_k"},
+        ShapeRow("input X (token embedding + position)", f"{T} × {D}", "T × d_model"),
+        ShapeRow("W_Q, W_K, W_V (each)" if dv == dk else "W_Q, W_K (each)", f"{D} × {D}",
+                 "d_model × d_model = h blocks of d_model × d_k"),
         *wv,
-        {"step": "Q = X W_Q (all heads)", "shape": f"{T} × {D}", "formula": "T × d_model"},
+        ShapeRow("Q = X W_Q (all heads)", f"{T} × {D}", "T × d_model"),
         *heads,
-        {"step": "scores Q_j K_jᵀ (one head)", "shape": f"{T} × {T}", "formula": "T × T"},
-        {"step": "weights softmax(scores / √d_k)", "shape": f"{T} × {T}", "formula": "T × T, rows sum to 1"},
-        {"step": "Z_j = weights V_j (one head)", "shape": f"{T} × {dv}", "formula": z_formula},
-        {"step": "concat(Z_1 … Z_h)", "shape": f"{T} × {HV}", "formula": concat_formula},
-        {"step": "W_O", "shape": f"{HV} × {D}", "formula": "h·d_v × d_model"},
-        {"step": "output concat · W_O", "shape": f"{T} × {D}", "formula": "T × d_model"},
+        ShapeRow("scores Q_j K_jᵀ (one head)", f"{T} × {T}", "T × T"),
+        ShapeRow("weights softmax(scores / √d_k)", f"{T} × {T}", "T × T, rows sum to 1"),
+        ShapeRow("Z_j = weights V_j (one head)", f"{T} × {dv}", z_formula),
+        ShapeRow("concat(Z_1 … Z_h)", f"{T} × {HV}", concat_formula),
+        ShapeRow("W_O", f"{HV} × {D}", "h·d_v × d_model"),
+        ShapeRow("output concat · W_O", f"{T} × {D}", "T × d_model"),
     ]
 
 
@@ -50,31 +59,47 @@ PART_FORMULAS = {
 }
 
 
-def param_rows(cfg: ModelConfig) -> list[dict]:
+@dataclass(frozen=True)
+class ParamRow:
+    """The parameters of one part of a model (model.config.param_breakdown)."""
+    part: str  # "token_embedding", "position_embedding", "attention", "ffn", "layer_norm", "output"
+    parameters: int  # how many
+    formula: str  # the count in symbols, e.g. "V × d_model"
+    share_pct: float  # percent of the whole model (0 … 100)
+
+
+def param_rows(cfg: ModelConfig) -> list[ParamRow]:
     """Parameter count per part (model.config.param_breakdown) with formula and share."""
     parts = param_breakdown(cfg)
     total = param_count(cfg)
     formulas = dict(PART_FORMULAS)
     if cfg.d_value != cfg.d_k:  # W_V is d_model × h·d_v and W_O h·d_v × d_model
         formulas["attention"] = "L × (2 (d_model² + d_model) + 2 d_model·h·d_v + h·d_v + d_model)"
-    return [{"part": k, "parameters": int(v), "formula": formulas.get(k, ""),
-             "share %": 100.0 * v / total if total else 0.0} for k, v in parts.items()]
+    return [ParamRow(part=k, parameters=int(v), formula=formulas.get(k, ""),
+                     share_pct=100.0 * v / total if total else 0.0) for k, v in parts.items()]
 
 
-def preset_rows(cfg: ModelConfig) -> list[dict]:
+@dataclass(frozen=True)
+class PresetRow:
+    """One headline number of a config."""
+    quantity: str  # e.g. "d_model"
+    value: int | str  # e.g. 768, or "50257 × 768"
+
+
+def preset_rows(cfg: ModelConfig) -> list[PresetRow]:
     """A config's headline shapes as rows (used for the GPT-2 small preset)."""
     return [
-        {"quantity": "vocabulary V", "value": cfg.vocab_size},
-        {"quantity": "context length (max_len)", "value": cfg.max_len},
-        {"quantity": "d_model", "value": cfg.d_model},
-        {"quantity": "heads h", "value": cfg.n_heads},
-        {"quantity": "d_k = d_model / h", "value": cfg.d_k},
-        {"quantity": "layers", "value": cfg.n_layers},
-        {"quantity": "d_ff", "value": cfg.d_ff},
-        {"quantity": "embedding matrix", "value": f"{cfg.vocab_size} × {cfg.d_model}"},
-        {"quantity": "positions", "value": cfg.pos_encoding},
-        {"quantity": "norm placement", "value": f"{cfg.norm}-LN" + (" + final LN" if cfg.final_norm else "")},
-        {"quantity": "parameters", "value": f"{param_count(cfg):,}"},
+        PresetRow("vocabulary V", cfg.vocab_size),
+        PresetRow("context length (max_len)", cfg.max_len),
+        PresetRow("d_model", cfg.d_model),
+        PresetRow("heads h", cfg.n_heads),
+        PresetRow("d_k = d_model / h", cfg.d_k),
+        PresetRow("layers", cfg.n_layers),
+        PresetRow("d_ff", cfg.d_ff),
+        PresetRow("embedding matrix", f"{cfg.vocab_size} × {cfg.d_model}"),
+        PresetRow("positions", cfg.pos_encoding),
+        PresetRow("norm placement", f"{cfg.norm}-LN" + (" + final LN" if cfg.final_norm else "")),
+        PresetRow("parameters", f"{param_count(cfg):,}"),
     ]
 
 
@@ -91,17 +116,27 @@ def groups(kv_head: Sequence[int]) -> dict[int, list[int]]:
     return out
 
 
-def savings(cfg: ModelConfig, context: int = 2048) -> list[dict]:
+@dataclass(frozen=True)
+class KVSavingsRow:
+    """K/V sizes of one variant: this model's K/V heads, or full multi-head (one per query head)."""
+    variant: str  # "this model" or "full multi-head"
+    kv_heads: int  # K/V heads per layer
+    kv_params: int  # K and V projection parameters, all layers, no biases
+    cache_bytes_per_token: int  # KV cache per token at float32
+    context: int  # the context length of cache_mb
+    cache_mb: float  # KV cache for `context` tokens, MB (1e6 bytes)
+
+
+def savings(cfg: ModelConfig, context: int = 2048) -> list[KVSavingsRow]:
     """Rows comparing this model's K/V heads with full multi-head attention (one K/V head per
     query head): K and V projection parameters (all layers, no biases counted), and KV-cache bytes
     per token and for `context` tokens at float32 (2 × layers × kv_heads × d_head × 4 B per token)."""
     D, L = cfg.d_model, cfg.n_layers
     d_v = cfg.d_value
-    kv_params = {"this model": L * D * cfg.kv_heads * (cfg.d_k + d_v), "full multi-head": L * D * cfg.n_heads * (cfg.d_k + d_v)}
     cache = kv_cache_bytes_per_token(cfg)  # {"gqa": this model, "mha": one K/V head per query head}
-    rows = []
-    for name, params, per_tok, heads in (("this model", kv_params["this model"], cache["gqa"], cfg.kv_heads),
-                                         ("full multi-head", kv_params["full multi-head"], cache["mha"], cfg.n_heads)):
-        rows.append({"K/V heads per layer": heads, "variant": name, "K and V projection parameters": params,
-                     "KV cache per token (bytes)": per_tok, f"KV cache for {context:,} tokens (MB)": per_tok * context / 1e6})
-    return rows
+
+    def row(variant: str, heads: int, per_tok: int) -> KVSavingsRow:
+        return KVSavingsRow(variant=variant, kv_heads=heads, kv_params=L * D * heads * (cfg.d_k + d_v),
+                            cache_bytes_per_token=per_tok, context=context, cache_mb=per_tok * context / 1e6)
+
+    return [row("this model", cfg.kv_heads, cache["gqa"]), row("full multi-head", cfg.n_heads, cache["mha"])]

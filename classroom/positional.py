@@ -3,6 +3,7 @@ Pure numpy/torch over the engine (never streamlit, plotly or ui/); every number 
 computed here, one hop from the page."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -47,13 +48,23 @@ NOTES_PE_HAND = {  # what the notes wrote by hand, to compare with the truth
 }
 
 
-def worked_pe_example() -> dict:
+@dataclass(frozen=True)
+class WorkedPE:
+    """The notes' d_model = 4 example, float64."""
+    pe: np.ndarray  # (3, 4) PE rows of positions 0, 1, 2
+    angles: np.ndarray  # (3, 4) pos / 10000^(2i/d) of each entry (dims 2i and 2i+1 share one)
+    the: np.ndarray  # (4,) the notes' embedding of 'the'
+    cat: np.ndarray  # (4,) the notes' embedding of 'cat'
+    the_sum: np.ndarray  # (4,) the + PE(0)
+    cat_sum: np.ndarray  # (4,) cat + PE(1)
+
+
+def worked_pe_example() -> WorkedPE:
     """The notes' d_model = 4 example at positions 0, 1, 2 and 'the' (pos 0) / 'cat' (pos 1) + PE."""
     pe = sinusoidal_table(3, 4, dtype=torch.float64).numpy()  # float64: cos 0.01 = 0.99995, not float32's 0.99994999
     the, cat = np.array(NOTES_PE_EMBEDDINGS["the"]), np.array(NOTES_PE_EMBEDDINGS["cat"])
     angles = np.array([[p / 10000 ** ((2 * (j // 2)) / 4) for j in range(4)] for p in range(3)])
-    return {"pe": pe, "angles": angles, "the": the, "cat": cat,
-            "the_sum": the + pe[0], "cat_sum": cat + pe[1]}
+    return WorkedPE(pe=pe, angles=angles, the=the, cat=cat, the_sum=the + pe[0], cat_sum=cat + pe[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,7 +75,19 @@ def worked_pe_example() -> dict:
 # here is what the model computes. Pure numpy/torch, no Streamlit.
 # --------------------------------------------------------------------------------------------
 
-def pair_rotation(q_pre: np.ndarray, q_post: np.ndarray, pairs: list[int]) -> list[dict]:
+@dataclass(frozen=True)
+class PairRotation:
+    """One rotary pair of a query vector, before and after the rotation."""
+    pair: int  # i: the pair's index, 0 <= i < d_k/2
+    dims: tuple[int, int]  # (i, i + d_k/2): the two dimensions it holds (the engine's layout)
+    before: np.ndarray  # (2,) float64 the pair before rotation
+    after: np.ndarray  # (2,) float64 after rotation
+    angle_deg: float  # the angle it turned by, degrees in [-180, 180)
+    norm_before: float  # length before
+    norm_after: float  # length after (the same: a rotation keeps it)
+
+
+def pair_rotation(q_pre: np.ndarray, q_post: np.ndarray, pairs: list[int]) -> list[PairRotation]:
     """For one query vector (d_k,) before and after rotation: each chosen pair i (dimensions i and
     i + d_k/2, the engine's layout) as 2-D points, with the angle it turned by (degrees) and its
     length (unchanged by a rotation)."""
@@ -77,9 +100,9 @@ def pair_rotation(q_pre: np.ndarray, q_post: np.ndarray, pairs: list[int]) -> li
         a = np.array([q_pre[i], q_pre[i + half]], dtype=np.float64)  # (2,)
         b = np.array([q_post[i], q_post[i + half]], dtype=np.float64)  # (2,)
         turn = np.degrees(np.arctan2(b[1], b[0]) - np.arctan2(a[1], a[0]))
-        out.append({"pair": i, "dims": (i, i + half), "before": a, "after": b,
-                    "angle_deg": float((turn + 180) % 360 - 180), "norm_before": float(np.linalg.norm(a)),
-                    "norm_after": float(np.linalg.norm(b))})
+        out.append(PairRotation(pair=i, dims=(i, i + half), before=a, after=b,
+                                angle_deg=float((turn + 180) % 360 - 180), norm_before=float(np.linalg.norm(a)),
+                                norm_after=float(np.linalg.norm(b))))
     return out
 
 
@@ -89,11 +112,21 @@ def pair_frequencies(d_k: int, theta: float) -> np.ndarray:
     return np.arctan2(sin[0, : d_k // 2].numpy(), cos[0, : d_k // 2].numpy()).astype(np.float64)
 
 
-def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float) -> dict:
+@dataclass(frozen=True)
+class RelativeScores:
+    """Scores of one rotated query and key at every pair of positions (N = n_pos)."""
+    S: np.ndarray  # (N, N) float64 S[m, n] = rot(q, m) · rot(k, n)
+    offsets: np.ndarray  # (2N − 1,) int m − n = −(N − 1) … N − 1
+    by_offset: np.ndarray  # (2N − 1,) mean of S along the diagonal of each offset
+    spread: float  # the largest max − min along any diagonal (0 up to rounding: relative positions)
+    range: float  # max − min of S over all pairs of positions
+
+
+def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float) -> RelativeScores:
     """One query vector and one key vector (d_k,) taken before rotation, rotated to every position
     0 … n_pos−1 with the engine's rotary code; S[m, n] = rot(q, m) · rot(k, n). If RoPE encodes
-    relative position, S is constant along each diagonal (m − n fixed). Returns S (n_pos, n_pos),
-    by_offset {m − n: score}, and the largest spread (max − min) along any diagonal."""
+    relative position, S is constant along each diagonal (m − n fixed): the largest spread
+    (max − min) along any diagonal is float rounding."""
     if n_pos < 2:
         raise ValueError("n_pos must be at least 2")
     d = q.shape[-1]
@@ -105,8 +138,8 @@ def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float) -> d
     offsets = np.arange(-(n_pos - 1), n_pos)
     diag = {int(o): np.diagonal(S, offset=-int(o)) for o in offsets}  # m − n = o  <=>  diagonal −o
     spread = max(float(v.max() - v.min()) for v in diag.values())
-    return {"S": S, "offsets": offsets, "by_offset": np.array([diag[int(o)].mean() for o in offsets]),
-            "spread": spread, "range": float(S.max() - S.min())}
+    return RelativeScores(S=S, offsets=offsets, by_offset=np.array([diag[int(o)].mean() for o in offsets]),
+                          spread=spread, range=float(S.max() - S.min()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,27 +190,47 @@ def _weights_and_out(model: Transformer, ids: Sequence[int], causal: bool) -> tu
     return w, tr.final[0].numpy().astype(np.float64)
 
 
-def order_test(model: Transformer, ids: Sequence[int], perm: Sequence[int], causal: bool) -> dict:
-    """Run `ids` and its shuffle ids[perm] through `model`. Returns the weights of both (L, H, T, T),
-    P W Pᵀ, and the measured gaps: max |W_shuffled − P W Pᵀ| over every layer and head, and
-    max |out_shuffled − P out| over the final hidden states (0 up to float rounding = the model
-    cannot tell the orders apart beyond moving the words)."""
+@dataclass(frozen=True)
+class OrderTest:
+    """A sentence and its shuffle through one model, and how far the shuffle is from moving the
+    words along (0 up to float rounding = the model cannot tell the orders apart)."""
+    perm: np.ndarray  # (T,) the shuffle: row i of the shuffled sentence is word perm[i]
+    weights: np.ndarray  # (L, H, T, T) float64 attention weights of the original sentence
+    weights_shuffled: np.ndarray  # (L, H, T, T) float64 those of the shuffled sentence
+    pwpT: np.ndarray  # (L, H, T, T) P W Pᵀ: the original weights, rows and columns moved
+    weight_gap: float  # max |weights_shuffled − P W Pᵀ| over every layer and head
+    output_gap: float  # max |out_shuffled − P out| over the final hidden states
+    output_scale: float  # max |out|: what output_gap compares with
+
+
+def order_test(model: Transformer, ids: Sequence[int], perm: Sequence[int], causal: bool) -> OrderTest:
+    """Run `ids` and its shuffle ids[perm] through `model`: the weights of both, P W Pᵀ, and the
+    measured gaps."""
     ids, perm = list(ids), np.asarray(perm)
     w, out = _weights_and_out(model, ids, causal)
     w_s, out_s = _weights_and_out(model, [ids[i] for i in perm], causal)
     P = permutation_matrix(perm)
     pwp = P @ w @ P.T  # (L, H, T, T): broadcast over layers and heads
-    return {"perm": perm, "weights": w, "weights_shuffled": w_s, "pwpT": pwp,
-            "weight_gap": float(np.abs(w_s - pwp).max()), "output_gap": float(np.abs(out_s - P @ out).max()),
-            "output_scale": float(np.abs(out).max())}
+    return OrderTest(perm=perm, weights=w, weights_shuffled=w_s, pwpT=pwp,
+                     weight_gap=float(np.abs(w_s - pwp).max()), output_gap=float(np.abs(out_s - P @ out).max()),
+                     output_scale=float(np.abs(out).max()))
 
 
-def positions_matter(model: Transformer, ids: Sequence[int], seed: int = 0) -> dict:
-    """The demonstration on one sentence: {"perm", and per case ("no PE, bidirectional",
-    "no PE, causal", "with PE, bidirectional") the order_test result}."""
+@dataclass(frozen=True)
+class PositionsMatter:
+    """One shuffle of a sentence, tested three ways (each an order_test)."""
+    perm: np.ndarray  # (T,) the shuffle: row i of the shuffled sentence is word perm[i]
+    no_pe_bidirectional: OrderTest  # positions off, no mask: the weights only move with the words
+    no_pe_causal: OrderTest  # positions off, causal mask: the mask alone leaks order
+    with_pe_bidirectional: OrderTest  # the model's own positions, no mask
+
+
+def positions_matter(model: Transformer, ids: Sequence[int], seed: int = 0) -> PositionsMatter:
+    """The demonstration on one sentence: the shuffle of `seed` through the model without its
+    positions (bidirectional, then causal) and with them (bidirectional)."""
     perm = shuffle_order(len(ids), seed)
     blind = without_positions(model)
-    return {"perm": perm,
-            "no PE, bidirectional": order_test(blind, ids, perm, causal=False),
-            "no PE, causal": order_test(blind, ids, perm, causal=True),
-            "with PE, bidirectional": order_test(model, ids, perm, causal=False)}
+    return PositionsMatter(perm=perm,
+                           no_pe_bidirectional=order_test(blind, ids, perm, causal=False),
+                           no_pe_causal=order_test(blind, ids, perm, causal=True),
+                           with_pe_bidirectional=order_test(model, ids, perm, causal=False))

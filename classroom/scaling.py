@@ -4,6 +4,7 @@ computed here, one hop from the page."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -35,7 +36,21 @@ def entropy_bits(p: np.ndarray, axis: int = -1) -> np.ndarray:
     return -(p * logs).sum(axis=axis)
 
 
-def scaling_row(scores_row: np.ndarray, d_k: int, temperature: float = 1.0) -> dict:
+@dataclass(frozen=True)
+class ScalingRow:
+    """One query row over its K allowed keys, with and without the 1/sqrt(d_k) scale."""
+    scores: np.ndarray  # (K,) float64 raw scores q·k
+    scaled: np.ndarray  # (K,) scores / sqrt(d_k)
+    weights_unscaled: np.ndarray  # (K,) softmax(scores / T), sums to 1
+    weights_scaled: np.ndarray  # (K,) softmax(scores / sqrt(d_k) / T), sums to 1
+    entropy_unscaled: float  # bits, of weights_unscaled
+    entropy_scaled: float  # bits, of weights_scaled
+    max_unscaled: float  # largest entry of weights_unscaled
+    max_scaled: float  # largest entry of weights_scaled
+    max_entropy: float  # log2(K) bits: the entropy of the uniform row
+
+
+def scaling_row(scores_row: np.ndarray, d_k: int, temperature: float = 1.0) -> ScalingRow:
     """One query's raw scores q·k over its allowed keys -> scaled scores and both softmaxes.
 
     unscaled weights = softmax(scores / T); scaled weights = softmax(scores / sqrt(d_k) / T).
@@ -46,15 +61,27 @@ def scaling_row(scores_row: np.ndarray, d_k: int, temperature: float = 1.0) -> d
     scaled = s / math.sqrt(d_k)
     w_raw = softmax(s, temperature)
     w_scaled = softmax(scaled, temperature)
-    return {
-        "scores": s, "scaled": scaled, "weights_unscaled": w_raw, "weights_scaled": w_scaled,
-        "entropy_unscaled": float(entropy_bits(w_raw)), "entropy_scaled": float(entropy_bits(w_scaled)),
-        "max_unscaled": float(w_raw.max()), "max_scaled": float(w_scaled.max()),
-        "max_entropy": float(math.log2(s.size)),
-    }
+    return ScalingRow(
+        scores=s, scaled=scaled, weights_unscaled=w_raw, weights_scaled=w_scaled,
+        entropy_unscaled=float(entropy_bits(w_raw)), entropy_scaled=float(entropy_bits(w_scaled)),
+        max_unscaled=float(w_raw.max()), max_scaled=float(w_scaled.max()),
+        max_entropy=float(math.log2(s.size)))
 
 
-def worked_scaling_example() -> dict:
+@dataclass(frozen=True)
+class WorkedScaling:
+    """The notes' two-key example, every step."""
+    q: np.ndarray  # (d_k,) the query [2, 3, 4, 1]
+    k: np.ndarray  # (2, d_k) the keys k1, k2 as rows
+    d_k: int  # 4
+    sqrt_d_k: float  # 2.0
+    scores: np.ndarray  # (2,) k @ q = [6, 4]
+    weights_unscaled: np.ndarray  # (2,) softmax(scores) = [0.8808, 0.1192]
+    scaled: np.ndarray  # (2,) scores / sqrt(d_k) = [3, 2]
+    weights_scaled: np.ndarray  # (2,) softmax(scaled) = [0.7311, 0.2689]
+
+
+def worked_scaling_example() -> WorkedScaling:
     """The notes' example: q = [2, 3, 4, 1], k1 = [1, 0, 1, 0], k2 = [0, 1, 0, 1], d_k = 4.
     Scores [6, 4]; softmax -> [0.8808, 0.1192]; scaled by sqrt(4) = 2 -> [3, 2] -> [0.7311, 0.2689]."""
     q = np.array([2.0, 3.0, 4.0, 1.0])
@@ -62,14 +89,25 @@ def worked_scaling_example() -> dict:
     scores = k @ q
     d_k = q.size
     scaled = scores / math.sqrt(d_k)
-    return {"q": q, "k": k, "d_k": d_k, "sqrt_d_k": math.sqrt(d_k), "scores": scores,
-            "weights_unscaled": softmax(scores), "scaled": scaled, "weights_scaled": softmax(scaled)}
+    return WorkedScaling(q=q, k=k, d_k=d_k, sqrt_d_k=math.sqrt(d_k), scores=scores,
+                         weights_unscaled=softmax(scores), scaled=scaled, weights_scaled=softmax(scaled))
 
 
 DK_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def variance_experiment(d_ks: Sequence[int] = DK_GRID, n_samples: int = 1500, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class VarianceExperiment:
+    """Var(q·k) sampled for each d_k of the grid (N grid points), beside the theory."""
+    d_k: np.ndarray  # (N,) int64 the widths tried
+    var_sampled: np.ndarray  # (N,) sample variance of q·k
+    var_theory: np.ndarray  # (N,) float64 d_k itself (Var(q·k) = d_k)
+    var_scaled_sampled: np.ndarray  # (N,) sample variance of q·k / sqrt(d_k) (theory: 1)
+    n_samples: int  # (q, k) pairs per d_k
+
+
+def variance_experiment(d_ks: Sequence[int] = DK_GRID, n_samples: int = 1500, seed: int = 0
+                        ) -> VarianceExperiment:
     """Sample q, k with i.i.d. N(0, 1) components; measure Var(q·k) for each d_k.
 
     Theory: q·k = sum of d_k products of independent unit-variance terms -> Var = d_k, and
@@ -83,13 +121,27 @@ def variance_experiment(d_ks: Sequence[int] = DK_GRID, n_samples: int = 1500, se
         dots = np.einsum("nd,nd->n", q, k, dtype=np.float64)
         var_raw.append(float(dots.var(ddof=1)))
         var_scaled.append(float((dots / math.sqrt(d)).var(ddof=1)))
-    return {"d_k": np.asarray(d_ks, dtype=np.int64), "var_sampled": np.asarray(var_raw),
-            "var_theory": np.asarray(d_ks, dtype=np.float64), "var_scaled_sampled": np.asarray(var_scaled),
-            "n_samples": n_samples}
+    return VarianceExperiment(d_k=np.asarray(d_ks, dtype=np.int64), var_sampled=np.asarray(var_raw),
+                              var_theory=np.asarray(d_ks, dtype=np.float64),
+                              var_scaled_sampled=np.asarray(var_scaled), n_samples=n_samples)
+
+
+@dataclass(frozen=True)
+class EntropyExperiment:
+    """Mean softmax entropy and largest weight for each d_k of the grid (N grid points), with and
+    without the 1/sqrt(d_k) scale."""
+    d_k: np.ndarray  # (N,) int64 the widths tried
+    entropy_unscaled: np.ndarray  # (N,) bits, mean over the samples, softmax(q·k)
+    entropy_scaled: np.ndarray  # (N,) bits, mean over the samples, softmax(q·k / sqrt(d_k))
+    max_weight_unscaled: np.ndarray  # (N,) mean of each row's largest weight, unscaled
+    max_weight_scaled: np.ndarray  # (N,) the same, scaled
+    max_entropy: float  # log2(n_keys) bits: a uniform row
+    n_keys: int  # keys per query
+    n_samples: int  # queries per d_k
 
 
 def entropy_experiment(d_ks: Sequence[int] = DK_GRID, n_keys: int = 16, n_samples: int = 100,
-                       seed: int = 0) -> dict:
+                       seed: int = 0) -> EntropyExperiment:
     """Mean softmax entropy (bits) over n_keys random keys, with and without 1/sqrt(d_k).
 
     Without scaling the scores' spread grows like sqrt(d_k), the softmax saturates (entropy -> 0,
@@ -105,7 +157,7 @@ def entropy_experiment(d_ks: Sequence[int] = DK_GRID, n_keys: int = 16, n_sample
         h_scaled.append(float(entropy_bits(w_scaled).mean()))
         max_raw.append(float(w_raw.max(-1).mean()))
         max_scaled.append(float(w_scaled.max(-1).mean()))
-    return {"d_k": np.asarray(d_ks, dtype=np.int64), "entropy_unscaled": np.asarray(h_raw),
-            "entropy_scaled": np.asarray(h_scaled), "max_weight_unscaled": np.asarray(max_raw),
-            "max_weight_scaled": np.asarray(max_scaled), "max_entropy": math.log2(n_keys),
-            "n_keys": n_keys, "n_samples": n_samples}
+    return EntropyExperiment(d_k=np.asarray(d_ks, dtype=np.int64), entropy_unscaled=np.asarray(h_raw),
+                             entropy_scaled=np.asarray(h_scaled), max_weight_unscaled=np.asarray(max_raw),
+                             max_weight_scaled=np.asarray(max_scaled), max_entropy=math.log2(n_keys),
+                             n_keys=n_keys, n_samples=n_samples)

@@ -30,14 +30,23 @@ LIBRARY = Library(
 )
 
 
-def search(query: Sequence[float], library: Library = LIBRARY, scale: bool = True) -> dict:
-    """One query against the library through attend(q, K, V): {"scores" (n,) q·k_j, "scale",
-    "scaled" (n,), "weights" (n,) the softmax blend (sums to 1), "output" (d_v,) Σ_j w_j v_j}."""
+@dataclass(frozen=True)
+class SearchResult:
+    """One query matched against the library (n documents), every number from attend(q, K, V)."""
+    scores: np.ndarray  # (n,) float64  q·k_j, the raw match of each document
+    scale: float  # 1/√d_k, or 1.0 with scaling off
+    scaled: np.ndarray  # (n,) float64  scores × scale
+    weights: np.ndarray  # (n,) float64  softmax of the scaled scores: the blend (sums to 1)
+    output: np.ndarray  # (d_v,) float64  Σ_j weights_j · value_j, the returned value
+
+
+def search(query: Sequence[float], library: Library = LIBRARY, scale: bool = True) -> SearchResult:
+    """One query against the library through attend(q, K, V)."""
     q = torch.tensor(np.asarray(query, dtype=float), dtype=torch.float64)[None]  # (1, d_k)
     if q.shape[1] != library.keys.shape[1]:
         raise ValueError(f"the query needs {library.keys.shape[1]} numbers (one per key feature), got {q.shape[1]}")
     k = torch.tensor(library.keys, dtype=torch.float64)  # (n, d_k)
     v = torch.tensor(library.values, dtype=torch.float64)  # (n, d_v)
     tr = attend(q, k, v, scale=None if scale else 1.0)
-    return {"scores": tr.scores[0].numpy(), "scale": float(tr.scale), "scaled": tr.scaled[0].numpy(),
-            "weights": tr.weights[0].numpy(), "output": tr.heads[0].numpy()}
+    return SearchResult(scores=tr.scores[0].numpy(), scale=float(tr.scale), scaled=tr.scaled[0].numpy(),
+                        weights=tr.weights[0].numpy(), output=tr.heads[0].numpy())

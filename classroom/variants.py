@@ -13,7 +13,7 @@ Pure Python over model/ (no streamlit, no plotly).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
@@ -24,8 +24,16 @@ from model.transformer import Transformer
 
 from .positional import order_test, shuffle_order
 
-# The small architecture every variant shares: 4 heads of d_k = 8, one layer (the heads shown).
-BASE = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64)
+@dataclass(frozen=True)
+class BaseShape:
+    """The small architecture every variant shares: 4 heads of d_k = 8, one layer (the heads shown)."""
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 1
+    d_ff: int = 64
+
+
+BASE = BaseShape()
 MAX_LEN = 256  # positions the learned table holds (the sidebar's sentence is cut to fewer)
 
 
@@ -92,7 +100,7 @@ def variant_config(key: str, vocab_size: int, *, window: int | None = 3, n_kv_he
     for a bad value, saying what to choose."""
     if key not in BY_KEY:
         raise ValueError(f"unknown variant {key!r}; choose from {list(BY_KEY)}")
-    base = ModelConfig(vocab_size=vocab_size, max_len=MAX_LEN, **BASE)
+    base = ModelConfig(vocab_size=vocab_size, max_len=MAX_LEN, **asdict(BASE))
     change = {"sinusoidal": {}, "learned": {"pos_encoding": "learned"}, "rotary": {"pos_encoding": "rope"},
               "alibi": {"pos_encoding": "none", "alibi": True}, "none": {"pos_encoding": "none"},
               "window": {"window": window}, "mha": {"n_kv_heads": base.n_heads},
@@ -130,28 +138,62 @@ def pool_kv_heads(w: torch.Tensor, n_heads: int, n_kv_heads: int) -> torch.Tenso
     return w.reshape(n_kv_heads, group, d, *w.shape[1:]).mean(1).reshape(n_kv_heads * d, *w.shape[1:])
 
 
-def variant_heads(model: Transformer, ids: Sequence[int], causal: bool) -> dict:
-    """Layer 0 of one sentence: weights (H, T, T), allowed (T, T) bool (causal, window band), and
-    what the variant records: bias (H, T, T) and slopes (H,) for ALiBi, kv_head (H,) for GQA/MQA,
-    energies (H, T, T) for the additive score (None where the variant has none)."""
+@dataclass(frozen=True)
+class VariantHeads:
+    """Layer 0 of one sentence through one variant's model (numpy): the heads the page draws and
+    what the variant records. T tokens, H query heads."""
+    weights: np.ndarray  # (H, T, T) softmax rows of each query head
+    allowed: np.ndarray  # (T, T) bool, True = may attend (causal mask, window band)
+    kv_heads: int  # K/V heads of the model (H: multi-head, 1: multi-query, in between: grouped)
+    kv_head: np.ndarray | None  # (H,) int: the K/V head each query head reads; None without grouping
+    bias: np.ndarray | None  # (H, T, T) ALiBi's −slope_h·|i − j| added to the scores; None for other variants
+    slopes: np.ndarray | None  # (H,) ALiBi's slope of each head; None for other variants
+    energies: np.ndarray | None  # (H, T, T) additive score v·tanh(W_q q_i + W_k k_j); None for dot products
+    finite: bool  # every weight is a finite number
+
+
+def variant_heads(model: Transformer, ids: Sequence[int], causal: bool) -> VariantHeads:
+    """Layer 0 of one sentence through `model` (a build_variant model)."""
     tr = model.trace(torch.tensor([list(ids)], dtype=torch.long), causal=causal).numpy()
     a = tr.layers[0].attn
     T = len(ids)
     allowed = np.broadcast_to(np.asarray(a.allowed, dtype=bool), (1, 1, T, T))[0, 0].copy()
-    kv_head = None if a.kv_head is None else np.asarray(a.kv_head)
-    return {"weights": np.asarray(a.weights[0]), "allowed": allowed,
-            "bias": None if a.bias is None else np.asarray(a.bias),
-            "slopes": None if a.alibi_slopes is None else np.asarray(a.alibi_slopes),
-            "kv_head": kv_head, "kv_heads": model.cfg.kv_heads,
-            "energies": None if a.energies is None else np.asarray(a.energies[0]),
-            "finite": bool(np.isfinite(a.weights).all())}
+    return VariantHeads(weights=np.asarray(a.weights[0]), allowed=allowed, kv_heads=model.cfg.kv_heads,
+                        kv_head=None if a.kv_head is None else np.asarray(a.kv_head),
+                        bias=None if a.bias is None else np.asarray(a.bias),
+                        slopes=None if a.alibi_slopes is None else np.asarray(a.alibi_slopes),
+                        energies=None if a.energies is None else np.asarray(a.energies[0]),
+                        finite=bool(np.isfinite(a.weights).all()))
 
 
-def shuffle_gaps(models: dict[str, Transformer], ids: Sequence[int], seed: int) -> dict:
-    """The permutation test (classroom.order.order_test) on each model, bidirectional: shuffle the
-    words with `seed`, and measure max |W_shuffled − P W Pᵀ| (0 to float rounding = the weights
-    only moved with the words). {"perm": (T,), key: order_test result}. Needs at least 2 tokens."""
+@dataclass(frozen=True)
+class ShuffleGap:
+    """The permutation test of one variant (classroom.positional.order_test, bidirectional)."""
+    key: str  # the variant (a VARIANTS key)
+    weight_gap: float  # max |W_shuffled − P W Pᵀ| over every layer and head (≈ 0: the weights only moved with the words)
+    output_gap: float  # max |out_shuffled − P out| over the final hidden states
+
+
+@dataclass(frozen=True)
+class ShuffleTest:
+    """One shuffle of the sentence, measured on several variants."""
+    perm: np.ndarray  # (T,) int: the shuffled sentence is ids[perm]
+    gaps: tuple[ShuffleGap, ...]  # one per variant, in the order the models were given
+
+    def gap(self, key: str) -> ShuffleGap:
+        """The gaps of variant `key` (KeyError if it was not measured)."""
+        for g in self.gaps:
+            if g.key == key:
+                return g
+        raise KeyError(key)
+
+
+def shuffle_gaps(models: dict[str, Transformer], ids: Sequence[int], seed: int) -> ShuffleTest:
+    """The permutation test (classroom.positional.order_test) on each model, bidirectional: shuffle
+    the words with `seed`, and measure max |W_shuffled − P W Pᵀ| (0 to float rounding = the weights
+    only moved with the words). Needs at least 2 tokens."""
     if len(ids) < 2:
         raise ValueError("shuffling needs at least 2 tokens; type a longer sentence")
     perm = shuffle_order(len(ids), seed)
-    return {"perm": perm, **{k: order_test(m, ids, perm, causal=False) for k, m in models.items()}}
+    tests = {k: order_test(m, ids, perm, causal=False) for k, m in models.items()}
+    return ShuffleTest(perm=perm, gaps=tuple(ShuffleGap(k, t.weight_gap, t.output_gap) for k, t in tests.items()))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -207,11 +207,11 @@ def layer_norm_steps(x, eps: float = 1e-5, gamma=None, beta=None) -> LayerNormSt
     if gamma.shape != x.shape or beta.shape != x.shape:
         raise ValueError(f"γ and β need {x.size} numbers each (one per entry of x)")
     ln = layer_norm(x, gamma, beta, float(eps))
-    var = float(ln["var"])
-    if not (math.isfinite(var) and np.all(np.isfinite(ln["output"]))):
+    var = float(ln.var)
+    if not (math.isfinite(var) and np.all(np.isfinite(ln.output))):
         raise ValueError("the numbers are too large: their variance overflows (use values below about 1e150)")
-    return LayerNormSteps(x=x, mean=float(ln["mean"]), var=var, eps=float(eps), std=math.sqrt(var + eps),
-                          normalized=ln["normalized"], gamma=gamma, beta=beta, output=ln["output"])
+    return LayerNormSteps(x=x, mean=float(ln.mean), var=var, eps=float(eps), std=math.sqrt(var + eps),
+                          normalized=ln.normalized, gamma=gamma, beta=beta, output=ln.output)
 
 
 def pe_table(n_positions: int, d_model: int, start: int = 0) -> np.ndarray:
@@ -502,62 +502,78 @@ def solve(key: str) -> list[Step]:
     """The full worked solution of a preset, every number from the engine's code."""
     p = PRESETS[key]
     if p.kind == "attention":
-        steps = attention_step_list(p.setup)
-        if key == "scaling-6-4":
-            raw = compute_attention(_replace(p.setup, scale=False))
-            steps.append(Step("Softmax without scaling", r"\mathrm{softmax}(S) = \mathrm{softmax}([6, 4])",
-                              raw.weights[0], ("0:Q",), ("0:K1", "1:K2"), note="Compare with the scaled weights above."))
-        if key == "decoder-2x2":
-            al = causal_allowed(2).numpy()
-            w = softmax_from_scores(NOTES_DECODER_SCORES, al)
-            lab = ("0:Me", "1:gustan")
-            steps.append(Step("Softmax of the notes' illustrative scores", r"\mathrm{softmax}([[1.0, -\infty], [0.9, 1.1]])",
-                              w, lab, lab))
-            steps.append(Step("Output with the notes' scores", r"A V", w @ EMB3[:2], lab,
-                              tuple(f"z{j}" for j in range(4))))
-        if key == "context-vector":
-            A = compute_attention(p.setup).weights[0]  # (T_dec, T_enc)
-            rows = token_names(p.setup.labels, A.shape[0], "t")
-            cols = tuple(f"c{j}" for j in range(ANNOTATIONS.shape[1]))
-            terms = [" + ".join(f"{A[i, j]:.4f}·{p.setup.kv_labels[j]}" for j in range(A.shape[1]))
-                     for i in range(A.shape[0])]
-            # term by term, as by hand (the same numbers as Z = A V above: V = E W_V with W_V = I)
-            ctx = np.array([sum(A[i, j] * ANNOTATIONS[j] for j in range(A.shape[1])) for i in range(A.shape[0])])
-            steps.append(Step("Context vectors c_i = Σ_j α_ij h_j", r"c_i = \sum_{j=1}^{T_x} \alpha_{ij} h_j", ctx,
-                              rows, cols, note="; ".join(f"c{i + 1} = {t}" for i, t in enumerate(terms))))
-            steps.append(Step("Without attention: one fixed context", r"c = h_{T_x} \text{ for every } i",
-                              np.repeat(ANNOTATIONS[-1:], A.shape[0], axis=0), rows, cols,
-                              note="The encoder–decoder before attention passed only its last state to the decoder: "
-                                   "the same vector for every output word."))
-        return steps
+        extra = _ATTENTION_EXTRAS.get(key)
+        return attention_step_list(p.setup) + (extra(p) if extra else [])
     if p.kind == "layernorm":
-        ln = layer_norm_steps(p.vector, p.eps)
-        cols = tuple(f"x{j}" for j in range(len(p.vector)))
-        return [
-            Step("Input x", r"x", ln.x, cols=cols),
-            Step("Mean", r"\mu = \tfrac{1}{D}\sum_i x_i", np.array([ln.mean]), cols=("μ",)),
-            Step("Variance (biased, divide by D)", r"\sigma^2 = \tfrac{1}{D}\sum_i (x_i-\mu)^2", np.array([ln.var]), cols=("σ²",)),
-            Step(f"√(σ² + ε), ε = {ln.eps:g}", r"\sqrt{\sigma^2 + \varepsilon}", np.array([ln.std]), cols=("√(σ²+ε)",)),
-            Step("Normalized", r"\hat x_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \varepsilon}}", ln.normalized, cols=cols),
-            Step("Scale and shift (γ = 1, β = 0)", r"y_i = \gamma_i \hat x_i + \beta_i", ln.output, cols=cols),
-        ]
+        return _layer_norm_solution(p)
     if p.kind == "pe":
-        pe = pe_table(p.positions, p.d_model)
-        rows = tuple(f"pos {i} ({w})" for i, w in enumerate(p.words))
-        cols = tuple(f"d{j}" for j in range(p.d_model))
-        emb = np.array(p.embeddings)
-        return [
-            Step("Positional encodings", r"PE(pos,2i)=\sin\frac{pos}{10000^{2i/d}},\; PE(pos,2i+1)=\cos\frac{pos}{10000^{2i/d}}",
-                 pe, rows, cols),
-            Step("Word embeddings", r"E", emb, rows, cols),
-            Step("Embedding + PE (what the first layer sees)", r"X = E + PE", emb + pe, rows, cols),
-        ]
+        return _pe_solution(p)
     raise ValueError(f"unknown preset kind {p.kind!r}")
 
 
-def _replace(setup: AttentionSetup, **kw) -> AttentionSetup:
-    from dataclasses import replace
-    return replace(setup, **kw)
+def _unscaled_softmax(p: Preset) -> list[Step]:
+    """scaling-6-4: the same scores softmaxed without the 1/√d_k."""
+    raw = compute_attention(replace(p.setup, scale=False))
+    return [Step("Softmax without scaling", r"\mathrm{softmax}(S) = \mathrm{softmax}([6, 4])",
+                 raw.weights[0], ("0:Q",), ("0:K1", "1:K2"), note="Compare with the scaled weights above.")]
+
+
+def _notes_decoder_scores(p: Preset) -> list[Step]:
+    """decoder-2x2: the softmax and the output of the notes' illustrative (not computed) scores."""
+    al = causal_allowed(2).numpy()
+    w = softmax_from_scores(NOTES_DECODER_SCORES, al)
+    lab = ("0:Me", "1:gustan")
+    return [Step("Softmax of the notes' illustrative scores", r"\mathrm{softmax}([[1.0, -\infty], [0.9, 1.1]])",
+                 w, lab, lab),
+            Step("Output with the notes' scores", r"A V", w @ EMB3[:2], lab, tuple(f"z{j}" for j in range(4)))]
+
+
+def _context_vectors(p: Preset) -> list[Step]:
+    """context-vector: c_i = Σ_j α_ij h_j term by term, and the one fixed context before attention."""
+    A = compute_attention(p.setup).weights[0]  # (T_dec, T_enc)
+    rows = token_names(p.setup.labels, A.shape[0], "t")
+    cols = tuple(f"c{j}" for j in range(ANNOTATIONS.shape[1]))
+    terms = [" + ".join(f"{A[i, j]:.4f}·{p.setup.kv_labels[j]}" for j in range(A.shape[1]))
+             for i in range(A.shape[0])]
+    # term by term, as by hand (the same numbers as Z = A V above: V = E W_V with W_V = I)
+    ctx = np.array([sum(A[i, j] * ANNOTATIONS[j] for j in range(A.shape[1])) for i in range(A.shape[0])])
+    return [Step("Context vectors c_i = Σ_j α_ij h_j", r"c_i = \sum_{j=1}^{T_x} \alpha_{ij} h_j", ctx,
+                 rows, cols, note="; ".join(f"c{i + 1} = {t}" for i, t in enumerate(terms))),
+            Step("Without attention: one fixed context", r"c = h_{T_x} \text{ for every } i",
+                 np.repeat(ANNOTATIONS[-1:], A.shape[0], axis=0), rows, cols,
+                 note="The encoder–decoder before attention passed only its last state to the decoder: "
+                      "the same vector for every output word.")]
+
+
+# Attention presets whose solution goes on after the calculator's steps (preset key -> the extra steps).
+_ATTENTION_EXTRAS = {"scaling-6-4": _unscaled_softmax, "decoder-2x2": _notes_decoder_scores,
+                     "context-vector": _context_vectors}
+
+
+def _layer_norm_solution(p: Preset) -> list[Step]:
+    ln = layer_norm_steps(p.vector, p.eps)
+    cols = tuple(f"x{j}" for j in range(len(p.vector)))
+    return [
+        Step("Input x", r"x", ln.x, cols=cols),
+        Step("Mean", r"\mu = \tfrac{1}{D}\sum_i x_i", np.array([ln.mean]), cols=("μ",)),
+        Step("Variance (biased, divide by D)", r"\sigma^2 = \tfrac{1}{D}\sum_i (x_i-\mu)^2", np.array([ln.var]), cols=("σ²",)),
+        Step(f"√(σ² + ε), ε = {ln.eps:g}", r"\sqrt{\sigma^2 + \varepsilon}", np.array([ln.std]), cols=("√(σ²+ε)",)),
+        Step("Normalized", r"\hat x_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \varepsilon}}", ln.normalized, cols=cols),
+        Step("Scale and shift (γ = 1, β = 0)", r"y_i = \gamma_i \hat x_i + \beta_i", ln.output, cols=cols),
+    ]
+
+
+def _pe_solution(p: Preset) -> list[Step]:
+    pe = pe_table(p.positions, p.d_model)
+    rows = tuple(f"pos {i} ({w})" for i, w in enumerate(p.words))
+    cols = tuple(f"d{j}" for j in range(p.d_model))
+    emb = np.array(p.embeddings)
+    return [
+        Step("Positional encodings", r"PE(pos,2i)=\sin\frac{pos}{10000^{2i/d}},\; PE(pos,2i+1)=\cos\frac{pos}{10000^{2i/d}}",
+             pe, rows, cols),
+        Step("Word embeddings", r"E", emb, rows, cols),
+        Step("Embedding + PE (what the first layer sees)", r"X = E + PE", emb + pe, rows, cols),
+    ]
 
 
 # --------------------------------------------------------------------------- exports

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile  # loaded by `import torch` anyway
 
 from .attention import causal_allowed, combine
 from .trace import TraceNode
@@ -117,44 +117,56 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None = No
         except RuntimeError:
             raise ValueError(f"allowed of shape {tuple(allowed.shape)} does not broadcast to "
                              f"{(*lead, t_q, t_k)} (..., Tq, Tk)") from None
-    d_v = v.shape[-1]
     dtype = torch.result_type(q, k)
     neg_inf = torch.tensor(float("-inf"), dtype=dtype)
     zero = torch.zeros((), dtype=dtype)
     outs, ms, ls, steps = [], [], [], []
     for q0 in range(0, t_q, tq):
         q1 = min(q0 + tq, t_q)
-        qb = q[..., q0:q1, :]  # (..., tq, d_k)
-        m = torch.full((*lead, q1 - q0), float("-inf"), dtype=dtype)  # running max
-        l = torch.zeros((*lead, q1 - q0), dtype=dtype)  # running sum
-        acc = torch.zeros((*lead, q1 - q0, d_v), dtype=dtype)  # running unnormalised output
-        for i, k0 in enumerate(range(0, t_k, tile_k)):
-            k1 = min(k0 + tile_k, t_k)
-            s = (qb @ k[..., k0:k1, :].transpose(-2, -1)) * scale  # (..., tq, tile): the only scores held
-            if allowed is not None:
-                ok = allowed[..., q0:q1, k0:k1]
-                s = torch.where(ok, s, neg_inf)
-            m_new = torch.maximum(m, s.amax(-1))  # (..., tq)
-            # Rows with nothing allowed so far keep m = -inf; shift by 0 there so exp() sees
-            # -inf - 0 = -inf (-> 0), never -inf - (-inf) = NaN.
-            m_safe = torch.where(torch.isfinite(m_new), m_new, zero)
-            p = torch.exp(s - m_safe[..., None])  # (..., tq, tile), 0 where not allowed
-            rescale = torch.exp(m - m_safe)  # exp(m_old - m_new); 0 when m_old = -inf
-            l = rescale * l + p.sum(-1)
-            acc = rescale[..., None] * acc + p @ v[..., k0:k1, :].to(dtype)
-            m = m_new
-            if record:
-                so_far = torch.where(l[..., None] > 0, acc / l.clamp_min(torch.finfo(dtype).tiny)[..., None], zero)
-                steps.append(TileStep(tile=i, q_start=q0, q_end=q1, k_start=k0, k_end=k1,
-                                      m=m.clone(), l=l.clone(), out=so_far, rescale=rescale.clone()))
-        ok_rows = l > 0  # (..., tq): False where no key was allowed
-        outs.append(torch.where(ok_rows[..., None], acc / torch.where(ok_rows, l, 1.0)[..., None], zero))
+        out, m, l = _query_tile(q, k, v, allowed, q0, q1, tile_k, scale, lead, neg_inf, zero,
+                                steps if record else None)
+        outs.append(out)
         ms.append(m)
         ls.append(l)
     out = torch.cat(outs, dim=-2)  # (..., Tq, d_v)
     l_all = torch.cat(ls, dim=-1)
     return TiledResult(output=out, m=torch.cat(ms, dim=-1), l=l_all, fully_masked=~(l_all > 0),
                        tile_q=tq, tile_k=tile_k, scale=scale, steps=tuple(steps), notices=tuple(notices))
+
+
+def _query_tile(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None, q0: int, q1: int, tile_k: int,
+                scale: float, lead: torch.Size, neg_inf: Tensor, zero: Tensor,
+                steps: list[TileStep] | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The online softmax of queries q0 .. q1 - 1 over every key tile (the module doc's recurrence):
+    (output (..., q1 - q0, d_v), final m, final l). With a `steps` list, a TileStep is appended after
+    each key tile."""
+    t_k, d_v = k.shape[-2], v.shape[-1]
+    dtype = neg_inf.dtype
+    qb = q[..., q0:q1, :]  # (..., tq, d_k)
+    m = torch.full((*lead, q1 - q0), float("-inf"), dtype=dtype)  # running max
+    l = torch.zeros((*lead, q1 - q0), dtype=dtype)  # running sum
+    acc = torch.zeros((*lead, q1 - q0, d_v), dtype=dtype)  # running unnormalised output
+    for i, k0 in enumerate(range(0, t_k, tile_k)):
+        k1 = min(k0 + tile_k, t_k)
+        s = (qb @ k[..., k0:k1, :].transpose(-2, -1)) * scale  # (..., tq, tile): the only scores held
+        if allowed is not None:
+            ok = allowed[..., q0:q1, k0:k1]
+            s = torch.where(ok, s, neg_inf)
+        m_new = torch.maximum(m, s.amax(-1))  # (..., tq)
+        # Rows with nothing allowed so far keep m = -inf; shift by 0 there so exp() sees
+        # -inf - 0 = -inf (-> 0), never -inf - (-inf) = NaN.
+        m_safe = torch.where(torch.isfinite(m_new), m_new, zero)
+        p = torch.exp(s - m_safe[..., None])  # (..., tq, tile), 0 where not allowed
+        rescale = torch.exp(m - m_safe)  # exp(m_old - m_new); 0 when m_old = -inf
+        l = rescale * l + p.sum(-1)
+        acc = rescale[..., None] * acc + p @ v[..., k0:k1, :].to(dtype)
+        m = m_new
+        if steps is not None:
+            so_far = torch.where(l[..., None] > 0, acc / l.clamp_min(torch.finfo(dtype).tiny)[..., None], zero)
+            steps.append(TileStep(tile=i, q_start=q0, q_end=q1, k_start=k0, k_end=k1,
+                                  m=m.clone(), l=l.clone(), out=so_far, rescale=rescale.clone()))
+    ok_rows = l > 0  # (..., tq): False where no key was allowed
+    return torch.where(ok_rows[..., None], acc / torch.where(ok_rows, l, 1.0)[..., None], zero), m, l
 
 
 def plain_peak_elements(t_q: int, t_k: int) -> int:

@@ -42,8 +42,13 @@ class HeadPattern:
     kind: str  # a key of THRESHOLDS ("previous-token", "next-token", "self/diagonal", "first-token sink",
     #            "[CLS]/[SEP] sink", "broad/uniform", "focused") or "other"
     score: float  # the score that decided it (for "other": the nearest kind's score, below its threshold)
-    scores: dict  # every kind's score
+    scores: dict[str, float]  # every kind's score, 0..1, keyed by the kinds of THRESHOLDS
     nearest: str = ""  # the kind whose score came closest to (or furthest past) its threshold
+
+    @property
+    def threshold(self) -> float:
+        """The threshold of `nearest`, the kind that decided the label (NaN without one)."""
+        return THRESHOLDS[self.nearest] if self.nearest else float("nan")
 
     @property
     def margin(self) -> float:

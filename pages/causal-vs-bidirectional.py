@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from classroom import causal_vs_bidirectional, ffn_output
+from classroom import causal_vs_bidirectional
 from labels import token_label
 from ui import state
 from ui.runs import current_run, layer_allowed
@@ -65,12 +65,12 @@ st.subheader("Next-token prediction at the last position")
 if causal.trace.probs is None:  # an encoder without an output layer (MiniLM)
     st.info("This model has no output layer, so it predicts no next token; below, how the mask changes what its "
             "last layer produces instead.", icon=":material/info:")
-    change = ffn_output.state_change(causal.trace.final[0], bidi.trace.final[0])
-    show_fig(bar_compare(causal.labels, {"cosine(causal, bidirectional)": change["cosine"]},
+    change = causal_vs_bidirectional.state_change(causal.trace.final[0], bidi.trace.final[0])
+    show_fig(bar_compare(causal.labels, {"cosine(causal, bidirectional)": change.cosine},
                          title="Each token's final hidden state: causal vs bidirectional", yaxis="cosine similarity"),
              "final_change", filename="final_state_change",
-             table=pd.DataFrame({"token": causal.labels, "cosine": change["cosine"], "‖difference‖": change["distance"],
-                                 "‖causal‖": change["norm_a"]}))
+             table=pd.DataFrame({"token": causal.labels, "cosine": change.cosine, "‖difference‖": change.distance,
+                                 "‖causal‖": change.norm_a}))
     st.caption("1 = the same vector both ways. The last token sees the whole sentence under both masks, yet its "
                "vector still changes: from layer 1 on, every other token it reads was computed differently.")
     state.end_page()

@@ -71,14 +71,14 @@ if run_a.causal:
 names, sa = contextual.stage_states(run_a.trace)
 _, sb = contextual.stage_states(run_b.trace)
 res = contextual.contextual_similarity(sa, sb, ia, ib, run_a.labels, run_b.labels, k=3)
-sim_table = pd.DataFrame({"cosine(A, B)": res["cosine"],
-                          "nearest to A's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_a"]],
-                          "nearest to B's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res["nearest_b"]]},
+sim_table = pd.DataFrame({"cosine(A, B)": res.cosine,
+                          "nearest to A's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res.nearest_a],
+                          "nearest to B's word": ["; ".join(f"{l} ({c:.2f})" for l, c in n) for n in res.nearest_b]},
                          index=pd.Index(names, name="stage"))
 m1, m2 = st.columns(2)
-m1.metric("cosine at the token embedding", f"{res['cosine'][0]:.4f}")
-m2.metric("cosine after the last layer", f"{res['cosine'][-1]:.4f}", delta=f"{res['cosine'][-1] - res['cosine'][0]:+.4f}")
-show_fig(line_chart(names, {f"cosine of “{word}” in A vs B": res["cosine"]}, x_categories=True,
+m1.metric("cosine at the token embedding", f"{res.cosine[0]:.4f}")
+m2.metric("cosine after the last layer", f"{res.cosine[-1]:.4f}", delta=f"{res.cosine[-1] - res.cosine[0]:+.4f}")
+show_fig(line_chart(names, {f"cosine of “{word}” in A vs B": res.cosine}, x_categories=True,
                     title=f"Same word, two contexts: cosine similarity by depth", yaxis="cosine similarity"),
          "ctx_cosine", table=sim_table,
          alt="1.0 at the token embedding (the same row of the table); position and then each layer's attention pull them apart.")

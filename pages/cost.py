@@ -4,7 +4,6 @@ attention alone) vs T up to 1,024 with a fitted c + a·T + b·T² and what it sh
 
 import json
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -25,32 +24,32 @@ st.caption("Every query scores every key: T × T numbers per head per layer. Dou
 c = cost.attention_cost(cfg, T)
 m1, m2, m3 = st.columns(3)
 m1.metric("your sentence", f"T = {T}")
-m2.metric("scores per head per layer (T²)", f"{c['scores_per_head_layer']:,}")
-m3.metric(f"all {cfg.n_layers} layers × {cfg.n_heads} heads", f"{c['scores_total']:,}",
-          help=f"{c['memory_bytes']:,} bytes as float32 if kept (training keeps them for the backward pass)")
+m2.metric("scores per head per layer (T²)", f"{c.scores_per_head_layer:,}")
+m3.metric(f"all {cfg.n_layers} layers × {cfg.n_heads} heads", f"{c.scores_total:,}",
+          help=f"{c.memory_bytes:,} bytes as float32 if kept (training keeps them for the backward pass)")
 
 state.bound("cost_tmax", 4096)
 tmax_opts = [256, 1024, 4096, 16384]
 state.fix("cost_tmax", tmax_opts, 4096)
 tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax")
-Ts = np.unique(np.geomspace(8, tmax, 24).astype(int))
+Ts = cost.plot_lengths(tmax)
 cc = cost.cost_curve(cfg, Ts)
-curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc["scores_per_head_layer"], "scores, all heads & layers": cc["scores_total"],
-                      "memory MB (float32)": cc["memory_bytes"] / 1e6, "attention FLOPs (T²)": cc["flops_attention"],
-                      "projection + FFN FLOPs (T)": cc["flops_linear"]}).set_index("T")
+curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc.scores_per_head_layer, "scores, all heads & layers": cc.scores_total,
+                      "memory MB (float32)": cc.memory_bytes / 1e6, "attention FLOPs (T²)": cc.flops_attention,
+                      "projection + FFN FLOPs (T)": cc.flops_linear}).set_index("T")
 l1, l2 = st.columns(2)
 with l1:
-    show_fig(line_chart(Ts, {"memory of all attention weights (MB)": cc["memory_bytes"] / 1e6},
+    show_fig(line_chart(Ts, {"memory of all attention weights (MB)": cc.memory_bytes / 1e6},
                         title=f"Attention-weight memory vs T ({cfg.n_layers} layers × {cfg.n_heads} heads)",
                         xaxis="sequence length T", yaxis="MB (float32)", log_x=True, log_y=True),
              "cost_memory", table=curve, alt="On log–log axes a T² curve is a straight line of slope 2.")
 with l2:
-    show_fig(line_chart(Ts, {"attention (QKᵀ, weights·V) ∝ T²": cc["flops_attention"],
-                             "projections + FFN ∝ T": cc["flops_linear"]},
+    show_fig(line_chart(Ts, {"attention (QKᵀ, weights·V) ∝ T²": cc.flops_attention,
+                             "projections + FFN ∝ T": cc.flops_linear},
                         title="FLOPs per forward pass vs T", xaxis="sequence length T", yaxis="FLOPs",
                         log_x=True, log_y=True),
              "cost_flops", table=curve,
-             alt=f"The T² part overtakes the linear part at T ≈ {2 * cfg.d_model + cfg.d_ff:,} for this model "
+             alt=f"The T² part overtakes the linear part at T ≈ {cost.linear_quadratic_crossover(cfg):,} for this model "
                  "(where 4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)).")
 
 st.subheader("Measured: one block on this machine")
@@ -69,21 +68,21 @@ if run.source is not None and run.source.kind == "pretrained":  # seconds of mea
 
 def measured() -> None:
     tm = block_timing(json.dumps(cfg.to_dict(), sort_keys=True), t_grid, REPEATS)
-    blk, att = np.array(tm["block"]), np.array(tm["attention"])
-    spread = np.array(tm["block_spread"])  # how much the runs of each length varied (median / best − 1)
+    blk, att = tm.block, tm.attention
+    spread = tm.block_spread  # how much the runs of each length varied (median / best − 1)
     f = cost.fit_linear_quadratic(t_grid, blk)
     tt = pd.DataFrame({"T": t_grid, "whole block (ms)": blk * 1e3, "attention alone (ms)": att * 1e3,
-                       "fit c + a·T + b·T² (ms)": f["fit"] * 1e3, "fit − measured (%)": f["rel_err"] * 100,
-                       "runs' spread, median vs best (%)": spread * 100, "T² part of the fit (ms)": f["quadratic"] * 1e3,
-                       "T² share of the fit (%)": f["share"] * 100}).set_index("T")
+                       "fit c + a·T + b·T² (ms)": f.fit * 1e3, "fit − measured (%)": f.rel_err * 100,
+                       "runs' spread, median vs best (%)": spread * 100, "T² part of the fit (ms)": f.quadratic * 1e3,
+                       "T² share of the fit (%)": f.share * 100}).set_index("T")
     show_fig(line_chart(t_grid, {"whole block (measured)": blk * 1e3, "attention alone (measured)": att * 1e3,
-                                 "fit c + a·T + b·T²": f["fit"] * 1e3, "T² part of the fit": f["quadratic"] * 1e3},
+                                 "fit c + a·T + b·T²": f.fit * 1e3, "T² part of the fit": f.quadratic * 1e3},
                         title=f"Time of one block vs T (best of {REPEATS} runs each)", xaxis="sequence length T",
                         yaxis="milliseconds", dashed=["fit c + a·T + b·T²", "T² part of the fit"]),
              "cost_time", table=tt,
              alt=f"Measured milliseconds at T = {', '.join(map(str, t_grid))}, with the least-squares fit "
-                 f"c + a·T + b·T² (c = {f['c'] * 1e3:.3f} ms, a = {f['a'] * 1e6:.3f} µs per token, "
-                 f"b = {f['b'] * 1e9:.3f} ns per token²), fitted on relative errors; the table gives its "
+                 f"c + a·T + b·T² (c = {f.c * 1e3:.3f} ms, a = {f.a * 1e6:.3f} µs per token, "
+                 f"b = {f.b * 1e9:.3f} ns per token²), fitted on relative errors; the table gives its "
                  "error at every length.")
     st.markdown(cost.timing_summary(t_grid, blk, att, cfg.max_len, spread=spread))
     st.dataframe(tt.style.format("{:.2f}"), width="stretch")
@@ -99,11 +98,11 @@ g = PRESETS["gpt2-small"]
 gc = cost.attention_cost(g, 1024)
 st.dataframe(pd.DataFrame({"value": [
     f"{g.n_layers} layers × {g.n_heads} heads, d_model {g.d_model}, d_k {g.d_k}",
-    f"1,024² = {gc['scores_per_head_layer']:,}",
-    f"{gc['scores_total']:,}",
-    f"{gc['memory_bytes'] / 2**20:,.0f} MiB ({gc['memory_bytes']:,} bytes) per sequence",
-    f"{gc['flops_attention'] / 1e9:,.1f} GFLOPs",
-    f"{gc['flops_linear'] / 1e9:,.1f} GFLOPs",
-    f"{100 * gc['flops_attention'] / gc['flops_total']:.0f}%"]},
+    f"1,024² = {gc.scores_per_head_layer:,}",
+    f"{gc.scores_total:,}",
+    f"{gc.memory_bytes / 2**20:,.0f} MiB ({gc.memory_bytes:,} bytes) per sequence",
+    f"{gc.flops_attention / 1e9:,.1f} GFLOPs",
+    f"{gc.flops_linear / 1e9:,.1f} GFLOPs",
+    f"{100 * gc.flops_attention / gc.flops_total:.0f}%"]},
     index=["shape", "scores per head per layer", "scores, all heads and layers", "attention weights as float32",
            "QKᵀ and weights·V", "projections and FFN", "attention share of the FLOPs"]), width="stretch")

@@ -37,7 +37,7 @@ st.caption("The idea is older than the Transformer: an RNN translator kept one v
 st.page_link("pages/calculator.py", label="Work c_i = Σ α_ij h_j out by hand in the calculator",
              icon=":material/calculate:", query_params={"preset": "context-vector"})
 
-s2s, tok, info = ed.get_translator()
+s2s, tok, scores = ed.get_translator()
 cfg = s2s.cfg
 L, H = cfg.n_layers, cfg.n_heads
 
@@ -62,7 +62,8 @@ except ValueError as e:  # translate() explains what is wrong with the input
     st.info(md_escape(str(e)), icon=":material/edit:")
     state.end_page()
 ed.input_notices(r)
-ref = ed.reference(r)
+produced = [s.token for s in r.steps]  # one per decoder row
+ref = ed.reference(r.src_tokens, produced)
 
 # ----------------------------------------------------------------------------- the translation
 out = " ".join(md_escape(w) for w in r.tgt_tokens) or "(nothing)"
@@ -92,13 +93,8 @@ cross_attn = r.trace.decoder.layers[layer].cross_attn  # AttentionTrace (numpy, 
 # ----------------------------------------------------------------------------- step by step
 st.subheader("Step by step")
 n_steps = len(r.steps)
-state.bound("s2s_step", 1)
-state.fix("s2s_step", list(range(1, n_steps + 1)), 1)
-if n_steps > 1:
-    step = st.slider("Step", 1, n_steps, key="s2s_step",
-                     help="Each step the decoder reads <bos> and the words written so far and writes one more.")
-else:
-    step = 1
+step = state.step_slider("s2s_step", n_steps, "Step",
+                         help="Each step the decoder reads <bos> and the words written so far and writes one more.")
 st_ = r.steps[step - 1]
 so_far = [md_escape(w) for w in r.dec_labels[1:step]]
 new = md_escape(st_.token)
@@ -126,13 +122,12 @@ with s2:
 # ----------------------------------------------------------------------------- alignment
 st.subheader("Which source word did each output word look at?")
 cross = ed.head_weights(cross_attn, head)  # (T_dec, T_src)
-produced = [s.token for s in r.steps]
 show_fig(alignment_links(cross, r.src_labels, produced, gold=ref.gold,
                          title=f"Cross-attention of layer {layer}, {which} (lines with weight ≥ 0.2)"),
          "s2s_links", filename="alignment_links", table=lambda: matrix_table(cross, produced, r.src_labels),
          alt="Source words on top, output words below. Blue lines: cross-attention (thicker = more). "
              "Dashed vermillion: the reference alignment. The lines cross because Kalo reorders the words.")
-hits, n = ed.sentence_accuracy(r, ref, layer, head)
+hits, n = ed.alignment_hits(cross, ref.gold)
 if n:
     st.markdown(f"This sentence: the argmax of {which} in layer {layer} points to the reference source word "
                 f"for **{hits} of {n}** output words.")
@@ -186,19 +181,19 @@ st.dataframe(ed.shapes_table(r, layer), width="stretch")
 
 # ----------------------------------------------------------------------------- accuracy
 st.subheader("How good is the shipped model?")
-al = info.get("alignment", {})
-if al:
+if scores is not None:
+    al = scores.alignment
     m1, m2, m3 = st.columns(3)
-    m1.metric("Exact match (held-out sentences)", f"{info['exact_match_heldout']:.1%}",
-              help=f"{info['n_heldout']} sentences never seen in training, greedy decoding.")
-    m2.metric(f"Alignment: best head (layer {al['layer']}, head {al['best_head']})",
-              f"{al['best_head_acc_heldout']:.1%}",
-              help=f"The head was chosen on the {al['best_head_chosen_on']}, scored on held-out sentences.")
-    m3.metric(f"Alignment: average of the heads (layer {al['layer']})", f"{al['head_average_acc_heldout']:.1%}")
-    st.caption(f"Alignment accuracy: for each of {al['n_target_words']:,} held-out target words, does the "
+    m1.metric("Exact match (held-out sentences)", f"{scores.exact_match:.1%}",
+              help=f"{scores.n_heldout} sentences never seen in training, greedy decoding.")
+    m2.metric(f"Alignment: best head (layer {al.layer}, head {al.best_head})",
+              f"{al.best_head_acc:.1%}",
+              help=f"The head was chosen on the {al.best_head_chosen_on}, scored on held-out sentences.")
+    m3.metric(f"Alignment: average of the heads (layer {al.layer})", f"{al.head_average_acc:.1%}")
+    st.caption(f"Alignment accuracy: for each of {al.n_target_words:,} held-out target words, does the "
                "argmax of the cross-attention row that produced it point to its source word? "
                "(Teacher-forced on the reference; training/translation.py `evaluate`.) Per head:")
-    per = pd.DataFrame(al["per_head_acc_heldout"], index=[f"layer {i}" for i in range(L)],
+    per = pd.DataFrame(al.per_head_acc, index=[f"layer {i}" for i in range(L)],
                        columns=[f"head {h}" for h in range(H)])
     st.dataframe(per.style.format("{:.1%}"), width="stretch")
 else:
@@ -214,11 +209,11 @@ st.markdown(
     "network: e_ij = vᵀ tanh(W s_(i−1) + U h_j), α_ij = softmax_j(e_ij). Cross-attention above is the same "
     "idea with dot-product scores, several heads and no recurrence. Below, a small GRU translator with "
     "additive attention, trained on the same sentences, translates the same source sentence.")
-_, _, rnn_info = ed.get_rnn()
+_, _, rnn_scores = ed.get_rnn()
 rr = ed.get_rnn_translation(tuple(r.src_tokens))
 rnn_w = rr.trace.attn.weights[0]  # (T_out, T_src): alpha_ij, model.rnn
 rnn_rows = step_labels(rr.dec_labels, rr.produced)
-rnn_gold = ed.gold_rows(r.src_tokens, rr.produced)
+rnn_gold = ed.reference(r.src_tokens, rr.produced).gold
 rnn_out = " ".join(md_escape(w) for w in rr.tgt_tokens) or "(nothing)"
 same_text = "the same as" if rr.tgt_tokens == r.tgt_tokens else "different from"
 st.markdown(f"RNN's translation: **{rnn_out}** ({same_text} the Transformer's)"
@@ -235,18 +230,17 @@ show_fig(alignment_beside(("RNN: additive attention α_ij", rnn_w, rnn_rows),
              "Right: the Transformer's cross-attention for the same source sentence. Open squares: the reference "
              "alignment of each model's own output.")
 rh, rn = ed.alignment_hits(rnn_w, rnn_gold)
-th, tn = ed.alignment_hits(cross, ref.gold)
-if rn or tn:
+if rn or n:
     st.caption(f"On this sentence the argmax points to the reference source word for {rh} of {rn} RNN output "
-               f"words and {th} of {tn} Transformer output words ({which}, layer {layer}).")
-if rnn_info:
+               f"words and {hits} of {n} Transformer output words ({which}, layer {layer}).")
+if rnn_scores is not None:
     k1, k2, k3 = st.columns(3)
-    k1.metric("RNN: exact match (held-out)", f"{rnn_info['exact_match_heldout']:.1%}",
-              help=f"{rnn_info['n_heldout']} sentences never seen in training, greedy decoding.")
-    k2.metric("RNN: token accuracy (held-out)", f"{rnn_info['token_acc_heldout']:.1%}")
-    k3.metric("RNN: alignment accuracy (held-out)", f"{rnn_info['alignment_acc_heldout']:.1%}",
+    k1.metric("RNN: exact match (held-out)", f"{rnn_scores.exact_match:.1%}",
+              help=f"{rnn_scores.n_heldout} sentences never seen in training, greedy decoding.")
+    k2.metric("RNN: token accuracy (held-out)", f"{rnn_scores.token_acc:.1%}")
+    k3.metric("RNN: alignment accuracy (held-out)", f"{rnn_scores.alignment_acc:.1%}",
               help="Teacher-forced: does argmax_j α_ij of the step producing each word point to its source word?")
-    st.caption(f"Trained with `python -m training.rnn_translation --train` ({rnn_info['steps']} steps, "
-               f"{rnn_info['train_cpu_seconds']:.0f} s of CPU): a bidirectional GRU encoder and a GRU decoder "
+    st.caption(f"Trained with `python -m training.rnn_translation --train` ({rnn_scores.steps} steps, "
+               f"{rnn_scores.train_cpu_seconds:.0f} s of CPU): a bidirectional GRU encoder and a GRU decoder "
                "with "
-               f"{rnn_info['parameters']:,} parameters (model/rnn.py).")
+               f"{rnn_scores.parameters:,} parameters (model/rnn.py).")

@@ -35,10 +35,10 @@ if err:
 res = expert_scores(name, task)
 L, H = res.score.shape
 top = res.top(10)
-best_l, best_h, best_s, best_hit = top[0]
-st.markdown(f"**Best head: layer {best_l}, head {best_h}.** Over {len(res.sentences)} sentences its query word gives "
-            f"the target word **{best_s:.2f}** of its attention on average (a head spreading evenly would give "
-            f"{res.baseline:.2f}), and the target is its strongest link in **{best_hit:.0%}** of the sentences.")
+best = top[0]
+st.markdown(f"**Best head: layer {best.layer}, head {best.head}.** Over {len(res.sentences)} sentences its query word gives "
+            f"the target word **{best.score:.2f}** of its attention on average (a head spreading evenly would give "
+            f"{res.baseline:.2f}), and the target is its strongest link in **{best.hit_rate:.0%}** of the sentences.")
 c1, c2 = st.columns([1, 1])
 with c1:
     show_fig(matrix_heatmap(res.score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
@@ -50,8 +50,9 @@ with c1:
                                            columns=[f"head {h}" for h in range(H)]),
              alt="One cell per head: the mean over the sentences of the weight the query word gives the target word.")
 with c2:
-    table = pd.DataFrame([{"layer": l, "head": h, "score": s, "hit rate": hit, "far score": res.far[l, h],
-                           "prev-token weight": res.previous[l, h]} for l, h, s, hit in top])
+    table = pd.DataFrame({"layer": [t.layer for t in top], "head": [t.head for t in top], "score": [t.score for t in top],
+                          "hit rate": [t.hit_rate for t in top], "far score": [t.far for t in top],
+                          "prev-token weight": [t.previous for t in top]})
     table.index = range(1, len(table) + 1)
     st.dataframe(table.style.format({"score": "{:.3f}", "hit rate": "{:.0%}", "far score": "{:.3f}",
                                      "prev-token weight": "{:.3f}"}), width="stretch")
@@ -65,16 +66,16 @@ with c2:
                "high on the previous token, not on the target.")
 
 st.subheader("The sentences")
-state.bound("ex_head", f"L{best_l} H{best_h}")
-options = [f"L{l} H{h}" for l, h, _, _ in top]
+state.bound("ex_head", f"L{best.layer} H{best.head}")
+options = [f"L{t.layer} H{t.head}" for t in top]
 state.fix("ex_head", options)
 pick = st.selectbox("Head", options, key="ex_head")
 pl, ph = (int(x[1:]) for x in pick.split())
-rows = []
-for (sentence, query, target), w, d in zip(TASKS[task], res.per_sentence[:, pl, ph], res.distances):
-    rows.append({"sentence": sentence, "query": query, "target": target, "tokens back": d, "weight": float(w)})
-df = pd.DataFrame(rows)
-show_fig(bar_compare([f"{r['query']} → {r['target']}" for r in rows], {"weight": df["weight"].to_numpy()},
+rows = res.sentence_weights(pl, ph)
+df = pd.DataFrame({"sentence": [r.sentence for r in rows], "query": [r.query for r in rows],
+                   "target": [r.target for r in rows], "tokens back": [r.tokens_back for r in rows],
+                   "weight": [r.weight for r in rows]})
+show_fig(bar_compare([f"{r.query} → {r.target}" for r in rows], {"weight": [r.weight for r in rows]},
                      tokens=True, text_format=".2f", yaxis="attention weight", height=320,
                      title=f"Layer {pl}, head {ph}: weight from the query word to its target, sentence by sentence"),
          "ex_sentences", table=df)

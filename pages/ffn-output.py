@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from classroom import ffn_output
-from classroom.embeddings import next_token_losses
+from classroom.embeddings import mean_loss, next_token_losses
 from labels import md_escape, token_label, token_labels, visible
 from ui import state
 from ui.ffn_output import embedding_neighbours, ffn_position_check, fill_blank, output_layer_view
@@ -41,7 +41,7 @@ show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], a
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
 diff = ffn_position_check(run, layer)
-active = float((hidden > 0).mean()) if cfg.activation == "relu" else float((hidden > 0.05).mean())
+active = ffn_output.active_share(hidden, cfg.activation)
 st.markdown(f"Running the FFN on each position **alone** gives the same outputs as all positions at once "
             f"(max |difference| = {diff:.2e}): no information moves between tokens here — that is attention's job. "
             f"{100 * active:.0f}% of the hidden units are clearly positive for this sentence.")
@@ -53,20 +53,20 @@ def neighbours_section() -> None:
     state.bound("emb_word", default_word)
     word = st.text_input("Word", key="emb_word", help="A word of the model's vocabulary; its row of E is compared with every other row.")
     typed = word.strip() if len(run.vocab) > 1000 else word.strip().lower()  # real vocabularies keep case ("Paris")
-    row_label, nn, pieces = embedding_neighbours(run.source, typed, 8)
-    if row_label is not None:
+    nb = embedding_neighbours(run.source, typed, 8)
+    if nb.row_label is not None:
         real = len(run.vocab) > 1000
-        st.caption(f"Cosine similarity of the row of **{md_escape(row_label)}** in the token-embedding matrix E "
+        st.caption(f"Cosine similarity of the row of **{md_escape(nb.row_label)}** in the token-embedding matrix E "
                    f"({len(run.vocab):,} × {cfg.d_model}) with every other row (special tokens left out): words used "
                    "alike end up close" + (": a pretrained model learned these rows from billions of words, so try "
                                            "cat, king, Paris or apple." if real else
                                            " (fresh weights: random rows, so no pattern)."))
-        show_fig(bar_compare([w for w, _ in nn], {"cosine": [c for _, c in nn]}, tokens=False, text_format=".2f",
-                             title=f"Nearest neighbours of “{visible(row_label)}” in E (cosine)", yaxis="cosine similarity"),
-                 "emb_neighbours", table=pd.DataFrame(nn, columns=["token", "cosine"]).set_index("token"))
-    elif pieces:
+        show_fig(bar_compare(nb.tokens, {"cosine": nb.cosines}, tokens=False, text_format=".2f",
+                             title=f"Nearest neighbours of “{visible(nb.row_label)}” in E (cosine)", yaxis="cosine similarity"),
+                 "emb_neighbours", table=pd.DataFrame({"token": nb.tokens, "cosine": nb.cosines}).set_index("token"))
+    elif nb.pieces:
         st.info(f"“{md_escape(typed)}” is not one token of this model: its tokenizer splits it into "
-                f"{' + '.join(md_escape(p) for p in pieces)}, so it has no single row in E. Try a common word such as cat.")
+                f"{' + '.join(md_escape(p) for p in nb.pieces)}, so it has no single row in E. Try a common word such as cat.")
     else:
         st.info(f"{md_escape(word)!s} is not in this model's vocabulary of {len(run.vocab):,} words; try apple, cat or red.")
 
@@ -85,16 +85,16 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
              alt="One row per token: the vector the last layer hands on (to a task head, or to pooling).")
     c1, c2 = st.columns(2)
     with c1:
-        show_fig(bar_compare(run.labels, {"‖h_t‖": last["norms"]}, title="Norm of each token's final vector",
+        show_fig(bar_compare(run.labels, {"‖h_t‖": last.norms}, title="Norm of each token's final vector",
                              yaxis="L2 norm"), "ffn_final_norms",
-                 table=pd.DataFrame({"L2 norm": last["norms"]}, index=idx))
+                 table=pd.DataFrame({"L2 norm": last.norms}, index=idx))
     with c2:
-        show_fig(matrix_heatmap(last["cosine"], run.labels, run.labels, tokens_cols=True, colorscale="Viridis",
+        show_fig(matrix_heatmap(last.cosine, run.labels, run.labels, tokens_cols=True, colorscale="Viridis",
                                 zmid=None, annotate=run.T <= 12, title="Cosine similarity between tokens' final vectors",
                                 value_name="cosine"), "ffn_final_cos",
-                 table=pd.DataFrame(last["cosine"], index=idx, columns=idx))
+                 table=pd.DataFrame(last.cosine, index=idx, columns=idx))
     st.caption("MiniLM's sentence embedding is the mean of these rows (then scaled to length 1): "
-               f"its first values are [{', '.join(f'{v:.3f}' for v in last['mean'][:6])}, …] "
+               f"its first values are [{', '.join(f'{v:.3f}' for v in last.mean[:6])}, …] "
                f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
                "classification read as the whole sentence's summary.")
     neighbours_section()
@@ -111,14 +111,14 @@ if trained_causal(run.source.name) is False and run.source.kind == "checkpoint":
     pos = st.selectbox("Hide this word", choices or [0], key="fb_pos",
                        format_func=lambda i: token_label(i, run.labels[i], sep=": "))
     res = fill_blank(run.source, tuple(run.ids), int(pos), 5)
-    guesses = [run.vocab[i] for i in res["top_ids"]]
+    guesses = [run.vocab[i] for i in res.top_ids]
     shown = " ".join("____" if i == pos else run.labels[i] for i in range(run.T))
     st.code(shown, language=None, wrap_lines=True)
-    show_fig(bar_compare(guesses, {"p": res["top_p"]}, tokens=False, text_format=".3f", yaxis="probability",
-                         title=f"The model's top 5 guesses for the hidden word (the true word: “{visible(run.vocab[res['true_id']])}”)"),
-             "fb_guesses", table=pd.DataFrame({"guess": guesses, "p": res["top_p"]}))
-    st.markdown(f"The hidden word **{md_escape(run.labels[pos])}** gets p = {res['true_p']:.3f}: it is the model's guess "
-                f"number **{res['true_rank']}** of {len(run.vocab)}." + (" The model got it." if res["true_rank"] == 1 else ""))
+    show_fig(bar_compare(guesses, {"p": res.top_p}, tokens=False, text_format=".3f", yaxis="probability",
+                         title=f"The model's top 5 guesses for the hidden word (the true word: “{visible(run.vocab[res.true_id])}”)"),
+             "fb_guesses", table=pd.DataFrame({"guess": guesses, "p": res.top_p}))
+    st.markdown(f"The hidden word **{md_escape(run.labels[pos])}** gets p = {res.true_p:.3f}: it is the model's guess "
+                f"number **{res.true_rank}** of {len(run.vocab)}." + (" The model got it." if res.true_rank == 1 else ""))
     if run.causal:
         st.warning("The sidebar mask is causal, but this model was trained bidirectionally: switch the mask to "
                    "bidirectional to see it as it learned. (The guesses above are always computed bidirectionally.)")
@@ -143,50 +143,54 @@ if not run.causal:
 st.subheader("Sequence probability: p(x) = Π p(x_t | x_<t)")
 crun = run if run.causal else current_run(causal=True, notices=False)
 sp = ffn_output.sequence_logprob(crun.trace.probs[0], crun.ids)
-if len(sp["p"]) == 0:
+if len(sp.p) == 0:
     st.info("A single token has nothing to predict: type at least two tokens.")
 else:
     targets = crun.labels[1:]
-    seq = pd.DataFrame({"token x_t": targets, "p(x_t | x_<t)": sp["p"], "log p": sp["logp"]},
+    seq = pd.DataFrame({"token x_t": targets, "p(x_t | x_<t)": sp.p, "log p": sp.logp},
                        index=token_labels(targets, plain=True, start=1))
-    show_fig(bar_compare(list(seq.index), {"p(x_t | x_<t)": sp["p"]}, tokens=False,
-                         title=f"Probability of each actual next token (log p(x) = {sp['total_logp']:.3f})",
+    show_fig(bar_compare(list(seq.index), {"p(x_t | x_<t)": sp.p}, tokens=False,
+                         title=f"Probability of each actual next token (log p(x) = {sp.total_logp:.3f})",
                          yaxis="probability", text_format=".2f" if len(targets) <= 24 else None),
              "ffn_seqprob", table=seq, alt="Bar t: how much probability the model gave, after reading tokens 0 … t−1, "
                                            "to the token that actually came at position t.")
     m1, m2, m3 = st.columns(3)
-    m1.metric("log p(x) = Σ log p", f"{sp['total_logp']:.3f}")
-    m2.metric("p(x) = Π p", f"{sp['total_p']:.3e}")
-    m3.metric("perplexity", f"{sp['perplexity']:.2f}")
-    st.caption(f"{len(sp['p'])} factors: the first token is given; position t − 1's distribution scores token t. "
+    m1.metric("log p(x) = Σ log p", f"{sp.total_logp:.3f}")
+    m2.metric("p(x) = Π p", f"{sp.total_p:.3e}")
+    m3.metric("perplexity", f"{sp.perplexity:.2f}")
+    st.caption(f"{len(sp.p)} factors: the first token is given; position t − 1's distribution scores token t. "
                "Products of many probabilities underflow, so models add log-probabilities instead."
                + (" Unknown words are scored as `<unk>`." if crun.unknown else ""))
     st.dataframe(seq.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}"}), width="stretch")
 
     st.subheader("One-hot targets and the loss at each position")
-    ce = pd.DataFrame(next_token_losses(crun.trace.probs[0], crun.ids, crun.vocab))
-    ce.index = token_labels(crun.labels[:-1], plain=True)
-    ce.index.name = "after reading …"
+    losses = next_token_losses(crun.trace.probs[0], crun.ids, crun.vocab)
+    ce = pd.DataFrame({"target token": [r.target_token for r in losses],
+                       "target index": [r.target_index for r in losses],
+                       "p(target)": [r.p_target for r in losses], "loss −log p": [r.loss for r in losses],
+                       "argmax": [r.argmax for r in losses]},
+                      index=pd.Index(token_labels(crun.labels[:-1], plain=True), name="after reading …"))
     st.markdown(f"Training compares the distribution at each position with a **one-hot target**: a vector of "
                 f"|V| = {len(crun.vocab)} zeros with a single 1 at the output index of the true next token. The "
                 f"cross-entropy −Σ y_i log p_i then keeps one term, −log p(target). The mean over the "
-                f"{len(ce)} positions, **{ce['loss −log p'].mean():.4f}** nats, is the loss training minimises.")
-    st.dataframe(ce.drop(columns="position").style.format({"p(target)": "{:.4f}", "loss −log p": "{:.4f}"}),
+                f"{len(losses)} positions, **{mean_loss(losses):.4f}** nats, is the loss training minimises.")
+    st.dataframe(ce.style.format({"p(target)": "{:.4f}", "loss −log p": "{:.4f}"}),
                  width="stretch")
 
 neighbours_section()
 
 st.subheader("Weight tying")
 n_show = min(len(run.vocab), 12)
-tie = output_layer_view(run, n_show)
-if tie["tied"]:
-    st.markdown(f"The output layer **is** the token-embedding matrix E ({tie['shape'][0]} × {tie['shape'][1]}, the same "
+view = output_layer_view(run, n_show)
+tie = view.tying
+if tie.tied:
+    st.markdown(f"The output layer **is** the token-embedding matrix E ({tie.shape[0]} × {tie.shape[1]}, the same "
                 f"storage): logits = h · Eᵀ. Recomputing that from the trace matches the model's logits "
-                f"(max |difference| = {tie['max_diff']:.1e}). Tying saves {tie['shape'][0] * tie['shape'][1]:,} parameters.")
+                f"(max |difference| = {tie.max_diff:.1e}). Tying saves {tie.shape[0] * tie.shape[1]:,} parameters.")
 else:
-    st.markdown(f"This model has its own output matrix ({tie['shape'][0]} × {tie['shape'][1]}), not tied to the embedding; "
-                f"logits = h · W_outᵀ (recomputed: max |difference| = {tie['max_diff']:.1e}).")
-E, W = tie["embedding_rows"], tie["output_rows"]  # (n_show, D) each
+    st.markdown(f"This model has its own output matrix ({tie.shape[0]} × {tie.shape[1]}), not tied to the embedding; "
+                f"logits = h · W_outᵀ (recomputed: max |difference| = {tie.max_diff:.1e}).")
+E, W = view.embedding_rows, view.output_rows  # (n_show, D) each
 c1, c2 = st.columns(2)
 vocab_rows = list(run.vocab[:n_show])  # escaped by the viz
 dcols = [str(j) for j in range(cfg.d_model)]

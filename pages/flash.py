@@ -1,9 +1,9 @@
 """Tiled attention (FlashAttention's online softmax): the sidebar sentence's q, k, v of one head,
 read one key tile at a time; the running max and sum, the output so far, and the memory it saves.
 
-Numbers: model.flash.tiled_attention via ui.flash; figures: viz.flash and viz.charts.
+Numbers: model.flash.tiled_attention via classroom.flash (cached and selected in ui.flash); figures:
+viz.flash and viz.charts.
 """
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -53,13 +53,8 @@ if T == 1:
     st.info("One token: one key, one tile, weight 1. The output is simply v of that token.", icon=":material/info:")
 
 n_steps = len(res.steps)
-state.bound("flash_step", 1)
-state.fix("flash_step", list(range(1, n_steps + 1)), 1)
-if n_steps > 1:
-    step = st.slider("Step (key tile)", 1, n_steps, key="flash_step",
-                     help="Each step reads one more block of keys for every query.")
-else:
-    step = 1
+step = state.step_slider("flash_step", n_steps, "Step (key tile)",
+                         help="Each step reads one more block of keys for every query.")
 s = res.steps[step - 1]
 labels = run.labels
 mask_word = "causal: grey cells are masked" if run.causal else "bidirectional"
@@ -90,14 +85,14 @@ show_fig(running_stats(m_now, l_now, res.m[0, 0], res.l[0, 0], labels,
                                     index=token_labels(labels, plain=True)),
          alt="Bars: each query's running max and running sum after this step; diamonds: their final values. "
              "The max only grows; when it grows, the sum is first shrunk by exp(m_old − m_new).")
-rescaled = np.isfinite(s.rescale[0, 0]) & (s.rescale[0, 0] < 1)
+rescaled = walk.rescaled(s)
 if step > 1:
     st.caption(f"In this step the max rose for **{int(rescaled.sum())} of {len(labels)}** queries; their sum "
                f"and output so far were multiplied by exp(m_old − m_new) (smallest factor "
                f"{float(s.rescale[0, 0].min()):.3g}) before the new tile was added.")
 
 out_now = s.out[0, 0]
-err = float(np.abs(out_now - res.output[0, 0]).max())
+err = walk.gap_to_final(s)
 show_fig(output_progress(out_now, res.output[0, 0], labels,
                          title=f"Output so far (O / l over the keys read) vs final: max difference {err:.3g}"),
          "flash_output", filename=f"output_step{step}",
@@ -113,19 +108,18 @@ state.bound("flash_mem_tile", 64)
 state.fix("flash_mem_tile", list(flash.MEMORY_TILES), 64)
 mem_tile = st.select_slider("Key tile size for the measurement", list(flash.MEMORY_TILES), key="flash_mem_tile")
 mem = flash.memory_curve(int(mem_tile))
-Ts = mem.index.to_numpy()
-show_fig(line_chart(Ts, {"plain attention (measured)": mem["plain peak (MB)"],
-                         "tiled attention (measured)": mem["tiled peak (MB)"],
-                         "T × T scores (float32)": mem["T × T scores (MB)"],
-                         "T × tile scores (float32)": mem["T × tile scores (MB)"]},
+Ts = mem.lengths
+show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
+                         "tiled attention (measured)": mem.tiled_mb,
+                         "T × T scores (float32)": mem.full_scores_mb,
+                         "T × tile scores (float32)": mem.tile_scores_mb},
                     title=f"Peak memory, one head, d_k = {flash.MEMORY_D}, key tile {mem_tile}",
                     xaxis="sequence length T", yaxis="MB", log_x=True, log_y=True,
                     dashed=["T × T scores (float32)", "T × tile scores (float32)"]),
-         "flash_memory", table=mem,
+         "flash_memory", table=flash.memory_frame(mem),
          alt="Log–log lines: plain attention's peak memory grows as T² (slope 2), the tiled loop's as T (slope 1).")
-last = mem.iloc[-1]
-st.caption(f"At T = {int(Ts[-1]):,}: plain {last['plain peak (MB)']:.1f} MB, tiled {last['tiled peak (MB)']:.1f} MB "
-           f"(max |difference| {last['max |tiled − plain|']:.1e}). Measured with torch's profiler "
+st.caption(f"At T = {int(Ts[-1]):,}: plain {mem.plain_mb[-1]:.1f} MB, tiled {mem.tiled_mb[-1]:.1f} MB "
+           f"(max |difference| {mem.max_diff[-1]:.1e}). Measured with torch's profiler "
            "(`profile_memory=True`: every tensor allocation and free, summed in time order; "
            "model.flash.measure_peak_bytes), once per server. Plain attention holds the scores and the softmax "
            "(2 × T × T); the tiled loop holds a T × tile block, its exponentials, the accumulator and the output.")

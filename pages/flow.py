@@ -3,7 +3,7 @@ probabilities, with the current model's real tensor shapes, each stage linked to
 import pandas as pd
 import streamlit as st
 
-from classroom.flow import stages
+from classroom.flow import pages_in_order, stages
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.flow import flow_diagram
@@ -17,14 +17,9 @@ st.caption(f"Your sentence through {cfg.n_layers} block(s) of this model ({cfg.n
            f"d_model {cfg.d_model}): each box is one step, each arrow's label the shape of the tensor it passes on "
            "(batch axis left out). Colours: the page that explains the step (links below).")
 show_fig(flow_diagram(rows, title=f"{run.T} tokens, from ids to {'probabilities' if cfg.output_head else 'hidden states'}"),
-         "flow_diagram", table=pd.DataFrame([{"step": r["name"], "shape": " × ".join(map(str, r["shape"])),
-                                               "page": r["page"], "what": r["what"]} for r in rows]),
+         "flow_diagram", table=pd.DataFrame([{"step": r.name, "shape": " × ".join(map(str, r.shape)),
+                                               "page": r.page, "what": r.what} for r in rows]),
          alt="A vertical chain of boxes from token ids to the output, each arrow labelled with a tensor shape.")
 st.subheader("Each step explained")
-seen = []
-for r in rows:
-    if r["page"] in seen:
-        continue
-    seen.append(r["page"])
-    names = [x["name"] for x in rows if x["page"] == r["page"]]
-    st.page_link(f"pages/{r['page']}.py", label=f"{', '.join(names)}", icon=":material/arrow_forward:")
+for page, names in pages_in_order(rows).items():
+    st.page_link(f"pages/{page}.py", label=f"{', '.join(names)}", icon=":material/arrow_forward:")

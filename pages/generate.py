@@ -1,6 +1,5 @@
 """Generate: the model writes one token at a time. Each step shows the next-token distribution, the
 new token's attention over the context, the KV cache growing, and p(x) = Π p(x_t | x_<t)."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -89,76 +88,91 @@ def show(gen) -> None:
     new = [r.token for r in gen.records]
     st.markdown(f"**Step {len(new)} of {max_new}.** Prompt ({len(gen.prompt)} tokens), then what the model wrote:")
     st.code(G.decode(source, list(gen.prompt)) + " ⟶ " + G.decode(source, new), language=None, wrap_lines=True)
-
     left, right = st.columns(2)
-    probs = gen.model_probs().numpy()
-    rule = gen.next_distribution().numpy()
-    top = np.argsort(-probs, kind="stable")[:10]
-    labels = G.token_texts(source, [int(i) for i in top])
     with left:
-        show_fig(topk_bars(labels, probs[top], chosen=0 if strategy == "greedy" else None,
-                           title=f"Next token: the model's top 10 of {len(probs):,}"), "gen_next",
-                 table=pd.DataFrame({"token": labels, "p (model)": probs[top], "p (your rule)": rule[top]}))
-        kept = int((rule > 0).sum())
-        st.caption("Bars: softmax of the logits (temperature 1). " + (
-            "Greedy takes the top bar." if strategy == "greedy" else
-            f"Your rule (temperature {temp:g}, top-k {int(top_k) or 'off'}, top-p {top_p:g}) keeps {kept:,} tokens "
-            f"and renormalises: the top token now has p = {rule[top[0]]:.3f}."))
+        show_next_token(gen)
     with right:
-        att = gen.records[-1].attention if gen.records else gen.prompt_attention  # (L, H, T_ctx)
-        ctx_ids = gen.ids if gen.records else list(gen.prompt)
-        ctx = G.token_texts(source, ctx_ids)
-        L, H = att.shape[:2]
-        l1, l2 = st.columns(2)
-        state.fix("gen_layer", list(range(L)), L - 1)
-        state.fix("gen_head", list(range(H)), 0)
-        layer = l1.selectbox("Layer", list(range(L)), key="gen_layer")
-        head = l2.selectbox("Head", list(range(H)), key="gen_head")
-        who = f"the new token “{ctx[-1]}”" if gen.records else f"the prompt's last token “{ctx[-1]}”"
-        show_fig(bar_compare(ctx, {"weight": att[layer, head]}, yaxis="attention weight", height=300,
-                             text_format=".2f" if len(ctx) <= 16 else None,
-                             title=f"Where “{md_escape(ctx[-1])}” looks (layer {layer}, head {head})"),
-                 "gen_attention", table=pd.DataFrame({"token": ctx, "weight": att[layer, head]}),
-                 alt=f"Bar per token of the context: the attention weight {md_escape(who)} gives it.")
+        show_attention(gen)
+    show_cache(gen)
+    show_factorisation(gen)
 
+
+def show_next_token(gen) -> None:
+    """The model's top 10 next tokens, and what the sampling rule makes of them."""
+    nt = gen.next_token(k=10)
+    labels = G.token_texts(source, [int(i) for i in nt.top_ids])
+    show_fig(topk_bars(labels, nt.p_model, chosen=0 if strategy == "greedy" else None,
+                       title=f"Next token: the model's top 10 of {nt.vocab_size:,}"), "gen_next",
+             table=pd.DataFrame({"token": labels, "p (model)": nt.p_model, "p (your rule)": nt.p_rule}))
+    st.caption("Bars: softmax of the logits (temperature 1). " + (
+        "Greedy takes the top bar." if strategy == "greedy" else
+        f"Your rule (temperature {temp:g}, top-k {int(top_k) or 'off'}, top-p {top_p:g}) keeps {nt.kept:,} tokens "
+        f"and renormalises: the top token now has p = {nt.p_rule[0]:.3f}."))
+
+
+def show_attention(gen) -> None:
+    """Where the newest token (or the prompt's last) looks, in one layer and head."""
+    att = gen.records[-1].attention if gen.records else gen.prompt_attention  # (L, H, T_ctx)
+    ctx_ids = gen.ids if gen.records else list(gen.prompt)
+    ctx = G.token_texts(source, ctx_ids)
+    L, H = att.shape[:2]
+    l1, l2 = st.columns(2)
+    state.fix("gen_layer", list(range(L)), L - 1)
+    state.fix("gen_head", list(range(H)), 0)
+    layer = l1.selectbox("Layer", list(range(L)), key="gen_layer")
+    head = l2.selectbox("Head", list(range(H)), key="gen_head")
+    who = f"the new token “{ctx[-1]}”" if gen.records else f"the prompt's last token “{ctx[-1]}”"
+    show_fig(bar_compare(ctx, {"weight": att[layer, head]}, yaxis="attention weight", height=300,
+                         text_format=".2f" if len(ctx) <= 16 else None,
+                         title=f"Where “{md_escape(ctx[-1])}” looks (layer {layer}, head {head})"),
+             "gen_attention", table=pd.DataFrame({"token": ctx, "weight": att[layer, head]}),
+             alt=f"Bar per token of the context: the attention weight {md_escape(who)} gives it.")
+
+
+def show_cache(gen) -> None:
+    """The KV cache: its size now, per token, and as it grew; the check that it changes nothing."""
     st.subheader("The KV cache grows by one row per layer at every step")
     growth = cache_growth(cfg, len(gen.prompt), len(gen.records))
-    per = growth["per_token"]
+    per = growth.bytes_per_token
     k1, k2, k3 = st.columns(3)
     k1.metric("Positions cached (rows per layer)", f"{gen.cache.length}")
     k2.metric("KV cache now", f"{gen.cache.nbytes / 1024:,.1f} KiB")
-    k3.metric("Per token", f"{per['gqa']:,} B", help=f"2 (K and V) × {cfg.n_layers} layers × {cfg.kv_heads} K/V heads × "
-                                                  f"{cfg.d_k} × 4 bytes")
-    series = {"this model": growth["this model"] / 1024}
+    k3.metric("Per token", f"{per:,} B", help=f"2 (K and V) × {cfg.n_layers} layers × {cfg.kv_heads} K/V heads × "
+                                             f"{cfg.d_k} × 4 bytes")
+    series = {"this model": growth.this_model / 1024}
     if cfg.kv_heads < cfg.n_heads:
-        series["without grouped-query attention"] = growth["without grouped-query attention"] / 1024
-    if len(growth["context"]) > 1:
-        show_fig(line_chart(growth["context"], series, xaxis="positions in the cache", yaxis="KiB", height=280,
+        series["without grouped-query attention"] = growth.without_gqa / 1024
+    if len(growth.context) > 1:
+        show_fig(line_chart(growth.context, series, xaxis="positions in the cache", yaxis="KiB", height=280,
                             title="KV cache size (float32)"), "gen_cache",
-                 table=pd.DataFrame({"positions": growth["context"], **series}))
+                 table=pd.DataFrame({"positions": growth.context, **series}))
     else:  # one point (the prompt): an almost empty chart; the metrics above say it
         st.info("Generate a token: a chart of the cache growing step by step appears here.",
                 icon=":material/show_chart:")
     st.caption(f"Measured: the engine's cache holds {gen.cache.nbytes:,} bytes = {gen.cache.length} positions × "
-               f"{per['gqa']:,} bytes per position." + (
+               f"{per:,} bytes per position." + (
                    f" With one K/V head per query head ({cfg.n_heads} instead of {cfg.kv_heads}) it would be "
                    f"{cfg.n_heads // cfg.kv_heads}× larger." if cfg.kv_heads < cfg.n_heads else ""))
     if st.checkbox("Check: run the whole text again without the cache", key="gen_check"):
         st.markdown(f"Largest difference between the next-token logits with and without the cache: "
                     f"**{G.uncached_gap(source, gen):.2e}** (float rounding: the cache changes the cost, not the result).")
 
+
+def show_factorisation(gen) -> None:
+    """p(text) = Π p(x_t | x_<t): one row per generated token."""
     st.subheader("p(text) = Π p(x_t | x_<t), token by token")
     rows = gen.factorisation()
     if not rows:
         st.info("Press Step (or Autoplay) to generate the first token.")
         return
-    df = pd.DataFrame(rows)
-    df.insert(1, "token", G.token_texts(source, [r["token id"] for r in rows]))
+    df = pd.DataFrame({"step": [r.step for r in rows], "token": G.token_texts(source, [r.token for r in rows]),
+                       "token id": [r.token for r in rows], "p(x_t | x_<t)": [r.p for r in rows],
+                       "log p": [r.logp for r in rows], "Σ log p so far": [r.logp_so_far for r in rows],
+                       "p of the text so far": [r.p_so_far for r in rows]})
     st.dataframe(df.style.format({"p(x_t | x_<t)": "{:.4f}", "log p": "{:.4f}", "Σ log p so far": "{:.4f}",
                                   "p of the text so far": "{:.3e}"}), width="stretch", hide_index=True)
     st.caption("Each factor is the model's own probability (temperature 1) of the token that was chosen, given "
                "everything before it. Adding log-probabilities avoids the underflow of multiplying many small numbers: "
-               f"log p(generated | prompt) = {rows[-1]['Σ log p so far']:.4f}.")
-
+               f"log p(generated | prompt) = {rows[-1].logp_so_far:.4f}.")
 
 live()

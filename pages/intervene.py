@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom.intervene import rollout
+from classroom.intervene import layer_weights, prediction_change, rollout
 from labels import md_escape, token_label, token_labels, visible
 from ui import intervene as IV
 from ui import state
@@ -41,27 +41,25 @@ labels = run.labels
 
 if not heads:
     st.info("No head switched off: pick heads above (or use the ranking below) to see what changes.")
-elif res["p_clean"] is not None:
+elif res.p_clean is not None:
     st.subheader("The next-token prediction, before and after")
-    pc, pa = res["p_clean"], res["p_ablated"]
-    top = list(dict.fromkeys(list(np.argsort(-pc)[:5]) + list(np.argsort(-pa)[:5])))
-    names = token_texts(run.source, [int(i) for i in top])  # readable ("·Paris", not "ĠParis")
-    show_fig(bar_compare(names, {"before": pc[top], "after": pa[top]}, tokens=False, text_format=".2f",
+    ch = prediction_change(res.p_clean, res.p_ablated)
+    names = token_texts(run.source, ch.ids)  # readable ("·Paris", not "ĠParis")
+    show_fig(bar_compare(names, {"before": ch.before, "after": ch.after}, tokens=False, text_format=".2f",
                          yaxis="probability", title=f"After “{visible(labels[-1])}”: top tokens before and after "
                                                    f"switching off {', '.join(picked)}"),
-             "iv_topk", table=pd.DataFrame({"token": names, "before": pc[top], "after": pa[top]}))
-    before, after = int(np.argmax(pc)), int(np.argmax(pa))
-    tb, ta = token_texts(run.source, [before, after])
-    st.markdown(f"Top prediction **{md_escape(tb)}** ({pc[before]:.3f}) → "
-                f"**{md_escape(ta)}** ({pa[after]:.3f})" +
-                (": the prediction changed." if before != after else ": the same token."))
+             "iv_topk", table=pd.DataFrame({"token": names, "before": ch.before, "after": ch.after}))
+    tb, ta = token_texts(run.source, [ch.top_before, ch.top_after])
+    st.markdown(f"Top prediction **{md_escape(tb)}** ({ch.p_top_before:.3f}) → "
+                f"**{md_escape(ta)}** ({ch.p_top_after:.3f})" +
+                (": the prediction changed." if ch.top_before != ch.top_after else ": the same token."))
 else:
     st.info("This model has no output layer (no next-token prediction): see how the hidden states change below.")
 
 if heads:
     first = min(l for l, _ in heads)
     st.subheader("What changes downstream")
-    dh = res["hidden_change"]  # (L, T)
+    dh = res.hidden_change  # (L, T)
     show_fig(matrix_heatmap(dh, [f"after layer {l}" for l in range(L)], labels, tokens_rows=False, tokens_cols=True,
                             colorscale="Viridis", zmid=None, annotate=dh.size <= 120, fmt=".2f",
                             row_title="layer output", col_title="token", value_name="‖Δh‖",
@@ -72,8 +70,8 @@ if heads:
     state.fix("iv_layer", later, later[-1])
     lay = st.selectbox("Attention maps of layer", later, key="iv_layer",
                        help="Each head before, after, and the difference (after − before).")
-    show_fig(compare_grid(res["w_clean"][lay], res["w_ablated"][lay], labels, names=("before", "after")),
-             "iv_diff", table=lambda: pd.DataFrame((res["w_ablated"][lay] - res["w_clean"][lay]).reshape(H * T, T)),
+    show_fig(compare_grid(res.w_clean[lay], res.w_ablated[lay], labels, names=("before", "after")),
+             "iv_diff", table=lambda: pd.DataFrame((res.w_ablated[lay] - res.w_clean[lay]).reshape(H * T, T)),
              alt="Layer by layer the attention of later heads moves once their input changed; the ablated head's own "
                  "weights are unchanged (only its output is replaced).")
 
@@ -84,26 +82,24 @@ if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch 
     bar = st.progress(0.0, text="Ablating heads…")
     imp = IV.importance(run.source, tuple(run.ids), run.causal, mode, progress=lambda f: bar.progress(f))
     bar.empty()
-    score = imp["score"]
-    what = (f"drop in log p(“{visible(token_texts(run.source, [imp['target']])[0])}”)" if imp["target"] is not None
+    score = imp.score
+    what = (f"drop in log p(“{visible(token_texts(run.source, [imp.target])[0])}”)" if imp.target is not None
             else "‖Δ final hidden state‖")
     show_fig(matrix_heatmap(score, [f"L{l}" for l in range(L)], [f"H{h}" for h in range(H)], tokens_rows=False,
                             colorscale="RdBu_r", zmid=0.0, annotate=L * H <= 96, fmt=".2f", row_title="layer",
                             col_title="head", value_name="importance", title=f"Importance of each head: {what}",
                             height=max(300, 22 * L + 120)),
              "iv_importance", table=pd.DataFrame(score, index=[f"layer {l}" for l in range(L)], columns=[f"head {h}" for h in range(H)]))
-    order = np.argsort(-score, axis=None)[:10]
     st.markdown("**Top 10** (click to switch it off above):")
     cols = st.columns(5)
-    for n, i in enumerate(order):
-        l, h = int(i // H), int(i % H)
-        name = f"L{l} H{h}"
-        cols[n % 5].button(f"{name}: {score[l, h]:.3f}", key=f"iv_top_{n}", width="stretch",
+    for n, top in enumerate(imp.top(10)):
+        name = f"L{top.layer} H{top.head}"
+        cols[n % 5].button(f"{name}: {top.score:.3f}", key=f"iv_top_{n}", width="stretch",
                            on_click=lambda nm=name: st.session_state.__setitem__(
                                "iv_heads", list(dict.fromkeys(st.session_state.get("iv_heads", []) + [nm]))))
 
 st.subheader("Attention rollout and attention flow across layers")
-W_all = np.stack([lt.attn.weights[0] for lt in run.trace.layers])  # (L, H, T, T)
+W_all = layer_weights(run.trace)  # (L, H, T, T)
 how = st.radio("Combine the layers by", ["rollout", "flow"], key="iv_how", horizontal=True,
                help="rollout: multiply the layers' matrices. flow: the maximum flow through the layers' graph.")
 st.caption("Abnar & Zuidema (2020): per layer, the heads' attention is averaged and mixed with the residual path, "
@@ -148,15 +144,14 @@ edited = st.data_editor(pd.DataFrame([np.round(current, 4)], columns=cols, index
                         key=f"iv_e_row_{el}_{eh}_{eq}", width="stretch")
 row = edited.iloc[0].to_numpy(dtype=np.float64)
 res_e = IV.edit(run.source, tuple(run.ids), run.causal, (el, eh, eq, tuple(float(x) for x in row)))
-if res_e["error"]:
-    st.error(res_e["error"])
-elif res_e["p_clean"] is not None:
-    pc, pe = res_e["p_clean"], res_e["p_edited"]
-    top = list(dict.fromkeys(list(np.argsort(-pc)[:5]) + list(np.argsort(-pe)[:5])))
-    names = token_texts(run.source, [int(i) for i in top])
-    show_fig(bar_compare(names, {"as trained": pc[top], "edited row": pe[top]}, tokens=False, text_format=".2f",
+if res_e.error:
+    st.error(res_e.error)
+elif res_e.p_clean is not None:
+    ch = prediction_change(res_e.p_clean, res_e.p_edited)
+    names = token_texts(run.source, ch.ids)
+    show_fig(bar_compare(names, {"as trained": ch.before, "edited row": ch.after}, tokens=False, text_format=".2f",
                          yaxis="probability", title=f"Next token with layer {el} head {eh}'s row {eq} edited"),
-             "iv_edit", table=pd.DataFrame({"token": names, "as trained": pc[top], "edited row": pe[top]}))
-    st.caption(f"The edited row, renormalised: {', '.join(f'{v:.3f}' for v in res_e['row'])}.")
+             "iv_edit", table=pd.DataFrame({"token": names, "as trained": ch.before, "edited row": ch.after}))
+    st.caption(f"The edited row, renormalised: {', '.join(f'{v:.3f}' for v in res_e.row)}.")
 else:
-    st.info(f"Largest change of a last-layer vector: {res_e['hidden_change']:.4f} (this model has no output layer).")
+    st.info(f"Largest change of a last-layer vector: {res_e.hidden_change:.4f} (this model has no output layer).")

@@ -1,14 +1,14 @@
 """KV-cache calculator: bytes per token and for a context under MHA / GQA / MQA / sliding window,
 for GPT-2 small, SmolLM2-135M or your own shape; checked against the engine's real cache.
-Arithmetic: classroom/kv_cache.py (model.generate.kv_cache_bytes_per_token); figure: viz/variants.py."""
-import pandas as pd
+Arithmetic: classroom/kv_cache.py (model.generate.kv_cache_bytes_per_token); tables and the cached
+engine measurement: ui/kv_cache.py; figure: viz/kv_cache.py."""
 import streamlit as st
 
 from classroom import kv_cache
+from ui import kv_cache as kv_ui
 from ui import state
-from ui import variants as var_ui
 from ui.show import show_fig
-from viz.variants import bytes_bars
+from viz.kv_cache import bytes_bars
 
 st.title("KV-cache calculator")
 st.caption("While a decoder generates, it keeps every layer's keys and values of the tokens so far (the KV cache) so "
@@ -54,7 +54,7 @@ if problems:
         st.error(p, icon=":material/error:")
     state.end_page()
 
-gqa_opts = [h for h in kv_cache.kv_options(shape.n_heads) if 1 < h < shape.n_heads]
+gqa_opts = kv_cache.gqa_options(shape.n_heads)
 gqa = None
 if gqa_opts:
     gdefault = shape.n_kv_heads if shape.n_kv_heads in gqa_opts else gqa_opts[-1]
@@ -70,16 +70,14 @@ rows = kv_cache.cache_table(shape, context, nbytes, gqa_kv_heads=gqa, window=win
 if window >= context:
     st.info(f"w = {window:,} ≥ the context ({context:,} tokens): the window keeps everything (no saving).",
             icon=":material/info:")
-df = pd.DataFrame(rows).set_index("variant")
-human = df.assign(**{"bytes for the context": df["bytes for the context"].map(kv_cache.human_bytes)})
-st.dataframe(human.style.format({"bytes per token": "{:,}", "tokens cached": "{:,}", "share of MHA": "{:.1%}"}),
-             width="stretch")
-show_fig(bytes_bars(list(df.index), df["bytes for the context"].to_numpy(),
-                    text=[kv_cache.human_bytes(v) for v in df["bytes for the context"]],
+st.dataframe(kv_ui.cache_frame(rows, readable=True).style.format(
+    {"bytes per token": "{:,}", "tokens cached": "{:,}", "share of MHA": "{:.1%}"}), width="stretch")
+show_fig(bytes_bars([r.variant for r in rows], [r.context_bytes for r in rows],
+                    text=[kv_cache.human_bytes(r.context_bytes) for r in rows],
                     title=f"KV cache for {context:,} tokens at {dtype}, one sequence", yaxis="bytes"),
-         "kv_bars", table=df,
-         alt=f"{shape.name}: {df['bytes per token'].iloc[0]:,} bytes per token with one K/V head per query head; "
-             f"{df['bytes per token'].iloc[2]:,} with one shared K/V head (MQA).")
+         "kv_bars", table=kv_ui.cache_frame(rows),
+         alt=f"{shape.name}: {rows[0].bytes_per_token:,} bytes per token with one K/V head per query head; "
+             f"{rows[2].bytes_per_token:,} with one shared K/V head (MQA).")
 st.caption("Per sequence: a batch of B sequences needs B times this. The sliding-window row keeps min(context, w) "
            "tokens, as Mistral's rolling buffer does (the engine here masks with the window but keeps every token).")
 
@@ -93,14 +91,5 @@ if big:
 else:
     state.bound("kv_check", False)
 if not big and st.toggle("Measure the engine's cache", key="kv_check"):
-    n = 4
-    check = []
-    for name, kv in (("MHA", shape.n_heads), ("GQA", gqa), ("MQA", 1)):
-        if kv is None:
-            continue
-        real = var_ui.engine_cache_bytes(shape, kv, n)
-        calc = kv_cache.bytes_per_token(shape, kv, kv_cache.DTYPES[kv_cache.ENGINE_DTYPE]) * n
-        check.append({"variant": name, "K/V heads": kv, "tokens run": n, "calculator (fp32)": calc,
-                      "engine KVCache.nbytes": real, "equal": "yes" if real == calc else "NO"})
-    st.dataframe(pd.DataFrame(check).set_index("variant").style.format(
+    st.dataframe(kv_ui.engine_check_frame(kv_ui.engine_checks(shape, gqa)).style.format(
         {"calculator (fp32)": "{:,}", "engine KVCache.nbytes": "{:,}"}), width="stretch")

@@ -34,62 +34,58 @@ st.caption(f"This model's ε = {cfg.ln_eps:g}" + (" (BERT's; PyTorch's default i
 norm = sites[choice]  # LayerNormTrace or NormTrace (numpy, B = 1), computed by model.layers
 x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D)
 idx = token_labels(run.labels, plain=True)
+
+
+def norm_view(stats: pd.DataFrame, bars: list[tuple[str, dict, str, str, str]], before: str, after: str,
+              scale: dict, scale_title: str, scale_table: pd.DataFrame, scale_alt: str = "") -> None:
+    """One norm, read from its trace: two per-token bar charts side by side (bars: key, series,
+    title, y axis, alt each) over the statistics table `stats`, the table itself, every value of
+    every token before and after the norm (histograms), and the learned per-feature γ (and β)."""
+    for col, (key, series, title, yaxis, alt) in zip(st.columns(2), bars):
+        with col:
+            show_fig(bar_compare(run.labels, series, title=title, yaxis=yaxis), key, table=stats, alt=alt)
+    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
+    h1, h2 = st.columns(2)
+    with h1:
+        show_fig(histogram_compare({before: x_in.ravel(), after: x_norm.ravel()}, title="All values of all tokens"),
+                 "ln_hist",
+                 table=lambda: pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
+    with h2:
+        show_fig(line_chart(np.arange(cfg.d_model), scale, title=scale_title, xaxis="feature", yaxis="value", markers=False),
+                 "ln_gamma_beta", table=scale_table, alt=scale_alt)
+
+
 if getattr(norm, "kind", "") == "rmsnorm":  # Llama-style (SmolLM2): RMSNorm, no mean, no shift
     st.info("This model uses **RMSNorm** (Llama, SmolLM2): y = γ · x / √(mean(x²) + ε). It skips layer norm's mean "
             "subtraction and its shift β: each token's vector is only rescaled to root-mean-square 1. Cheaper, and "
             "in practice as stable.", icon=":material/info:")
-    rms_in = np.sqrt(norm.mean_sq[0, :, 0])  # (T,) the root mean square each token is divided by
-    rms_n = np.sqrt((x_norm.astype(np.float64) ** 2).mean(-1))  # (T,) 1 up to ε
-    mean_in = x_in.astype(np.float64).mean(-1)  # (T,) kept: RMSNorm does not remove it
-    stats = pd.DataFrame({"mean(x²) before": norm.mean_sq[0, :, 0], "RMS before": rms_in, "RMS after (normalized)": rms_n,
-                          "mean before": mean_in, "mean after (normalized)": x_norm.astype(np.float64).mean(-1)},
+    rs = layer_norm.rms_norm_token_stats(norm)
+    stats = pd.DataFrame({"mean(x²) before": rs.mean_sq, "RMS before": rs.rms_in, "RMS after (normalized)": rs.rms_normalized,
+                          "mean before": rs.mean_in, "mean after (normalized)": rs.mean_normalized},
                          index=idx)
-    c1, c2 = st.columns(2)
-    with c1:
-        show_fig(bar_compare(run.labels, {"RMS before": rms_in, "RMS after": rms_n}, title="Per-token RMS: before vs after RMSNorm",
-                             yaxis="root mean square"), "ln_vars", table=stats,
-                 alt="After RMSNorm every token's root mean square is 1 (up to ε).")
-    with c2:
-        show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": stats["mean after (normalized)"].to_numpy()},
-                             title="Per-token mean: RMSNorm does not centre", yaxis="mean"), "ln_means", table=stats,
-                 alt="Unlike layer norm, the mean is only rescaled, not removed.")
-    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
-    h1, h2 = st.columns(2)
-    with h1:
-        show_fig(histogram_compare({"before (input)": x_in.ravel(), "after RMSNorm (normalized)": x_norm.ravel()},
-                                   title="All values of all tokens"), "ln_hist",
-                 table=lambda: pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
-    with h2:
-        show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": norm.gamma}, title="Learned γ per feature (no β)",
-                            xaxis="feature", yaxis="value", markers=False),
-                 "ln_gamma_beta", table=pd.DataFrame({"gamma": norm.gamma}))
+    norm_view(stats, [("ln_vars", {"RMS before": rs.rms_in, "RMS after": rs.rms_normalized},
+                       "Per-token RMS: before vs after RMSNorm", "root mean square",
+                       "After RMSNorm every token's root mean square is 1 (up to ε)."),
+                      ("ln_means", {"mean before": rs.mean_in, "mean after": rs.mean_normalized},
+                       "Per-token mean: RMSNorm does not centre", "mean",
+                       "Unlike layer norm, the mean is only rescaled, not removed.")],
+              "before (input)", "after RMSNorm (normalized)", {"γ (scale)": norm.gamma},
+              "Learned γ per feature (no β)", pd.DataFrame({"gamma": norm.gamma}))
 else:
-    mean_in, var_in = norm.mean[0, :, 0], norm.var[0, :, 0]  # (T,)
-    mean_n, var_n = layer_norm.token_stats(x_norm)
-    mean_o, var_o = layer_norm.token_stats(x_out)
-    stats = pd.DataFrame({"mean before": mean_in, "var before": var_in, "mean after (normalized)": mean_n,
-                          "var after (normalized)": var_n, "mean after γ, β": mean_o, "var after γ, β": var_o},
+    ls = layer_norm.layer_norm_token_stats(norm)
+    stats = pd.DataFrame({"mean before": ls.mean_in, "var before": ls.var_in, "mean after (normalized)": ls.mean_normalized,
+                          "var after (normalized)": ls.var_normalized, "mean after γ, β": ls.mean_out,
+                          "var after γ, β": ls.var_out},
                          index=idx)
-    c1, c2 = st.columns(2)
-    with c1:
-        show_fig(bar_compare(run.labels, {"mean before": mean_in, "mean after": mean_n}, title="Per-token mean: before vs after LN",
-                             yaxis="mean"), "ln_means", table=stats, alt="After normalization every token's mean is 0.")
-    with c2:
-        show_fig(bar_compare(run.labels, {"variance before": var_in, "variance after": var_n},
-                             title="Per-token variance: before vs after LN", yaxis="variance (biased)"),
-                 "ln_vars", table=stats, alt="After normalization every token's variance is 1 (up to ε).")
-    st.dataframe(stats.style.format("{:.4f}"), width="stretch")
-    h1, h2 = st.columns(2)
-    with h1:
-        show_fig(histogram_compare({"before LN (input)": x_in.ravel(), "after LN (normalized)": x_norm.ravel()},
-                                   title="All values of all tokens"), "ln_hist",
-                 table=lambda: pd.DataFrame({"before": x_in.ravel(), "normalized": x_norm.ravel(), "output": x_out.ravel()}))
     gamma, beta = norm.gamma, norm.beta  # (D,)
-    with h2:
-        show_fig(line_chart(np.arange(cfg.d_model), {"γ (scale)": gamma, "β (shift)": beta}, title="Learned γ and β per feature",
-                            xaxis="feature", yaxis="value", markers=False),
-                 "ln_gamma_beta", table=pd.DataFrame({"gamma": gamma, "beta": beta}),
-                 alt="Fresh weights start at γ = 1, β = 0; training moves them.")
+    norm_view(stats, [("ln_means", {"mean before": ls.mean_in, "mean after": ls.mean_normalized},
+                       "Per-token mean: before vs after LN", "mean", "After normalization every token's mean is 0."),
+                      ("ln_vars", {"variance before": ls.var_in, "variance after": ls.var_normalized},
+                       "Per-token variance: before vs after LN", "variance (biased)",
+                       "After normalization every token's variance is 1 (up to ε).")],
+              "before LN (input)", "after LN (normalized)", {"γ (scale)": gamma, "β (shift)": beta},
+              "Learned γ and β per feature", pd.DataFrame({"gamma": gamma, "beta": beta}),
+              "Fresh weights start at γ = 1, β = 0; training moves them.")
 
 st.subheader("The residual stream across layers")
 names, norms = layer_norm.residual_norms(run.trace)
@@ -105,9 +101,9 @@ st.markdown(f"This model is **{cfg.norm}-LN**. "
 
 
 cmp = get_norm_placement(run)
-show_fig(line_chart(cmp["stages"], {"pre-LN": cmp["pre"], "post-LN": cmp["post"]}, x_categories=True,
+show_fig(line_chart(cmp.stages, {"pre-LN": cmp.pre, "post-LN": cmp.post}, x_categories=True,
                     title="Pre-LN vs post-LN: mean ‖stream‖ (fresh weights, seed 0, your sentence)", yaxis="mean L2 norm"),
-         "ln_pre_post", table=pd.DataFrame({"pre-LN": cmp["pre"], "post-LN": cmp["post"]}, index=cmp["stages"]),
+         "ln_pre_post", table=pd.DataFrame({"pre-LN": cmp.pre, "post-LN": cmp.post}, index=cmp.stages),
          alt=f"post-LN keeps the stream at √d_model ≈ {np.sqrt(cfg.d_model):.1f} after each sublayer; pre-LN lets it grow.")
 
 st.subheader("Batch norm vs layer norm")
@@ -123,14 +119,14 @@ else:
     fcols = [f"f{j}" for j in range(n_feat)]
     b1, b2 = st.columns(2)
     with b1:
-        z = np.vstack([bl["bn"], bl["bn_mean"], bl["bn_var"]])
+        z = np.vstack([bl.bn, bl.bn_mean, bl.bn_var])
         rows_bn = token_labels(run.labels[:n_tok], plain=True) + ["μ (column)", "σ² (column)"]
         show_fig(matrix_heatmap(z, rows_bn, fcols, highlight_cols=[0], tokens_rows=False,
                                 title="Batch norm: per column (feature)", value_name="value"), "ln_bn",
                  table=pd.DataFrame(z, index=token_labels(run.labels[:n_tok], plain=True) + ["column mean (before)", "column var (before)"],
                                     columns=fcols))
     with b2:
-        z = np.hstack([bl["ln"], bl["ln_mean"][:, None], bl["ln_var"][:, None]])
+        z = np.hstack([bl.ln, bl.ln_mean[:, None], bl.ln_var[:, None]])
         show_fig(matrix_heatmap(z, run.labels[:n_tok], fcols + ["μ", "σ²"], highlight_rows=[0],
                                 title="Layer norm: per row (token)", value_name="value"), "ln_ln",
                  table=pd.DataFrame(z, index=token_labels(run.labels[:n_tok], plain=True), columns=fcols + ["row mean (before)", "row var (before)"]))
@@ -140,5 +136,5 @@ else:
 
 st.subheader("Worked example from the notes")
 ex = layer_norm.layer_norm([2.0, 4.0, 6.0, 8.0])
-st.markdown(f"“CAT” = [2, 4, 6, 8], γ = 1, β = 0: μ = {ex['mean']:g}, σ² = {ex['var']:g} (biased, as in LayerNorm), "
-            f"√(σ² + ε) = {ex['std']:.4f} → **[{', '.join(f'{v:.4f}' for v in ex['output'])}]**")
+st.markdown(f"“CAT” = [2, 4, 6, 8], γ = 1, β = 0: μ = {ex.mean:g}, σ² = {ex.var:g} (biased, as in LayerNorm), "
+            f"√(σ² + ε) = {ex.std:.4f} → **[{', '.join(f'{v:.4f}' for v in ex.output)}]**")

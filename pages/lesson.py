@@ -1,6 +1,5 @@
 """Lesson mode: one attention computation on the sidebar's sentence, one step per screen, with
 predict-then-reveal questions (classroom/lesson.py builds the steps and questions from the live trace)."""
-import numpy as np
 import streamlit as st
 
 from classroom.lesson import build_lesson
@@ -9,8 +8,6 @@ from ui import lesson as L
 from ui import state
 from ui.runs import current_run
 from ui.show import show_fig
-from viz.attention import head_heatmap
-from viz.common import DIVERGING_SCALE
 
 L.present_css()
 st.title("Lesson mode")
@@ -59,22 +56,8 @@ def show_step() -> None:
     if step.matrix is not None:
         big = L.presenting()
         if step.heatmap:
-            finite = step.matrix[np.isfinite(step.matrix)]
-            if step.zrange is not None:
-                zmin, zmax, zmid, scale, name = *step.zrange, None, "Cividis", "weight"
-            else:
-                m = float(np.abs(finite).max()) if finite.size else 1.0
-                zmin, zmax, zmid, scale, name = -m, m, 0.0, DIVERGING_SCALE, "score"
-            fig = head_heatmap(np.nan_to_num(step.matrix, nan=0.0, neginf=0.0), run.labels, allowed=step.allowed,
-                               zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, value_name=name,
-                               height=(760 if big else None))
-            if big:  # projector: explicit sizes (the app theme would otherwise keep 12 px ticks)
-                fig.update_layout(font=dict(size=20), title_font_size=24)
-                fig.update_xaxes(tickfont_size=18, title_font_size=20)
-                fig.update_yaxes(tickfont_size=18, title_font_size=20)
-                fig.update_traces(colorbar=dict(tickfont=dict(size=18), title=dict(font=dict(size=20))))
-            show_fig(fig, f"lesson_fig_{step.key}", table=L.frame(step.matrix, step.rows, step.cols),
-                     alt="Rows are queries, columns are keys; grey cells are masked.", filename=f"lesson-{step.key}")
+            show_fig(L.step_heatmap(step, run.labels, big), f"lesson_fig_{step.key}",
+                     table=L.frame(step.matrix, step.rows, step.cols), alt="Rows are queries, columns are keys; grey cells are masked.", filename=f"lesson-{step.key}")
             if T <= 16:
                 with st.expander("The numbers", expanded=False):
                     L.show_table(step.matrix, step.rows, step.cols, key=f"lesson_tab_{step.key}", nd=3)

@@ -1,6 +1,7 @@
 """Model view (BertViz's): every layer × head as a line view, paged for deep models; and one layer's
 heads overlaid, one colour per head."""
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from labels import token_label
@@ -36,7 +37,7 @@ else:
     shown = range(L)
 grid = model_view_html(w[shown.start:shown.stop], run.labels, first_layer=shown.start, only=only, dom_id="mv-grid")
 st.html(f'<div style="overflow-x: auto">{grid}</div>')
-csv = __import__("pandas").DataFrame(
+csv = pd.DataFrame(
     w[shown.start:shown.stop].reshape(-1, T), columns=[token_label(j, run.labels[j]) for j in range(T)],
     index=[f"L{l} H{h} q{i}" for l in shown for h in range(H) for i in range(T)]).to_csv()
 st.download_button("Download these weights (CSV)", csv, file_name="model_view.csv", mime="text/csv", key="mv_csv")
@@ -45,5 +46,5 @@ st.subheader("One layer, every head in its own colour")
 state.fix("mv_layer", list(range(L)), 0)
 layer = st.selectbox("Layer", list(range(L)), key="mv_layer")
 show_fig(multi_head_lines(w[layer], run.labels, only=only, title=f"Layer {layer}: {H} heads"), "mv_multi",
-         table=lambda: __import__("pandas").DataFrame(w[layer].reshape(-1, T)),
+         table=lambda: pd.DataFrame(w[layer].reshape(-1, T)),
          alt="All heads of one layer overlaid; click a head in the legend to hide or show it.")

@@ -32,7 +32,11 @@ if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 
                 f"K and V are T × {cfg.kv_heads} × {dk}. Each K/V head serves {H // cfg.kv_heads} query heads, which "
                 "still score and weight the keys in their own way (their queries differ). "
                 + "; ".join(f"K/V head {k} → query heads {', '.join(map(str, qs))}" for k, qs in share.items()) + ".")
-    sv = pd.DataFrame(multi_head.savings(cfg)).set_index("variant")
+    kv_rows = multi_head.savings(cfg)
+    sv = pd.DataFrame({"K/V heads per layer": [r.kv_heads for r in kv_rows], "K and V projection parameters": [r.kv_params for r in kv_rows],
+                       "KV cache per token (bytes)": [r.cache_bytes_per_token for r in kv_rows],
+                       f"KV cache for {kv_rows[0].context:,} tokens (MB)": [r.cache_mb for r in kv_rows]},
+                      index=pd.Index([r.variant for r in kv_rows], name="variant"))
     st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}",
                                   sv.columns[-1]: "{:,.1f}"}), width="stretch")
     st.caption(f"What sharing saves: the KV cache that generation keeps (2 × {cfg.n_layers} layers × K/V heads × "
@@ -80,12 +84,21 @@ show_fig(matrix_heatmap(out, run.labels, [str(j) for j in range(D)], annotate=Fa
          table=pd.DataFrame(out, index=token_labels(run.labels, plain=True)),
          alt="W_O mixes the heads: every output feature can draw on every head.")
 
+
+
+def param_table(rows: list[multi_head.ParamRow]) -> pd.DataFrame:
+    """multi_head.param_rows as the page shows them: one row per part."""
+    return pd.DataFrame({"parameters": [r.parameters for r in rows], "formula": [r.formula for r in rows],
+                         "share %": [r.share_pct for r in rows]}, index=pd.Index([r.part for r in rows], name="part"))
+
+
 st.subheader("Parameters")
-rows = pd.DataFrame(multi_head.param_rows(cfg)).set_index("part")
+prows = multi_head.param_rows(cfg)
+rows = param_table(prows)
 total = param_count(cfg)
 st.markdown(f"Current model: **{total:,}** parameters (counted from the config; the allocated model has "
             f"{allocated_parameters(run.source):,}).")
-show_fig(bar_compare(list(rows.index), {"parameters": rows["parameters"].to_numpy()}, tokens=False,
+show_fig(bar_compare([r.part for r in prows], {"parameters": np.array([r.parameters for r in prows])}, tokens=False,
                      title=f"Parameter count by part (current model, total {total:,})", yaxis="parameters"),
          "mh_params", table=rows)
 PARAM_FMT = {"parameters": "{:,}", "share %": "{:.1f}"}
@@ -97,9 +110,10 @@ g1, g2 = st.columns([1, 2.2])
 with g1:
     st.dataframe(pd.DataFrame(multi_head.preset_rows(g)).set_index("quantity").astype(str), width="stretch")
 with g2:
-    grows = pd.DataFrame(multi_head.param_rows(g)).set_index("part")
+    grows = param_table(multi_head.param_rows(g))
     st.dataframe(grows.style.format(PARAM_FMT), width="stretch",
                  column_config={"formula": st.column_config.TextColumn("formula", width="medium")})
+    one_layer = multi_head.param_rows(g.replace(n_layers=1))  # [2]: attention, [3]: FFN
     st.markdown(f"Total: **{param_count(g):,}** parameters — the embedding alone is {g.vocab_size:,} × {g.d_model} = "
-                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {multi_head.param_rows(g.replace(n_layers=1))[2]['parameters']:,} "
-                f"attention and {multi_head.param_rows(g.replace(n_layers=1))[3]['parameters']:,} FFN parameters.")
+                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {one_layer[2].parameters:,} "
+                f"attention and {one_layer[3].parameters:,} FFN parameters.")

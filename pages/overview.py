@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.patterns import BORDERLINE, THRESHOLDS, label_heads
+from model.patterns import BORDERLINE, label_heads
 from ui import state
 from ui.runs import current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
@@ -57,7 +57,7 @@ for l in range(L):
     for h, p in enumerate(pats[l]):
         ru, ru_margin = p.runner_up()
         rows.append({"layer": l, "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
-                     "its threshold": THRESHOLDS[p.nearest], "margin": round(p.margin, 4),
+                     "its threshold": p.threshold, "margin": round(p.margin, 4),
                      "borderline": "≈" if p.borderline() else "", "runner-up": ru,
                      "runner-up margin": round(ru_margin, 4), **{k: round(v, 4) for k, v in p.scores.items()}})
 table = pd.DataFrame(rows)

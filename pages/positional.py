@@ -47,9 +47,9 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
     rows = positional.pair_rotation(q_pre, q_post, pairs)
     show_fig(rope_pairs(rows, title=f"Query of token {rt} (position {rt}), layer {rl}, head {rh}: pairs before → after "
                                     "rotation"),
-             "pe_rope_pairs", table=pd.DataFrame([{"pair": r["pair"], "dims": f"{r['dims'][0]}, {r['dims'][1]}",
-                                                    "angle turned (°)": r["angle_deg"], "length before": r["norm_before"],
-                                                    "length after": r["norm_after"]} for r in rows]).set_index("pair"),
+             "pe_rope_pairs", table=pd.DataFrame([{"pair": r.pair, "dims": f"{r.dims[0]}, {r.dims[1]}",
+                                                    "angle turned (°)": r.angle_deg, "length before": r.norm_before,
+                                                    "length after": r.norm_after} for r in rows]).set_index("pair"),
              alt="Fast pairs (low i) turn a lot per position, slow pairs hardly move; every length stays the same.")
     kv = int(at.kv_head[rh]) if at.kv_head is not None else rh
     kt = max(0, rt - 1)
@@ -57,18 +57,18 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
     st.markdown(f"**Measured: the score depends on m − n only.** Take this query vector and the key of token {kt} "
                 f"(K/V head {kv}), both before rotation, and rotate them to every pair of positions m, n = 0 … 31 with "
                 f"the model's own rotary code. Along each diagonal (m − n fixed) the score varies by at most "
-                f"**{rel['spread']:.1e}** (float32 rounding), while across diagonals it ranges over **{rel['range']:.2f}**.")
+                f"**{rel.spread:.1e}** (float32 rounding), while across diagonals it ranges over **{rel.range:.2f}**.")
     g1, g2 = st.columns(2)
     with g1:
-        show_fig(matrix_heatmap(rel["S"], [f"m={m}" for m in range(32)], [f"n={n}" for n in range(32)], tokens_rows=False,
+        show_fig(matrix_heatmap(rel.S, [f"m={m}" for m in range(32)], [f"n={n}" for n in range(32)], tokens_rows=False,
                                 annotate=False, colorscale="Viridis", zmid=None, row_title="query position m",
                                 col_title="key position n", value_name="score",
                                 title="rot(q, m) · rot(k, n): constant along diagonals", height=380),
-                 "pe_rope_S", table=pd.DataFrame(rel["S"]))
+                 "pe_rope_S", table=pd.DataFrame(rel.S))
     with g2:
-        show_fig(line_chart(rel["offsets"], {"score": rel["by_offset"]}, title="The same score as a function of m − n",
+        show_fig(line_chart(rel.offsets, {"score": rel.by_offset}, title="The same score as a function of m − n",
                             xaxis="m − n (query position − key position)", yaxis="q·k", markers=False, height=380),
-                 "pe_rope_offset", table=pd.DataFrame({"m − n": rel["offsets"], "score": rel["by_offset"]}))
+                 "pe_rope_offset", table=pd.DataFrame({"m − n": rel.offsets, "score": rel.by_offset}))
     st.caption("Below: the 2017 paper's sinusoidal table, for comparison (this model does not add it).")
 
 st.subheader("The sinusoidal table")
@@ -146,13 +146,14 @@ show_fig(matrix_heatmap(sim, labels, labels, tokens_cols=True, title="Sinusoidal
 
 st.subheader("Learned vs sinusoidal")
 n_cmp = min(run.T if run.T >= 16 else min(cfg.max_len, 32), cfg.max_len)
-learned, origin, ckpt = comparison_position_table(run.source, n_cmp)  # (n_cmp, D)
+cmp = comparison_position_table(run.source, n_cmp)
+learned = cmp.table  # (n_cmp, D)
 n_cmp = learned.shape[0]
-if origin == "current":
+if cmp.origin == "current":
     note = "The current model learns its position table (trained values when it is a trained checkpoint)."
-elif origin == "checkpoint":
+elif cmp.origin == "checkpoint":
     note = (f"The current model uses the sinusoidal formula (no parameters). The right side is the "
-            f"trained position table of the shipped checkpoint “{md_escape(ckpt)}” (same d_model = {D}): "
+            f"trained position table of the shipped checkpoint “{md_escape(cmp.checkpoint)}” (same d_model = {D}): "
             "whatever code for positions training found, with no formula. The cosine maps below show "
             "which positions each table treats as alike.")
 else:
@@ -173,7 +174,7 @@ show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned:
              "A trained table shows a band only where training has put one; a random one shows none.")
 
 if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encoding == "learned":  # a real model's whole learned table
-    full, _, _ = comparison_position_table(run.source, cfg.max_len)  # (max_len, D)
+    full = comparison_position_table(run.source, cfg.max_len).table  # (max_len, D)
     st.subheader(f"This model's learned position embeddings: all {full.shape[0]} × {D}")
     st.caption("Trained, not computed from a formula: one row per position the model can read. Rows that look "
                "alike (right) are positions the model treats as near each other.")
@@ -197,10 +198,10 @@ if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encodi
 
 st.subheader("Worked example from the notes: d_model = 4")
 ex = positional.worked_pe_example()
-pe_df = pd.DataFrame(ex["pe"], index=[f"pos {p}" for p in range(3)], columns=[f"dim {d}" for d in range(4)])
+pe_df = pd.DataFrame(ex.pe, index=[f"pos {p}" for p in range(3)], columns=[f"dim {d}" for d in range(4)])
 st.markdown("Dimensions 0, 1 use 10000^(0/4) = 1 (angle = pos); dimensions 2, 3 use 10000^(2/4) = 100 (angle = pos / 100).")
 st.dataframe(pe_df.style.format("{:.4f}"), width="content")
-sums = pd.DataFrame([ex["the"], ex["pe"][0], ex["the_sum"], ex["cat"], ex["pe"][1], ex["cat_sum"]],
+sums = pd.DataFrame([ex.the, ex.pe[0], ex.the_sum, ex.cat, ex.pe[1], ex.cat_sum],
                     index=["'the' embedding", "PE(0)", "'the' + PE(0)", "'cat' embedding", "PE(1)", "'cat' + PE(1)"],
                     columns=[f"dim {d}" for d in range(4)])
 st.dataframe(sums.style.format("{:.4f}"), width="content")
@@ -218,7 +219,7 @@ state.bound("pe_shuffle", 0)
 seed = st.number_input("Shuffle (seed of the new word order)", 0, 9999, key="pe_shuffle",
                        help="Each seed gives another order of the same words.")
 pm = positions_matter(run.source, tuple(run.ids), int(seed))
-perm = pm["perm"]
+perm = pm.perm
 shuffled = [labels[i] for i in perm]
 st.markdown("**Original:** " + " ".join(md_escape(w) for w in labels) + "  \n"
             "**Shuffled:** " + " ".join(md_escape(w) for w in shuffled))
@@ -226,32 +227,32 @@ st.caption("The current model's own weights, with its position vectors removed (
            "P is the permutation matrix of the shuffle (row i of the shuffled sentence is word perm[i]): if the "
            "model is blind to order, the shuffled sentence's weights are the old ones with rows and columns "
            "moved along, W_shuffled = P W Pᵀ, and every word's output moves with it.")
-blind, causal_case, with_pe = pm["no PE, bidirectional"], pm["no PE, causal"], pm["with PE, bidirectional"]
+blind, causal_case, with_pe = pm.no_pe_bidirectional, pm.no_pe_causal, pm.with_pe_bidirectional
 gaps = pd.DataFrame([
-    {"case": name, "max |W_shuffled − P W Pᵀ| (all layers, heads)": r["weight_gap"],
-     "max |output_shuffled − P · output|": r["output_gap"]}
+    {"case": name, "max |W_shuffled − P W Pᵀ| (all layers, heads)": r.weight_gap,
+     "max |output_shuffled − P · output|": r.output_gap}
     for name, r in (("no positional encoding, no mask", blind), ("no positional encoding, causal mask", causal_case),
                     (f"with the model's {cfg.pos_encoding} positions, no mask", with_pe))]).set_index("case")
 st.dataframe(gaps.style.format("{:.2e}"), width="stretch")
 st.markdown(
     f"**Attention alone ignores order.** Without positions and without a mask, shuffling the words moves the "
-    f"weights with them: the largest difference from P W Pᵀ is {blind['weight_gap']:.1e} (float rounding), and "
-    f"the outputs move with the words to within {blind['output_gap']:.1e}. With the model's positions the "
-    f"same shuffle changes the weights by up to {with_pe['weight_gap']:.2f}.\n\n"
+    f"weights with them: the largest difference from P W Pᵀ is {blind.weight_gap:.1e} (float rounding), and "
+    f"the outputs move with the words to within {blind.output_gap:.1e}. With the model's positions the "
+    f"same shuffle changes the weights by up to {with_pe.weight_gap:.2f}.\n\n"
     f"**The causal mask alone leaks some order.** With the mask but still no positions, the same words in the "
-    f"new order give outputs up to {causal_case['output_gap']:.2f} apart (largest output value "
-    f"{causal_case['output_scale']:.2f}): a word sees only the words before it, so where it stands changes "
+    f"new order give outputs up to {causal_case.output_gap:.2f} apart (largest output value "
+    f"{causal_case.output_scale:.2f}): a word sees only the words before it, so where it stands changes "
     "what it can attend to. The first word sees only itself.")
 lay = run.cfg.n_layers - 1
 w1, w2 = st.columns(2)
 with w1:
-    show_fig(matrix_heatmap(blind["weights_shuffled"][lay, 0], shuffled, shuffled, tokens_cols=True, colorscale="Viridis",
+    show_fig(matrix_heatmap(blind.weights_shuffled[lay, 0], shuffled, shuffled, tokens_cols=True, colorscale="Viridis",
                             zmid=None, zmin=0, zmax=1, annotate=run.T <= 10, value_name="weight",
                             title=f"No PE: weights of the shuffled sentence (layer {lay}, head 0)"),
-             "pe_off_shuffled", table=matrix_table(blind["weights_shuffled"][lay, 0], shuffled, shuffled))
+             "pe_off_shuffled", table=matrix_table(blind.weights_shuffled[lay, 0], shuffled, shuffled))
 with w2:
-    show_fig(matrix_heatmap(blind["pwpT"][lay, 0], shuffled, shuffled, tokens_cols=True, colorscale="Viridis",
+    show_fig(matrix_heatmap(blind.pwpT[lay, 0], shuffled, shuffled, tokens_cols=True, colorscale="Viridis",
                             zmid=None, zmin=0, zmax=1, annotate=run.T <= 10, value_name="weight",
                             title="P W Pᵀ: the original weights, rows and columns moved"),
-             "pe_off_moved", table=matrix_table(blind["pwpT"][lay, 0], shuffled, shuffled),
-             alt=f"The two heatmaps are the same (largest difference {blind['weight_gap']:.1e}).")
+             "pe_off_moved", table=matrix_table(blind.pwpT[lay, 0], shuffled, shuffled),
+             alt=f"The two heatmaps are the same (largest difference {blind.weight_gap:.1e}).")

@@ -164,8 +164,8 @@ if view is not None and not running:
                                   help="Drag to watch the heads change from random (step 0) to trained.")
         layer = c[1].selectbox("Layer", list(range(n_layers)), key="train_snap_layer")
         snapshot_grid(view, view.snapshots[steps.index(step)], layer, "train_snapshot")
-        ts, scores, names = train_ui.pattern_trajectories(view)
-        show_fig(score_curves(ts, scores, names, score_name="pattern score", highlight=step,
+        traj = train_ui.pattern_trajectories(view)
+        show_fig(score_curves(traj.steps, traj.scores, traj.names, score_name="pattern score", highlight=step,
                               title="How each head's pattern grew during training"),
                  "train_scores", filename="train_pattern_scores",
                  alt="One line per head: the strength (0 to 1) of the pattern the head ends with, at every "
@@ -181,11 +181,11 @@ st.caption(f"A single .safetensors file saved by Attention Lab (config and vocab
 up = st.file_uploader("Load a checkpoint", key="train_upload", max_upload_size=train_ui.UPLOAD_MAX_MB,
                       help="Only .safetensors checkpoints; anything else is refused with a message.")
 if up is not None:
-    ok, text, summary, new = train_ui.handle_upload(up)
-    if ok:
-        if new:
+    upload = train_ui.handle_upload(up)
+    if upload.ok:
+        if upload.new:
             st.rerun()  # the sidebar was drawn before this upload: draw it again with the new model
-        st.success(f"Loaded “{md_escape(text)}” ({md_escape(summary)}). Pick it in the sidebar's Model list.",
+        st.success(f"Loaded “{md_escape(upload.text)}” ({md_escape(upload.summary)}). Pick it in the sidebar's Model list.",
                    icon=":material/upload_file:")
     else:
-        st.error(f"This file was not loaded: {md_escape(text)}", icon=":material/block:")
+        st.error(f"This file was not loaded: {md_escape(upload.text)}", icon=":material/block:")

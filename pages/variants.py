@@ -29,7 +29,7 @@ if s.n_tokens > T:
                "so that four heads in a row stay readable; fewer when the sidebar's max sequence length is lower).",
                icon=":material/content_cut:")
 st.caption(f"The sidebar's sentence with the toy vocabulary ({T} tokens), {'causal' if causal else 'bidirectional'} mask (sidebar). Every variant is the same small model "
-           f"(d_model {b['d_model']}, {b['n_heads']} heads, {b['n_layers']} layer) with fresh weights from the same seed "
+           f"(d_model {b.d_model}, {b.n_heads} heads, {b.n_layers} layer) with fresh weights from the same seed "
            "— the same W_Q, W_K, W_V, W_O in every model — and one option changed; grouped K/V heads are the mean "
            "of their group's heads. Untrained: the patterns show what each mechanism does, not what a trained "
            "model learns.")
@@ -73,12 +73,12 @@ def show_variant(key: str) -> None:
     if key == "window":
         title += f" (w = {window})"
     if key in ("gqa", "mqa", "mha"):
-        title += f": {r['kv_heads']} K/V head{'s' if r['kv_heads'] > 1 else ''} for 4 query heads"
-    show_fig(variant_heads(r["weights"], list(s.labels), allowed=r["allowed"], kv_head=r["kv_head"], title=title),
+        title += f": {r.kv_heads} K/V head{'s' if r.kv_heads > 1 else ''} for 4 query heads"
+    show_fig(variant_heads(r.weights, list(s.labels), allowed=r.allowed, kv_head=r.kv_head, title=title),
              f"varfig_{key}", alt=f"**What it changes:** {v.changes} **Why:** {v.why}",
-             table=lambda: weights_table(r["weights"]))
-    if key == "alibi" and r["bias"] is not None:
-        show_fig(bias_grid(r["bias"], list(s.labels), r["slopes"], allowed=r["allowed"],
+             table=lambda: weights_table(r.weights))
+    if key == "alibi" and r.bias is not None:
+        show_fig(bias_grid(r.bias, list(s.labels), r.slopes, allowed=r.allowed,
                            title="ALiBi's bias −slope_h·|i − j|, added to each head's scores"), "var_alibi_bias",
                  alt="The traced bias of each head (attn.bias): 0 on the diagonal, more negative with distance; "
                      "the steepest head (slope 1/4 with 4 heads) is the most local.")
@@ -94,21 +94,20 @@ if T < 2:
     st.info("One token: there is nothing to shuffle. Type a longer sentence in the sidebar.", icon=":material/info:")
 else:
     res = var_ui.shuffle_gaps(pos_keys, s, seed, win, n_kv, shuffle_seed)
-    perm = res["perm"]
-    shuffled = " ".join(s.labels[i] for i in perm)
+    shuffled = " ".join(s.labels[i] for i in res.perm)
     st.markdown(f"Shuffled (seed {shuffle_seed}): **{md_escape(shuffled)}**. Each model reads both orders "
                 "without a mask; if it cannot tell them apart, the shuffled weights are the original ones with "
                 "rows and columns moved along: W_shuffled = P W Pᵀ. The gap measures how far from that each is.")
-    rows = pd.DataFrame({"variant": [variants.BY_KEY[k].title for k in pos_keys],
-                         "max |W_shuffled − P W Pᵀ|": [res[k]["weight_gap"] for k in pos_keys],
-                         "max |out_shuffled − P out|": [res[k]["output_gap"] for k in pos_keys]}).set_index("variant")
+    rows = pd.DataFrame({"variant": [variants.BY_KEY[g.key].title for g in res.gaps],
+                         "max |W_shuffled − P W Pᵀ|": [g.weight_gap for g in res.gaps],
+                         "max |out_shuffled − P out|": [g.output_gap for g in res.gaps]}).set_index("variant")
     gaps = np.maximum(rows.iloc[:, 0].to_numpy(), 1e-9)  # log scale: an exact 0 drawn at 1e-9
     show_fig(bar_compare(list(rows.index), {"max |W_shuffled − P W Pᵀ|": gaps}, tokens=False, log_y=True,
                          title="Shuffle test: does the model notice the new order?", yaxis="max |Δ weight| (log)",
                          text_format=".1e"), "var_shuffle_bars", table=rows,
-             alt=f"No positions: max |Δ| = {res['none']['weight_gap']:.1e}, float rounding: the weights only moved "
+             alt=f"No positions: max |Δ| = {res.gap('none').weight_gap:.1e}, float rounding: the weights only moved "
                  f"with the words (attention is permutation-equivariant). With sinusoidal positions the gap is "
-                 f"{res['sinusoidal']['weight_gap']:.2f}: the model sees the new order.")
+                 f"{res.gap('sinusoidal').weight_gap:.2f}: the model sees the new order.")
     st.dataframe(rows.style.format("{:.2e}"), width="stretch")
 
 st.subheader("2 · Where a query may look")

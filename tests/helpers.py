@@ -85,3 +85,20 @@ def axis_prop(layout, name: str, prop: str):
     if own is not None:
         return own
     return (((layout.get("template") or {}).get("layout") or {}).get(name[0] + "axis") or {}).get(prop)
+
+
+def open_page(page: str, **query):
+    at = app_test()
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page).run()
+    assert not errors(at), errors(at)
+    return at
+
+
+def all_text(at) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [x.value for x in (*at.info, *at.warning, *at.success, *at.error)]
+    parts += [h.value for h in (*at.title, *at.header, *at.subheader)]
+    return "\n".join(str(p) for p in parts)

@@ -367,39 +367,49 @@ def _render() -> None:
         pe_calc()
     with main:
         if preset is not None and preset.kind != "attention":
-            preset_panel(key, False)
-            steps = wx.solve(key)
-            show_steps(steps, "calc_solve")
-            downloads(preset.title, preset.description, steps, preset.hints, preset.errata, name=key,
-                      key="calc_dl_solved")
-            st.divider()
-        panel = st.container()
-        st.subheader("Scaled dot-product attention, step by step")
-        controls()
-        setup, problems = setup_from_editors()
-        if problems:
-            st.error("Fix these cells to see the computation (what you typed is kept):\n\n" +
-                     "\n".join(f"- {md_escape(p)}" for p in problems[:8]) +
-                     (f"\n- … and {len(problems) - 8} more" if len(problems) > 8 else ""), icon=":material/pan_tool:")
-            return
-        modified = preset is None or preset.kind != "attention" or not same_setup(setup, preset.setup)
-        if preset is not None and preset.kind == "attention":
-            with panel:
-                preset_panel(key, modified)
-                if modified:
-                    st.button("Reset to the example's numbers", key="calc_reset", on_click=load_preset, args=(key,))
-        H = setup.n_heads
-        head = 0
-        if H > 1:
-            state.fix("calc_show_head", list(range(H)), 0)
-            head = st.radio("Show head", list(range(H)), horizontal=True, key="calc_show_head")
-        steps = wx.attention_step_list(setup, head)
-        if preset is not None and preset.kind == "attention" and not modified:
-            export = wx.setup_inputs_steps(setup) + wx.solve(key)
-            downloads(preset.title, preset.description, export, preset.hints, preset.errata, name=key)
-            extra = wx.solve(key)[len(steps):]
-        else:
-            export = wx.setup_inputs_steps(setup) + steps
-            downloads("Attention calculation", "Computed with Attention Lab's calculator.", export, name="attention")
-            extra = []
-        show_steps(steps + extra, "calc_step")
+            solved_preset(key, preset)
+        attention_calculator(key, preset)
+
+
+def solved_preset(key: str, preset: wx.Preset) -> None:
+    """A layer-norm or PE example of the notes, solved step by step (above the attention calculator)."""
+    preset_panel(key, False)
+    steps = wx.solve(key)
+    show_steps(steps, "calc_solve")
+    downloads(preset.title, preset.description, steps, preset.hints, preset.errata, name=key,
+              key="calc_dl_solved")
+    st.divider()
+
+
+def attention_calculator(key: str, preset: wx.Preset | None) -> None:
+    """Scaled dot-product attention on the typed matrices; an attention example's panel above it."""
+    panel = st.container()
+    st.subheader("Scaled dot-product attention, step by step")
+    controls()
+    setup, problems = setup_from_editors()
+    if problems:
+        st.error("Fix these cells to see the computation (what you typed is kept):\n\n" +
+                 "\n".join(f"- {md_escape(p)}" for p in problems[:8]) +
+                 (f"\n- … and {len(problems) - 8} more" if len(problems) > 8 else ""), icon=":material/pan_tool:")
+        return
+    modified = preset is None or preset.kind != "attention" or not same_setup(setup, preset.setup)
+    if preset is not None and preset.kind == "attention":
+        with panel:
+            preset_panel(key, modified)
+            if modified:
+                st.button("Reset to the example's numbers", key="calc_reset", on_click=load_preset, args=(key,))
+    H = setup.n_heads
+    head = 0
+    if H > 1:
+        state.fix("calc_show_head", list(range(H)), 0)
+        head = st.radio("Show head", list(range(H)), horizontal=True, key="calc_show_head")
+    steps = wx.attention_step_list(setup, head)
+    if preset is not None and preset.kind == "attention" and not modified:
+        export = wx.setup_inputs_steps(setup) + wx.solve(key)
+        downloads(preset.title, preset.description, export, preset.hints, preset.errata, name=key)
+        extra = wx.solve(key)[len(steps):]
+    else:
+        export = wx.setup_inputs_steps(setup) + steps
+        downloads("Attention calculation", "Computed with Attention Lab's calculator.", export, name="attention")
+        extra = []
+    show_steps(steps + extra, "calc_step")

@@ -1,8 +1,11 @@
-"""The encoder–decoder page's helpers: the shipped toy translator (shared, read-only), cached
-translations keyed by the text, the reference alignment, the shapes table and the input notices.
+"""The encoder–decoder page's helpers, for its two shipped toy translators (English -> Kalo): a
+Transformer with cross-attention and, before it historically, an RNN with additive attention. Both
+are shared and read-only; their translations are cached by the source text. This module also holds
+the reference alignment of a translator's output, the attention rows and tables the page shows, the
+evaluation scores the checkpoints carry (as typed records) and the notices about the input.
 
-The numbers come from training.translation.translate (greedy decoding that keeps every step's
-trace); this module only selects and labels them.
+The numbers come from training.translation.translate and training.rnn_translation.rnn_translate
+(greedy decoding that keeps the trace); this module only selects and labels them.
 """
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
 from labels import md_escape, token_label, token_labels
 from model.trace import AttentionTrace
+from model.tokenizer import Tokenizer
 from training import translation
 from training.rnn_translation import RNNTranslation, load_rnn_translator, rnn_translate
 from training.translation import DEFAULT_MAX_SRC_LEN, TranslationResult, load_translator, translate, translate_words
@@ -23,13 +28,83 @@ MAX_CHARS = 1_000  # the text box accepts at most this many characters (longer s
 MAX_SRC_WORDS = DEFAULT_MAX_SRC_LEN  # the encoder sees at most this many words (notice when cut)
 
 
+# ----------------------------------------------------------------------------- evaluation scores
+@dataclass(frozen=True)
+class AlignmentScores:
+    """How often the Transformer's cross-attention points to the right source word: for each
+    held-out target word, teacher-forced on the reference, is the argmax of the cross-attention row
+    that produced it its source word? (training/translation.py `evaluate`)."""
+    layer: int  # the decoder layer whose heads were scored
+    best_head: int  # the head of that layer chosen as the best aligner
+    best_head_chosen_on: str  # which sentences chose it (not the held-out ones)
+    best_head_acc: float  # 0..1, the chosen head on held-out sentences
+    head_average_acc: float  # 0..1, the average of the layer's heads on held-out sentences
+    per_head_acc: np.ndarray  # (L, H) 0..1, every head of every decoder layer on held-out sentences
+    n_target_words: int  # held-out target words scored
+
+
+@dataclass(frozen=True)
+class TranslatorScores:
+    """The Transformer translator's evaluation, written into its checkpoint by `--train`."""
+    exact_match: float  # 0..1, held-out sentences translated exactly (greedy decoding)
+    n_heldout: int  # held-out sentences (never seen in training)
+    alignment: AlignmentScores
+
+
+@dataclass(frozen=True)
+class RNNScores:
+    """The RNN translator's evaluation and training record (checkpoints/rnn-translator)."""
+    exact_match: float  # 0..1, held-out sentences translated exactly (greedy decoding)
+    n_heldout: int  # held-out sentences
+    token_acc: float  # 0..1, held-out target tokens predicted right
+    alignment_acc: float  # 0..1, teacher-forced: argmax_j α_ij of the step producing each word is its source word
+    steps: int  # training steps
+    train_cpu_seconds: float  # CPU time of the training run
+    parameters: int  # trainable parameters
+
+
+def translator_scores(record: dict) -> TranslatorScores | None:
+    """The scores in the translator checkpoint's record (config.json "extra"); None when it
+    carries no alignment evaluation."""
+    al = record.get("alignment")
+    if not al:
+        return None
+    return TranslatorScores(
+        exact_match=record["exact_match_heldout"], n_heldout=record["n_heldout"],
+        alignment=AlignmentScores(
+            layer=al["layer"], best_head=al["best_head"], best_head_chosen_on=al["best_head_chosen_on"],
+            best_head_acc=al["best_head_acc_heldout"], head_average_acc=al["head_average_acc_heldout"],
+            per_head_acc=np.asarray(al["per_head_acc_heldout"], dtype=float), n_target_words=al["n_target_words"]))
+
+
+def rnn_scores(record: dict) -> RNNScores | None:
+    """The scores in the RNN checkpoint's record; None when it has none."""
+    if not record:
+        return None
+    return RNNScores(exact_match=record["exact_match_heldout"], n_heldout=record["n_heldout"],
+                     token_acc=record["token_acc_heldout"], alignment_acc=record["alignment_acc_heldout"],
+                     steps=record["steps"], train_cpu_seconds=record["train_cpu_seconds"],
+                     parameters=record["parameters"])
+
+
+# ----------------------------------------------------------------------------- the two translators
+def _read_only(model: torch.nn.Module) -> torch.nn.Module:
+    """A model every session shares: no gradients, eval mode."""
+    return model.requires_grad_(False).eval()
+
+
 @st.cache_resource(show_spinner=False)
-def get_translator():
-    """(model, tokenizer, info) of checkpoints/translator, shared by every session: never mutate."""
-    s2s, tok, info = load_translator()
-    for p in s2s.parameters():
-        p.requires_grad_(False)
-    return s2s.eval(), tok, info
+def get_translator() -> tuple[torch.nn.Module, Tokenizer, TranslatorScores | None]:
+    """(model, tokenizer, scores) of checkpoints/translator, shared by every session: never mutate."""
+    s2s, tok, record = load_translator()
+    return _read_only(s2s), tok, translator_scores(record)
+
+
+@st.cache_resource(show_spinner=False)
+def get_rnn() -> tuple[torch.nn.Module, Tokenizer, RNNScores | None]:
+    """(model, tokenizer, scores) of checkpoints/rnn-translator, shared by every session: never mutate."""
+    model, tok, record = load_rnn_translator()
+    return _read_only(model), tok, rnn_scores(record)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -40,33 +115,48 @@ def get_translation(text: str, max_src_len: int = MAX_SRC_WORDS) -> TranslationR
     return translate(s2s, tok, str(text)[:MAX_CHARS], max_src_len=max_src_len)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def get_rnn_translation(src_tokens: tuple[str, ...]) -> RNNTranslation:
+    """Greedy translation of the words the Transformer's encoder saw (same sentence, <unk> alike)."""
+    model, tok, _ = get_rnn()
+    return rnn_translate(model, tok, list(src_tokens))
+
+
+# ----------------------------------------------------------------------------- the reference alignment
 @dataclass(frozen=True)
 class Reference:
     """The reference (grammar) translation of the source, when the sentence is in the toy grammar."""
     words: list[str] | None  # reference Kalo words, None if the source is outside the grammar
     align: list[int] | None  # align[j] = source index of reference word j
     reason: str  # why there is no reference ("" when there is one)
-    gold: list[int | None]  # per decoder row (= per produced token): its source word, None if unknown
+    gold: list[int | None]  # per produced token (= per decoder row): its source word, None if unknown
 
 
-def reference(r: TranslationResult) -> Reference:
-    """Gold source word of each produced token: known while the model's output agrees with the
-    reference translation (after the first mistake, or for <eos>, there is none)."""
-    n_rows = len(r.steps)
-    if any(t == "<unk>" for t in r.src_tokens):
-        return Reference(None, None, "the sentence has words outside the vocabulary", [None] * n_rows)
+def reference(src_tokens: list[str], produced: list[str]) -> Reference:
+    """The reference translation of the source words and the gold source word of each produced
+    token: known while a translator's output agrees with the reference (after its first mistake,
+    or for <eos>, there is none)."""
+    if any(t == "<unk>" for t in src_tokens):
+        return Reference(None, None, "the sentence has words outside the vocabulary", [None] * len(produced))
     try:
-        words, al = translate_words(r.src_tokens)
+        words, al = translate_words(src_tokens)
     except ValueError as e:
-        return Reference(None, None, f"it is outside the toy grammar ({e})", [None] * n_rows)
+        return Reference(None, None, f"it is outside the toy grammar ({e})", [None] * len(produced))
     gold: list[int | None] = []
     ok = True
-    for i, st_ in enumerate(r.steps):
-        ok = ok and i < len(words) and st_.token == words[i]
+    for i, t in enumerate(produced):
+        ok = ok and i < len(words) and t == words[i]
         gold.append(al[i] if ok else None)
     return Reference(words, al, "", gold)
 
 
+def alignment_hits(weights: np.ndarray, gold: list[int | None]) -> tuple[int, int]:
+    """(rows of weights (T_out, T_src) whose argmax is the gold source word, rows with a known gold)."""
+    known = [(i, g) for i, g in enumerate(gold) if g is not None and i < weights.shape[0]]
+    return sum(int(np.argmax(weights[i]) == g) for i, g in known), len(known)
+
+
+# ----------------------------------------------------------------------------- attention rows
 def head_weights(attn: AttentionTrace, head: int | None) -> np.ndarray:
     """(Tq, Tk) weights of one attention of the sentence (r.trace.encoder.layers[l].attn,
     .decoder.layers[l].self_attn or .cross_attn) for one head, or the mean over heads when head is None."""
@@ -82,6 +172,18 @@ def allowed_matrix(attn: AttentionTrace) -> np.ndarray:
     return np.broadcast_to(a, attn.weights.shape[-2:])
 
 
+def step_weights(step, layer: int, head: int | None) -> np.ndarray:
+    """(T_src,) cross-attention of the token produced at one step (TranslationStep), one head or
+    the mean over heads."""
+    w = step.cross_attn[layer]  # (H, T_src)
+    return w.mean(0) if head is None else w[head]
+
+
+def argmax(w: np.ndarray) -> int:
+    return int(np.argmax(w))
+
+
+# ----------------------------------------------------------------------------- tables
 def alignment_rows(r: TranslationResult, ref: Reference, layer: int, head: int | None) -> pd.DataFrame:
     """Per produced word: the source word it attended to most (argmax of the cross-attention row
     that produced it) and, when known, the reference source word."""
@@ -95,13 +197,6 @@ def alignment_rows(r: TranslationResult, ref: Reference, layer: int, head: int |
                      "reference source word": "—" if g is None else token_label(g, r.src_labels[g]),
                      "match": "—" if g is None else ("yes" if j == g else "no")})
     return pd.DataFrame(rows).set_index("step")
-
-
-def sentence_accuracy(r: TranslationResult, ref: Reference, layer: int, head: int | None) -> tuple[int, int]:
-    """(hits, n): rows with a known gold source word whose cross-attention argmax points to it."""
-    w = head_weights(r.trace.decoder.layers[layer].cross_attn, head)  # (T_dec, T_src)
-    known = [(i, g) for i, g in enumerate(ref.gold) if g is not None]
-    return sum(int(np.argmax(w[i]) == g) for i, g in known), len(known)
 
 
 def shapes_table(r: TranslationResult, layer: int) -> pd.DataFrame:
@@ -134,33 +229,6 @@ def shapes_table(r: TranslationResult, layer: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["quantity", "what it is", "shape", "this sentence"]).set_index("quantity")
 
 
-def input_notices(r: TranslationResult) -> None:
-    """Friendly messages about the input (user text escaped: shown literally, never as markup)."""
-    if r.unknown:
-        words = [md_escape(w) for w in dict.fromkeys(w for _, w in r.unknown)]  # each word once
-        shown = ", ".join(words[:12]) + (f" and {len(words) - 12} more" if len(words) > 12 else "")
-        st.warning(f"Not in the toy English vocabulary: {shown}. The encoder sees each of them as `<unk>` "
-                   "(the charts keep what you typed). The model has never seen these words, so what it "
-                   "makes of them is a guess. The vocabulary is listed below.", icon=":material/help:")
-    if r.truncated:
-        st.warning(f"Your source has {r.n_words} words; the encoder sees only the first {r.max_src_len} "
-                   "(the toy model was trained on sentences of at most 15 words).", icon=":material/content_cut:")
-    if not r.finished:
-        st.info(f"The model did not end the sentence (no `<eos>`) within {len(r.steps)} steps, so the "
-                "translation stops there.", icon=":material/more_horiz:")
-
-
-def step_weights(step, layer: int, head: int | None) -> np.ndarray:
-    """(T_src,) cross-attention of the token produced at one step (TranslationStep), one head or
-    the mean over heads."""
-    w = step.cross_attn[layer]  # (H, T_src)
-    return w.mean(0) if head is None else w[head]
-
-
-def argmax(w: np.ndarray) -> int:
-    return int(np.argmax(w))
-
-
 def cross_table(weights: np.ndarray, rows: list[str], src_labels: list[str], layer: int) -> pd.DataFrame:
     """weights (H, T_dec, T_src) as a long table: layer, head, decoder step, source word, weight."""
     Hh, Tq, Tk = weights.shape
@@ -176,44 +244,19 @@ def vocabulary_table() -> pd.DataFrame:
              ("preposition", translation.PREPOSITIONS), ("punctuation", translation.PUNCT)]
     return pd.DataFrame([{"English": e, "Kalo": k, "kind": kind} for kind, d in kinds for e, k in d.items()])
 
-# --------------------------------------------------------------------------------------------
-# The encoder–decoder page's RNN section: the shipped RNN translator with additive attention
-# (shared, read-only), its cached greedy translation of the page's sentence and the reference
-# alignment of its own output. Numbers from training.rnn_translation / model.rnn.
-# --------------------------------------------------------------------------------------------
 
-@st.cache_resource(show_spinner=False)
-def get_rnn():
-    """(model, tokenizer, info) of checkpoints/rnn-translator, shared by every session: never mutate."""
-    model, tok, info = load_rnn_translator()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model.eval(), tok, info
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def get_rnn_translation(src_tokens: tuple[str, ...]) -> RNNTranslation:
-    """Greedy translation of the words the Transformer's encoder saw (same sentence, <unk> alike)."""
-    model, tok, _ = get_rnn()
-    return rnn_translate(model, tok, list(src_tokens))
-
-
-def gold_rows(src_tokens: list[str], produced: list[str]) -> list[int | None]:
-    """Reference source word of each produced token while the output agrees with the reference
-    translation (None after a mistake, for <eos>, or outside the grammar)."""
-    try:
-        words, al = translate_words(src_tokens)
-    except ValueError:
-        return [None] * len(produced)
-    out: list[int | None] = []
-    ok = True
-    for i, t in enumerate(produced):
-        ok = ok and i < len(words) and t == words[i]
-        out.append(al[i] if ok else None)
-    return out
-
-
-def alignment_hits(weights: np.ndarray, gold: list[int | None]) -> tuple[int, int]:
-    """(rows whose argmax is the reference source word, rows with a known reference)."""
-    known = [(i, g) for i, g in enumerate(gold) if g is not None and i < weights.shape[0]]
-    return sum(int(np.argmax(weights[i]) == g) for i, g in known), len(known)
+# ----------------------------------------------------------------------------- notices
+def input_notices(r: TranslationResult) -> None:
+    """Friendly messages about the input (user text escaped: shown literally, never as markup)."""
+    if r.unknown:
+        words = [md_escape(w) for w in dict.fromkeys(w for _, w in r.unknown)]  # each word once
+        shown = ", ".join(words[:12]) + (f" and {len(words) - 12} more" if len(words) > 12 else "")
+        st.warning(f"Not in the toy English vocabulary: {shown}. The encoder sees each of them as `<unk>` "
+                   "(the charts keep what you typed). The model has never seen these words, so what it "
+                   "makes of them is a guess. The vocabulary is listed below.", icon=":material/help:")
+    if r.truncated:
+        st.warning(f"Your source has {r.n_words} words; the encoder sees only the first {r.max_src_len} "
+                   "(the toy model was trained on sentences of at most 15 words).", icon=":material/content_cut:")
+    if not r.finished:
+        st.info(f"The model did not end the sentence (no `<eos>`) within {len(r.steps)} steps, so the "
+                "translation stops there.", icon=":material/more_horiz:")

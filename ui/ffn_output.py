@@ -17,21 +17,18 @@ def ffn_position_check(run: Run, layer: int) -> float:
     return ffn_output.ffn_position_check(model, layer, ffn.input[0], ffn.output[0])
 
 
-def output_layer_view(run: Run, n_rows: int) -> dict:
-    """Weight tying of the run's model (ffn_output.weight_tying: tied?, shape, max |recomputed -
-    model logits|) plus the first n_rows of the embedding E and of the output matrix, (n, D)."""
+def output_layer_view(run: Run, n_rows: int) -> ffn_output.OutputLayerView:
+    """Weight tying of the run's model (tied?, shape, max |recomputed - model logits|) plus the
+    first n_rows of the embedding E and of the output matrix, (n, D)."""
     model, _ = get_model(run.source)
-    tie = ffn_output.weight_tying(model, run.trace.final[0], run.trace.logits[0])
-    return {**tie, "embedding_rows": model.tok_emb.weight.detach().numpy()[:n_rows].copy(),
-            "output_rows": model.output_matrix.detach().numpy()[:n_rows].copy()}
+    return ffn_output.output_layer_view(model, run.trace.final[0], run.trace.logits[0], n_rows)
 
 
 # ----------------------------------------------------------------------------- embeddings and fill-in-the-blank
 
-def embedding_neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, list[tuple[str, float]], list[str]]:
+def embedding_neighbours(source: ModelSource, word: str, k: int) -> embeddings.WordNeighbours:
     """The nearest rows to a typed word in the source model's token-embedding matrix
-    (classroom.embeddings, any tokenizer): (the word's row label, [(neighbour label, cosine)], []);
-    or (None, [], the pieces it splits into) when the word is not one token."""
+    (classroom.embeddings, any tokenizer), or the pieces it splits into when it is not one token."""
     return _neighbours(source, word, k)
 
 
@@ -42,19 +39,15 @@ def _special_rows(source: ModelSource):
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _neighbours(source: ModelSource, word: str, k: int) -> tuple[str | None, list[tuple[str, float]], list[str]]:
+def _neighbours(source: ModelSource, word: str, k: int) -> embeddings.WordNeighbours:
     model, tok = get_model(source)
-    row, pieces = embeddings.resolve_word(tok, word)
-    if row is None:
-        return None, [], pieces
     E = model.tok_emb.weight.detach().numpy()  # (V, d_model), shared read-only
-    near = embeddings.neighbours_of_row(E, row, k, skip=_special_rows(source))
-    return embeddings.row_label(tok, row), [(embeddings.row_label(tok, i), c) for i, c in near], []
+    return embeddings.word_neighbours(E, tok, word, k, skip=_special_rows(source))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def fill_blank(source: ModelSource, ids: tuple[int, ...], position: int, k: int) -> dict | None:
-    """classroom.fill_blank.fill_in on the source's model; None when it has no mask token."""
+def fill_blank(source: ModelSource, ids: tuple[int, ...], position: int, k: int) -> ffn_output.FillIn | None:
+    """classroom.ffn_output.fill_in on the source's model; None when it has no mask token."""
     model, tok = get_model(source)
     mask = ffn_output.mask_id(tok.vocab)
     if mask is None:

@@ -13,7 +13,7 @@ STEPS = 150  # per run; four runs of a 6-layer d_model 32 model
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def softmax_experiment(seed: int = 0) -> dict:
+def softmax_experiment(seed: int = 0) -> gradients.SoftmaxGradients:
     return gradients.softmax_gradient_experiment(seed=seed)
 
 

@@ -12,10 +12,10 @@ from .runs import Run
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _norm_placement(cfg_json: str, ids: tuple[int, ...]) -> dict:
+def _norm_placement(cfg_json: str, ids: tuple[int, ...]) -> layer_norm.NormPlacement:
     return layer_norm.norm_placement_comparison(ModelConfig.from_dict(json.loads(cfg_json)), ids, seed=0)
 
 
-def get_norm_placement(run: Run) -> dict:
+def get_norm_placement(run: Run) -> layer_norm.NormPlacement:
     """Pre-LN vs post-LN on the run's ids with fresh weights of its architecture (cached)."""
     return _norm_placement(json.dumps(run.cfg.to_dict(), sort_keys=True), tuple(run.ids))

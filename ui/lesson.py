@@ -7,9 +7,12 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from classroom.lesson import Question
+from classroom.lesson import LessonStep, Question
+from viz.attention import head_heatmap
+from viz.common import DIVERGING_SCALE
 
 # Presentation mode: the shared CSS (ui/sidebar.py) enlarges text; these rules make the lesson's
 # own elements (buttons, radio labels, LaTeX, tables) follow. Static CSS, no user text.
@@ -88,6 +91,26 @@ def show_table(values: np.ndarray, rows: Sequence[str] = (), cols: Sequence[str]
     v = np.atleast_2d(values)
     if max_cols is not None and v.shape[1] > max_cols:
         st.caption(f"First {max_cols} of {v.shape[1]} columns.")
+
+
+def step_heatmap(step: LessonStep, labels: Sequence[str], big: bool) -> go.Figure:
+    """A token × token step of the lesson (scores, scaled, mask, weights) as a heatmap: weights on
+    their 0..1 scale, scores on a diverging scale centred at 0; larger type on a projector (big)."""
+    finite = step.matrix[np.isfinite(step.matrix)]
+    if step.zrange is not None:
+        zmin, zmax, zmid, scale, name = *step.zrange, None, "Cividis", "weight"
+    else:
+        m = float(np.abs(finite).max()) if finite.size else 1.0
+        zmin, zmax, zmid, scale, name = -m, m, 0.0, DIVERGING_SCALE, "score"
+    fig = head_heatmap(np.nan_to_num(step.matrix, nan=0.0, neginf=0.0), labels, allowed=step.allowed,
+                       zmin=zmin, zmax=zmax, zmid=zmid, colorscale=scale, value_name=name,
+                       height=(760 if big else None))
+    if big:  # projector: explicit sizes (the app theme would otherwise keep 12 px ticks)
+        fig.update_layout(font=dict(size=20), title_font_size=24)
+        fig.update_xaxes(tickfont_size=18, title_font_size=20)
+        fig.update_yaxes(tickfont_size=18, title_font_size=20)
+        fig.update_traces(colorbar=dict(tickfont=dict(size=18), title=dict(font=dict(size=20))))
+    return fig
 
 
 def parse_number(raw, where: str) -> tuple[float | None, str | None]:

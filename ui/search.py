@@ -26,15 +26,15 @@ def render() -> None:
     scale = cols[-1].toggle("Scale by 1/√d_k", key="search_scale")
     r = se.search(query, lib, scale=scale)
     table = pd.DataFrame({**{f"key: {f}": lib.keys[:, i] for i, f in enumerate(se.FEATURES)},
-                          "score q·k": r["scores"], f"scaled (× {r['scale']:.4f})": r["scaled"], "weight (softmax)": r["weights"],
+                          "score q·k": r.scores, f"scaled (× {r.scale:.4f})": r.scaled, "weight (softmax)": r.weights,
                           **{f"value: {n}": lib.values[:, i] for i, n in enumerate(se.VALUE_NAMES)}},
                          index=pd.Index(lib.titles, name="document"))
     st.dataframe(table.style.format("{:.4f}"), width="stretch")
-    out = ", ".join(f"{n} {v:.4f}" for n, v in zip(se.VALUE_NAMES, r["output"]))
-    top = lib.titles[int(r["weights"].argmax())]
+    out = ", ".join(f"{n} {v:.4f}" for n, v in zip(se.VALUE_NAMES, r.output))
+    top = lib.titles[int(r.weights.argmax())]
     st.markdown(f"**Returned value** Σ_j weight_j · value_j: {out}. The best match is *{top}* "
-                f"({r['weights'].max():.1%} of the blend); unlike a search engine that returns one document, attention "
+                f"({r.weights.max():.1%} of the blend); unlike a search engine that returns one document, attention "
                 "returns a blend of all of them.")
-    show_fig(bar_compare(list(lib.titles), {"weight": r["weights"]}, tokens=False,
+    show_fig(bar_compare(list(lib.titles), {"weight": r.weights}, tokens=False,
                          title="The blend: softmax of the scores (sums to 1)", yaxis="weight", text_format=".3f"),
              "search_weights", table=table[["weight (softmax)"]])

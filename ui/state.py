@@ -139,6 +139,17 @@ def fix(key: str, options: list, fallback: Any | None = None) -> None:
         st.session_state[key] = new
 
 
+def step_slider(key: str, n_steps: int, label: str = "Step", *, help: str | None = None) -> int:
+    """A 1-based step slider (1 … n_steps) bound to the URL under `key`; the value is kept in range
+    when n_steps changes (a shorter sentence, another tile size). With a single step there is
+    nothing to choose: no slider, and the step is 1. Returns the chosen step."""
+    bound(key, 1)
+    fix(key, list(range(1, n_steps + 1)), 1)
+    if n_steps <= 1:
+        return 1
+    return st.slider(label, 1, n_steps, key=key, help=help)
+
+
 class PageEnd(Exception):
     """Raised by end_page(): the page has said what it has to say. app.py catches it around
     pg.run(), so the run's closing work (the URL sync, emptying the plotly.js prefetch chart) still
@@ -149,6 +160,7 @@ def end_page() -> NoReturn:
     """End the page here (in place of st.stop() on pages). Inside a fragment, where app.py's
     handler is not on the stack, Streamlit's own st.stop()."""
     try:
+        # Streamlit internals, imported here: if a release moves them, only this check falls back
         from streamlit.runtime.scriptrunner_utils.script_run_context import RunLocation, ThreadState
         in_fragment = ThreadState.get().run_location == RunLocation.FRAGMENT
     except Exception:  # a Streamlit without these internals: assume a fragment (st.stop is safe)

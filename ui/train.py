@@ -40,6 +40,8 @@ from model.transformer import Transformer
 from training import corpus
 from training import train as training
 
+from .session_models import register_model_bytes, session_models
+
 MAX_CONCURRENT = int(os.environ.get("ATTN_LAB_MAX_TRAININGS", "2"))
 # d_model: a subset of the app's list (model.config.D_MODEL_CHOICES), what trains in about a minute
 # on a shared CPU; heads: the app's one rule, model.config.valid_heads.
@@ -314,7 +316,7 @@ def registry() -> TrainingRegistry:
     which torch's optimizers import on their first step: ~1.4 s of pure-Python imports holding the
     GIL. Inside the first training they stalled every other session's rerun (a p90 of 2.65x in
     benchmarks/bench_train_responsive.py); here they are paid once, by the page's first visitor."""
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo  # noqa: F401  (here on purpose: see the docstring)
     return TrainingRegistry()
 
 
@@ -340,7 +342,6 @@ def cancel() -> None:
 def add_session_model(name: str, data: bytes) -> str:
     """Register checkpoint bytes with ui.session_models and list them in this session's sidebar under a
     unique name (returned)."""
-    from .session_models import register_model_bytes
     digest = register_model_bytes(data)
     ids: dict[str, str] = st.session_state.setdefault("_session_model_ids", {})
     for existing, d in ids.items():
@@ -378,7 +379,6 @@ def adopt_finished() -> str | None:
 
 def checkpoint_bytes(name: str) -> bytes | None:
     """The safetensors bytes of a session model by its sidebar name (for the download button)."""
-    from .session_models import session_models
     digest = st.session_state.get("_session_model_ids", {}).get(name)
     return session_models().get(digest) if digest else None
 
@@ -400,12 +400,19 @@ def score_trajectories(view: JobView, kind: str = "previous-token") -> tuple[np.
     return steps, scores, [f"L{l} H{h}" for l in range(L) for h in range(H)]
 
 
-def pattern_trajectories(view: JobView) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(steps (S,), scores (S, L*H), names) where each head's line is the score of the pattern it
-    ends with (its label at the last snapshot, or the nearest kind for an "other" head): how each
-    head's own pattern grew during training. Names say which: "L0 H1 self/diagonal"."""
+@dataclass(frozen=True)
+class HeadTrajectories:
+    """One line per head over the S snapshots of a training (L layers × H heads, layer-major)."""
+    steps: np.ndarray  # (S,) float: the snapshot steps
+    scores: np.ndarray  # (S, L*H) each head's score of the pattern it ends with, at each snapshot
+    names: list[str]  # (L*H,) "L0 H1 self/diagonal": the head and that pattern
+
+
+def pattern_trajectories(view: JobView) -> HeadTrajectories:
+    """Each head's line is the score of the pattern it ends with (its label at the last snapshot,
+    or the nearest kind for an "other" head): how each head's own pattern grew during training."""
     if not view.snapshots:
-        return np.zeros(0), np.zeros((0, 0)), []
+        return HeadTrajectories(np.zeros(0), np.zeros((0, 0)), [])
     L, H = view.snapshots[0].weights.shape[:2]
     steps = np.array([s.step for s in view.snapshots], dtype=float)
     w = np.stack([s.weights for s in view.snapshots])  # (S, L, H, T, T)
@@ -414,7 +421,7 @@ def pattern_trajectories(view: JobView) -> tuple[np.ndarray, np.ndarray, list[st
     kinds = [final[l][h].nearest for l in range(L) for h in range(H)]
     scores = np.stack([all_scores[k].reshape(len(steps), L * H)[:, i] for i, k in enumerate(kinds)], axis=1)
     names = [f"L{l} H{h} {kinds[l * H + h]}" for l in range(L) for h in range(H)]
-    return steps, scores, names
+    return HeadTrajectories(steps, scores, names)
 
 
 def probe_allowed(view: JobView) -> np.ndarray | None:
@@ -447,11 +454,19 @@ def validate_upload(filename: str, data: bytes, max_bytes: int = UPLOAD_MAX_BYTE
                    f"{c.norm}-LN · vocab {len(tok)}")
 
 
-def handle_upload(uploaded) -> tuple[bool, str, str, bool]:
+@dataclass(frozen=True)
+class UploadResult:
+    """What became of an uploaded checkpoint."""
+    ok: bool  # it loaded and joined the sidebar's Model list
+    text: str  # its sidebar name when ok, else the message saying why it was refused
+    summary: str  # one line on its architecture ("" when refused)
+    new: bool  # True on the run that registered it (the sidebar needs a rerun to list it)
+
+
+def handle_upload(uploaded) -> UploadResult:
     """Validate an st.file_uploader file once (cached per upload in the session) and register a
-    valid one as a session model. Returns (ok, sidebar name or error message, summary, new):
-    new is True on the run that registered it (the sidebar needs a rerun to list it). Never
-    raises: any failure to read the file becomes a message; the current model is not changed."""
+    valid one as a session model. Never raises: any failure to read the file becomes a message;
+    the current model is not changed."""
     cache: dict = st.session_state.setdefault("_train_uploads", {})
     fid = getattr(uploaded, "file_id", None) or f"{uploaded.name}:{uploaded.size}"
     new = fid not in cache
@@ -467,4 +482,4 @@ def handle_upload(uploaded) -> tuple[bool, str, str, bool]:
             cache[fid] = (False, f"could not read this file ({type(e).__name__}); "
                                  "is it a .safetensors checkpoint saved by Attention Lab?", "")
     ok, text, summary = cache[fid]
-    return ok, text, summary, new and ok
+    return UploadResult(ok, text, summary, new and ok)

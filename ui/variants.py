@@ -1,13 +1,13 @@
-"""Cached compute for the Variants and KV-cache pages (classroom/variants.py, classroom/kv_cache.py):
-one small model per variant (st.cache_resource: shared, read-only), their traces and the shuffle
-test on small hashable keys (st.cache_data)."""
+"""Cached compute for the Variants page (classroom/variants.py): one small model per variant
+(st.cache_resource: shared, read-only), their traces and the shuffle test on small hashable keys
+(st.cache_data)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import streamlit as st
 
-from classroom import kv_cache, variants
+from classroom import variants
 from model.transformer import Transformer
 
 from . import state
@@ -59,29 +59,24 @@ def variant_model(key: str, vocab_size: int, seed: int, window: int | None, n_kv
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def _heads(key: str, vocab_size: int, seed: int, window: int | None, n_kv_heads: int,
-           ids: tuple[int, ...], causal: bool) -> dict:
+           ids: tuple[int, ...], causal: bool) -> variants.VariantHeads:
     return variants.variant_heads(_model(key, vocab_size, seed, window, n_kv_heads), ids, causal)
 
 
-def variant_heads(key: str, s: Sentence, seed: int, window: int | None, n_kv_heads: int, causal: bool) -> dict:
+def variant_heads(key: str, s: Sentence, seed: int, window: int | None, n_kv_heads: int,
+                  causal: bool) -> variants.VariantHeads:
     """variants.variant_heads of the sentence through the variant's model (cached)."""
     return _heads(key, s.vocab_size, seed, *_norm(key, window, n_kv_heads), s.ids, causal)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _shuffle(keys: tuple[str, ...], vocab_size: int, seed: int, window: int | None, n_kv_heads: int,
-             ids: tuple[int, ...], shuffle_seed: int) -> dict:
+             ids: tuple[int, ...], shuffle_seed: int) -> variants.ShuffleTest:
     models = {k: _model(k, vocab_size, seed, *_norm(k, window, n_kv_heads)) for k in keys}
     return variants.shuffle_gaps(models, ids, shuffle_seed)
 
 
 def shuffle_gaps(keys: tuple[str, ...], s: Sentence, seed: int, window: int | None, n_kv_heads: int,
-                 shuffle_seed: int) -> dict:
+                 shuffle_seed: int) -> variants.ShuffleTest:
     """variants.shuffle_gaps for these variants on the sentence (cached)."""
     return _shuffle(keys, s.vocab_size, seed, window, n_kv_heads, s.ids, shuffle_seed)
-
-
-@st.cache_data(max_entries=32, show_spinner="Building the model's layers and running it to read its KV cache…")
-def engine_cache_bytes(shape: kv_cache.KVShape, n_kv_heads: int, n_tokens: int) -> int:
-    """kv_cache.engine_cache_bytes (cached: a GPT-2-sized stack takes about a second to build)."""
-    return kv_cache.engine_cache_bytes(shape, n_kv_heads, n_tokens)

@@ -121,6 +121,46 @@ def grid_shape(n_heads: int, T: int) -> tuple[int, int]:
     return 4, 300
 
 
+def _head_titles(subtitles: Sequence[str] | None, H: int, narrow: bool) -> list[str]:
+    """One panel title per head ("head 3" unless given). In a narrow panel (a third of the chart
+    wide) "head 5 · other (…)" breaks after the head, and again before the "(nearest score <
+    threshold)" of an "other" head: 3 short lines."""
+    names = list(subtitles) if subtitles is not None else [f"head {h}" for h in range(H)]
+    if len(names) != H:
+        raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
+    if narrow:
+        names = [n.replace(" · ", "<br>", 1).replace(" (", "<br>(", 1) for n in names]
+    return names
+
+
+def _edge_tick_labels(layout: dict, n_panels: int, rows: int, cols: int) -> None:
+    """The query labels and key labels are the same in every panel (like a shared-axis grid): only
+    the left column shows query labels (a long token never runs into the panel on its left) and only
+    the panels of the bottom row show key labels (with 8 heads in 3 columns, the third column ends
+    a row early: labels there would sit mid-grid, between the panels). Fewer labels per repaint.
+    The empty cells of the last row are hidden."""
+    for i in range(n_panels):
+        sx = "" if i == 0 else str(i + 1)
+        if i % cols:
+            layout[f"yaxis{sx}"]["showticklabels"] = False
+        if i < (rows - 1) * cols:
+            layout[f"xaxis{sx}"]["showticklabels"] = False
+    for i in range(n_panels, rows * cols):
+        sx = str(i + 1)
+        layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
+
+
+def _axis_titles(ml: int, mb: int) -> list[dict]:
+    """"query" / "key" axis titles of a grid, as the mask lab's heatmaps have: one each, in the
+    left and bottom margins (ml, mb px) left free for them (axis titles with automargin off would
+    sit on the tick labels). No chip behind them, and their own shifts: hoist_shared moves the
+    panel titles' bgcolor and yshift to the template, which these then override."""
+    return [dict(text="query (looking)", x=0, y=0.5, xref="paper", yref="paper", xanchor="left", yanchor="middle",
+                 xshift=-ml + 2, yshift=0, textangle=-90, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP),
+            dict(text="key (looked at)", x=0.5, y=0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+                 yshift=-mb + 2, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP)]
+
+
 def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray | None = None,
               title: str = "", subtitles: Sequence[str] | None = None, cols: int | None = None,
               key_labels: Sequence[str] | None = None) -> go.Figure:
@@ -135,12 +175,8 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     auto_cols, side = grid_shape(H, max(Tq, Tk))
     cols = cols or auto_cols
     rows = math.ceil(H / cols)
-    names = list(subtitles) if subtitles is not None else [f"head {h}" for h in range(H)]
-    if len(names) != H:
-        raise ValueError(f"subtitles has {len(names)} entries but there are {H} heads; pass one per head")
-    narrow = cols >= 3  # a panel a third of the chart wide: "head 5 · other (…)" breaks after the head
-    if narrow:  # and again before the "(nearest score < threshold)" of an "other" head: 3 short lines
-        names = [n.replace(" · ", "<br>", 1).replace(" (", "<br>(", 1) for n in names]
+    narrow = cols >= 3  # a panel a third of the chart wide
+    names = _head_titles(subtitles, H, narrow)
     lines = max(n.count("<br>") for n in names) + 1 if names else 1
     # Rows of panels a title block apart, in px: a fraction of the chart's height left ~180 px of white
     # between the rows of MiniLM's 12 heads (screenshot audit, issue 21 point 7)
@@ -165,28 +201,8 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
          x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
     ml, mb = label_margins(tick_subset(x, x_max), tick_subset(y), x_title=True, y_title=True)  # fixed: no automargin passes
-    # The query labels and key labels are the same in every panel (like a shared-axis grid): only the
-    # left column shows query labels (a long token never runs into the panel on its left) and only
-    # the panels of the bottom row show key labels (with 8 heads in 3 columns, the third column ends
-    # a row early: labels there would sit mid-grid, between the panels). Fewer labels per repaint.
-    for i in range(H):
-        sx = "" if i == 0 else str(i + 1)
-        if i % cols:
-            layout[f"yaxis{sx}"]["showticklabels"] = False
-        if i < (rows - 1) * cols:
-            layout[f"xaxis{sx}"]["showticklabels"] = False
-    # "query" / "key" axis titles, as the mask lab's heatmaps have: one each, in the margins left
-    # free for them (axis titles with automargin off would sit on the tick labels)
-    layout["annotations"] = list(layout.get("annotations", [])) + [
-        # (no chip behind them, and their own shifts: hoist_shared moves the panel titles' bgcolor and
-        # yshift to the template, which these then override)
-        dict(text="query (looking)", x=0, y=0.5, xref="paper", yref="paper", xanchor="left", yanchor="middle",
-             xshift=-ml + 2, yshift=0, textangle=-90, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP),
-        dict(text="key (looked at)", x=0.5, y=0, xref="paper", yref="paper", xanchor="center", yanchor="bottom",
-             yshift=-mb + 2, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP)]
-    for i in range(H, rows * cols):  # empty cells of the last row
-        sx = str(i + 1)
-        layout[f"xaxis{sx}"]["visible"] = layout[f"yaxis{sx}"]["visible"] = False
+    _edge_tick_labels(layout, H, rows, cols)
+    layout["annotations"] = list(layout.get("annotations", [])) + _axis_titles(ml, mb)
     share_token_axes(data, layout, x, y, x_ticks=_tick_index(x, x_max), y_ticks=_tick_index(y))
     # the chart title at the very top, the panel titles (lines of ~16 px each) below it: never on top
     # of each other
@@ -199,6 +215,17 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
                   height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
     return figure(data, hoist_shared(layout, data))
+
+
+def _wrap_titles(names: list[str], title_size: int, panel_px: float) -> list[str]:
+    """Thumbnail titles that fit their thumbnail (panel_px wide, 0.6 em per character): when one is
+    too wide, every title breaks after the head's name ("L0 H0:"), then a line still too wide breaks
+    at its last space."""
+    too_wide = lambda line: 0.6 * title_size * len(_plain(line)) > panel_px  # noqa: E731
+    if any(too_wide(n) for n in names):
+        names = [n.replace(": ", "<br>", 1) if "<br>" not in n else n for n in names]
+    return ["<br>".join(ln.rsplit(" ", 1)[0] + "<br>" + ln.rsplit(" ", 1)[1] if too_wide(ln) and " " in ln else ln
+                        for ln in n.split("<br>")) for n in names]
 
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
@@ -227,11 +254,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     # name, then a line still too wide at its last space. Sized for a plot area ~620 px wide (the
     # page at 1280 px, less the labels and the colour bar), 0.6 em per character.
     panel_px = 620 / H
-    too_wide = lambda line: 0.6 * title_size * len(_plain(line)) > panel_px  # noqa: E731
-    if any(too_wide(n) for n in names):
-        names = [n.replace(": ", "<br>", 1) if "<br>" not in n else n for n in names]
-    names = ["<br>".join(ln.rsplit(" ", 1)[0] + "<br>" + ln.rsplit(" ", 1)[1] if too_wide(ln) and " " in ln else ln
-                         for ln in n.split("<br>")) for n in names]
+    names = _wrap_titles(names, title_size, panel_px)
     lines = max((n.count("<br>") + 1 for n in names), default=1)
     # rows of thumbnails a title block apart (in px, not a fraction of a chart whose height varies)
     gap_px = int(1.3 * title_size * lines) + 20  # + the ~8 px frame Plotly draws round each panel

@@ -78,25 +78,9 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
     panel gold_panel. shared_rows: indices of panels whose queries are the panel on their left's
     (the decoder's self-attention after the cross-attention): their rows are read off that panel's
     labels, so they draw none (the hover still names each cell)."""
-    if not panels:
-        raise ValueError("three_attentions needs at least one panel")
+    shared = _check_shared_rows(panels, shared_rows)
     n = len(panels)
-    shared = {int(c) for c in shared_rows}
-    if any(not 0 < c < n for c in shared):
-        raise ValueError(f"shared_rows must name panels 1 … {n - 1} (a panel that has one on its left)")
-    for c in shared:
-        if len(panels[c][2]) != len(panels[c - 1][2]):
-            raise ValueError(f"panel {c} shares the rows of panel {c - 1} but has {len(panels[c][2])} rows, "
-                             f"not {len(panels[c - 1][2])}")
-    # Each panel has its own row labels ("3:ta→kasa" for the decoder's steps): the gap before a panel
-    # must hold the widest of them, or they run into the panel on the left (issue 21, point 7). Sized
-    # for a plot area ~650 px wide (the narrowest the page gets at 1280 px), 0.6 em per character at
-    # 11 px. A panel that shares its left neighbour's rows needs only a narrow gap, which leaves the
-    # panels room for one key label per column.
-    gaps = []
-    for c in range(1, n):
-        widest = max((len(visible(str(lab))) for lab in panels[c][2]), default=4)
-        gaps.append(0.03 if c in shared else min(0.3, max(0.06, (0.62 * 11 * widest + 16) / 650)))
+    gaps = _label_gaps(panels, shared)
     width = (1 - sum(gaps)) / n
     # titles wider than their panel break before their parenthesis ("Encoder self-attn<br>(bidirectional)")
     titles = [visible(p[0]) for p in panels]
@@ -112,24 +96,8 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
     for c, ann in enumerate(fig.layout.annotations):  # centre each title over its (moved) panel
         dom = fig.layout["xaxis" + ("" if c == 0 else str(c + 1))].domain
         ann.x = (dom[0] + dom[1]) / 2
-    for c, (name, w, ylab, xlab, allowed) in enumerate(panels):
-        w = as_array(w, 2, f"weights of {name!r}", "(Tq, Tk)")
-        check_labels(ylab, w.shape[0], f"row labels of {name!r}")
-        check_labels(xlab, w.shape[1], f"column labels of {name!r}")
-        y, x = token_labels(ylab), token_labels(xlab)
-        fig.add_trace(go.Heatmap(
-            z=masked_z(w, allowed), x=x, y=y, coloraxis="coloraxis", hoverongaps=False, name=visible(name),
-            hovertemplate=f"{visible(name)}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"),
-            row=1, col=c + 1)
-        if c == gold_panel:
-            cells = _gold(gold, *w.shape)
-            if cells:
-                fig.add_trace(_gold_markers(cells, x, y), row=1, col=c + 1)
-        # exact ranges: the gold squares at an edge column would otherwise pad the axis (a grey band)
-        fig.update_yaxes(type="category", range=[len(y) - 0.5, -0.5], tickmode="array", tickvals=y,
-                         tickfont=dict(size=11), showticklabels=c not in shared, row=1, col=c + 1)
-        fig.update_xaxes(type="category", range=[-0.5, len(x) - 0.5], tickangle=-60, tickmode="array", tickvals=x,
-                         tickfont=dict(size=11), row=1, col=c + 1)  # every label, not every other one
+    for c, panel in enumerate(panels):
+        _add_weights_panel(fig, c, panel, gold if c == gold_panel else None, show_rows=c not in shared)
     # no grid lines across the grey masked cells (the dark theme drew white ones); titles clear of the
     # ~8 px frame Plotly draws round each panel (a second title line sat on it)
     fig.update_xaxes(showgrid=False, zeroline=False)
@@ -141,6 +109,59 @@ def three_attentions(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
                       margin=dict(l=10, r=10, t=50 + 18 * (lines - 1), b=10))
     fig.update_annotations(font_size=14)
     return fig
+
+
+def _check_shared_rows(panels: Sequence[tuple], shared_rows: Sequence[int]) -> set[int]:
+    """The panels that share their left neighbour's rows, checked (ValueError says what to fix)."""
+    if not panels:
+        raise ValueError("three_attentions needs at least one panel")
+    n = len(panels)
+    shared = {int(c) for c in shared_rows}
+    if any(not 0 < c < n for c in shared):
+        raise ValueError(f"shared_rows must name panels 1 … {n - 1} (a panel that has one on its left)")
+    for c in shared:
+        if len(panels[c][2]) != len(panels[c - 1][2]):
+            raise ValueError(f"panel {c} shares the rows of panel {c - 1} but has {len(panels[c][2])} rows, "
+                             f"not {len(panels[c - 1][2])}")
+    return shared
+
+
+def _label_gaps(panels: Sequence[tuple], shared: set[int]) -> list[float]:
+    """The gap (share of the width) before each panel but the first.
+
+    Each panel has its own row labels ("3:ta→kasa" for the decoder's steps): the gap before a panel
+    must hold the widest of them, or they run into the panel on the left (issue 21, point 7). Sized
+    for a plot area ~650 px wide (the narrowest the page gets at 1280 px), 0.6 em per character at
+    11 px. A panel that shares its left neighbour's rows needs only a narrow gap, which leaves the
+    panels room for one key label per column."""
+    gaps = []
+    for c in range(1, len(panels)):
+        widest = max((len(visible(str(lab))) for lab in panels[c][2]), default=4)
+        gaps.append(0.03 if c in shared else min(0.3, max(0.06, (0.62 * 11 * widest + 16) / 650)))
+    return gaps
+
+
+def _add_weights_panel(fig: go.Figure, c: int, panel: tuple, gold: Sequence[int | None] | None,
+                       show_rows: bool) -> None:
+    """Panel c of three_attentions: its heatmap, the gold squares when given, its axes."""
+    name, w, ylab, xlab, allowed = panel
+    w = as_array(w, 2, f"weights of {name!r}", "(Tq, Tk)")
+    check_labels(ylab, w.shape[0], f"row labels of {name!r}")
+    check_labels(xlab, w.shape[1], f"column labels of {name!r}")
+    y, x = token_labels(ylab), token_labels(xlab)
+    fig.add_trace(go.Heatmap(
+        z=masked_z(w, allowed), x=x, y=y, coloraxis="coloraxis", hoverongaps=False, name=visible(name),
+        hovertemplate=f"{visible(name)}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"),
+        row=1, col=c + 1)
+    if gold is not None:
+        cells = _gold(gold, *w.shape)
+        if cells:
+            fig.add_trace(_gold_markers(cells, x, y), row=1, col=c + 1)
+    # exact ranges: the gold squares at an edge column would otherwise pad the axis (a grey band)
+    fig.update_yaxes(type="category", range=[len(y) - 0.5, -0.5], tickmode="array", tickvals=y,
+                     tickfont=dict(size=11), showticklabels=show_rows, row=1, col=c + 1)
+    fig.update_xaxes(type="category", range=[-0.5, len(x) - 0.5], tickangle=-60, tickmode="array", tickvals=x,
+                     tickfont=dict(size=11), row=1, col=c + 1)  # every label, not every other one
 
 
 def attention_panel(weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,

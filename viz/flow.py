@@ -7,7 +7,7 @@ sets, at a WCAG AA contrast of at least 4.5:1 — the step's name and what it co
 opaque pastel box, the shape on a white tag beside the arrow. Nothing depends on the page theme."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import plotly.graph_objects as go
 
@@ -34,8 +34,16 @@ def pastel(color: str, strength: float = 0.2) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def flow_diagram(stages: Sequence[dict], *, title: str = "") -> go.Figure:
-    """stages: [{"name", "shape", "page", "what"}]. Boxes are coloured by the page that explains
+class Stage(Protocol):
+    """What the diagram reads of a stage (classroom.flow.Stage has these attributes)."""
+    name: str  # the box's title
+    shape: tuple[int, ...]  # the tensor passed on, without the batch axis
+    page: str  # url path of the page that explains it (the box's colour)
+    what: str  # what it computes
+
+
+def flow_diagram(stages: Sequence[Stage], *, title: str = "") -> go.Figure:
+    """stages in order (classroom.flow.stages). Boxes are coloured by the page that explains
     them; hover a box for what it computes."""
     if not stages:
         raise ValueError("stages is empty: pass classroom.flow.stages(trace, cfg)")
@@ -45,24 +53,24 @@ def flow_diagram(stages: Sequence[dict], *, title: str = "") -> go.Figure:
     xs, ys, hover = [], [], []
     for i, s in enumerate(stages):
         y = -i * step
-        color = PAGE_COLORS.get(s["page"], "#888888")
+        color = PAGE_COLORS.get(s.page, "#888888")
         fig.add_shape(type="rect", x0=0.02, x1=1.23, y0=y - 0.32, y1=y + 0.32, line=dict(color=color, width=2),
                       fillcolor=pastel(color), layer="below")
-        fig.add_annotation(x=0.335, y=y, text=f"<b>{visible(s['name'])}</b>", showarrow=False,
+        fig.add_annotation(x=0.335, y=y, text=f"<b>{visible(s.name)}</b>", showarrow=False,
                            font=dict(size=13, color=TEXT))
-        fig.add_annotation(x=0.66, y=y, text=visible(s["what"]), showarrow=False, xanchor="left",
+        fig.add_annotation(x=0.66, y=y, text=visible(s.what), showarrow=False, xanchor="left",
                            font=dict(size=11, color=WHAT_TEXT))
         if i:
             fig.add_annotation(x=0.335, y=y + 0.32, ax=0.335, ay=y + step - 0.32, xref="x", yref="y", axref="x",
                                ayref="y", showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5, text="",
                                arrowcolor=LINE)
-        shape = " × ".join(str(d) for d in s["shape"])
+        shape = " × ".join(str(d) for d in s.shape)
         fig.add_annotation(x=0.36, y=y - 0.5 * step, text=f"({shape})", showarrow=False, xanchor="left",
                            font=dict(size=11, family="ui-monospace, monospace", color=TEXT), bgcolor=TAG_BG,
                            bordercolor=LINE, borderwidth=1, borderpad=1)
         xs.append(0.335)
         ys.append(y)
-        hover.append(f"{visible(s['name'])}<br>shape ({shape})<br>{visible(s['what'])}<br>page: {s['page']}")
+        hover.append(f"{visible(s.name)}<br>shape ({shape})<br>{visible(s.what)}<br>page: {s.page}")
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(size=40, opacity=0), hovertext=hover,
                              hoverinfo="text", showlegend=False))
     fig.update_xaxes(visible=False, range=[0, 1.25])

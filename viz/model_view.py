@@ -28,34 +28,14 @@ def _segments(w: np.ndarray, lo: float, hi: float, only: int | None) -> tuple[li
     return xs, ys
 
 
-def model_view_html(weights: np.ndarray, labels: Sequence[str], *, first_layer: int = 0, only: int | None = None,
-                    color: str = OKABE_ITO[0], dom_id: str = "al-model-view") -> str:
-    """weights (L, H, T, T) -> self-contained HTML (style + divs; no SVG, no JavaScript: st.html's
-    DOMPurify keeps both). A grid of line views, rows = layers, columns = heads, BertViz's model view:
-    in each panel a line from query i (left) to key j (right) for every weight >= LEVELS[0], its
-    opacity the weight (in steps of 0.05). Hovering a token, in the token column of a layer or on
-    the left half of any panel, isolates its lines in every panel (pure CSS :has(:hover)). `only`
-    pins one token: its lines alone are shown until another is hovered.
-
-    Geometry lives in shared classes so a line is ~40 bytes: .r<i> places row i, .d<k> is the
-    length and angle of a line k rows down (k = j - i, "m" for minus), .o<n> the opacity n/20. Every
-    label is HTML-escaped; each line carries the class q<i> of its query."""
-    w = as_array(weights, 4, "weights", "(L, H, T, T)").astype(np.float64)
-    L, H, T, _ = w.shape
-    check_labels(labels, T, "labels")
-    if only is not None and not 0 <= only < T:
-        raise ValueError(f"only must be a token index in 0..{T - 1}, got {only}")
-    names = token_labels(labels, max_chars=14)
-    row = 14 if T <= 24 else max(3, min(14, 420 // T))  # px per token row
-    font = max(8, min(12, row - 1))
-    every = max(1, -(-10 // row))  # show every n-th token label when rows are too thin to read
-    lw, gap, pad, head = 112, 10, 4, 20  # label column, gap, line inset, row title (px)
-    pw = int(max(48, min(84, (860 - lw) // H - gap)))  # panel width: 12 heads still fit a laptop's page
+def _model_view_css(uid: str, T: int, *, row: int, font: int, lw: int, pw: int, pad: int, head: int, width: int,
+                    height: int, only: int | None, color: str) -> list[str]:
+    """The grid's style rules: panel and label boxes, one class per row (.r<i>), per line slope
+    (.d<k>: a line k rows down, "m" for minus) and per opacity step (.o<n> = n/20), and the hover
+    rules that isolate a token's lines in every panel (pure CSS :has(:hover))."""
     dx = pw - 2 * pad
     ph = T * row
-    width, row_h = lw + H * (pw + gap), head + ph + 14
-    uid = dom_id
-    css = [f"#{uid} {{position: relative; width: {width}px; height: {20 + L * row_h}px; font: {font}px system-ui, "
+    css = [f"#{uid} {{position: relative; width: {width}px; height: {height}px; font: {font}px system-ui, "
            "sans-serif; user-select: none}",
            f"#{uid} .hd {{position: absolute; top: 0; width: {pw}px; text-align: center; font-size: 12px; opacity: .8}}",
            f"#{uid} .lay {{position: absolute; left: 0; width: {width}px}}",
@@ -81,6 +61,36 @@ def model_view_html(weights: np.ndarray, labels: Sequence[str], *, first_layer: 
     if only is not None:
         css.append(f"#{uid}:not(:has(.q:hover)) .l:not(.q{only}) {{visibility: hidden}}")
         css.append(f"#{uid}:not(:has(.q:hover)) .tk.q{only} {{font-weight: 700; color: {color}; font-size: {font}px}}")
+    return css
+
+
+def model_view_html(weights: np.ndarray, labels: Sequence[str], *, first_layer: int = 0, only: int | None = None,
+                    color: str = OKABE_ITO[0], dom_id: str = "al-model-view") -> str:
+    """weights (L, H, T, T) -> self-contained HTML (style + divs; no SVG, no JavaScript: st.html's
+    DOMPurify keeps both). A grid of line views, rows = layers, columns = heads, BertViz's model view:
+    in each panel a line from query i (left) to key j (right) for every weight >= LEVELS[0], its
+    opacity the weight (in steps of 0.05). Hovering a token, in the token column of a layer or on
+    the left half of any panel, isolates its lines in every panel (pure CSS :has(:hover)). `only`
+    pins one token: its lines alone are shown until another is hovered.
+
+    Geometry lives in shared classes so a line is ~40 bytes: .r<i> places row i, .d<k> is the
+    length and angle of a line k rows down (k = j - i, "m" for minus), .o<n> the opacity n/20. Every
+    label is HTML-escaped; each line carries the class q<i> of its query."""
+    w = as_array(weights, 4, "weights", "(L, H, T, T)").astype(np.float64)
+    L, H, T, _ = w.shape
+    check_labels(labels, T, "labels")
+    if only is not None and not 0 <= only < T:
+        raise ValueError(f"only must be a token index in 0..{T - 1}, got {only}")
+    names = token_labels(labels, max_chars=14)
+    row = 14 if T <= 24 else max(3, min(14, 420 // T))  # px per token row
+    font = max(8, min(12, row - 1))
+    every = max(1, -(-10 // row))  # show every n-th token label when rows are too thin to read
+    lw, gap, pad, head = 112, 10, 4, 20  # label column, gap, line inset, row title (px)
+    pw = int(max(48, min(84, (860 - lw) // H - gap)))  # panel width: 12 heads still fit a laptop's page
+    width, row_h = lw + H * (pw + gap), head + T * row + 14
+    uid = dom_id
+    css = _model_view_css(uid, T, row=row, font=font, lw=lw, pw=pw, pad=pad, head=head, width=width,
+                          height=20 + L * row_h, only=only, color=color)
     parts = [f'<div id="{uid}" class="al-model-view" role="img" aria-label="model view: one line view per layer '
              'and head; hover a token to see only its lines">', "<style>", "\n".join(css), "</style>"]
     parts += [f'<div class="hd" style="left: {lw + h * (pw + gap)}px">head {h}</div>' for h in range(H)]

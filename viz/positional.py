@@ -1,7 +1,7 @@
-"""Rotary positions: q/k pairs as 2-D arrows before and after rotation (classroom/rope.py)."""
+"""Rotary positions: q/k pairs as 2-D arrows before and after rotation (classroom/positional.py)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -9,18 +9,19 @@ from plotly.subplots import make_subplots
 from .common import FONT, OKABE_ITO
 
 
-def rope_pairs(rows: Sequence[dict], *, title: str = "", height: int = 300) -> go.Figure:
+def rope_pairs(rows: Sequence[Any], *, title: str = "", height: int = 300) -> go.Figure:
     """One panel per pair: the 2-D vector (dim i, dim i + d/2) before rotation (grey) and after
     (blue), each an arrow from the origin; the panel title gives the angle turned. `rows` are
-    classroom.rope.pair_rotation's dicts."""
+    classroom.positional.pair_rotation's PairRotation rows (read by attribute: dims, angle_deg,
+    before, after, norm_before, norm_after; viz/ does not import classroom/)."""
     if not rows:
-        raise ValueError("rows is empty: pass at least one pair (classroom.rope.pair_rotation)")
+        raise ValueError("rows is empty: pass at least one pair (classroom.positional.pair_rotation)")
     n = len(rows)
-    titles = [f"dims {r['dims'][0]}, {r['dims'][1]}: {r['angle_deg']:+.1f}°" for r in rows]
+    titles = [f"dims {r.dims[0]}, {r.dims[1]}: {r.angle_deg:+.1f}°" for r in rows]
     fig = make_subplots(rows=1, cols=n, subplot_titles=titles, horizontal_spacing=0.06)
     for c, r in enumerate(rows, start=1):
-        lim = 1.15 * max(r["norm_before"], r["norm_after"], 1e-6)
-        for vec, name, color in ((r["before"], "before rotation", "#9a9a9a"), (r["after"], "after rotation", OKABE_ITO[0])):
+        lim = 1.15 * max(r.norm_before, r.norm_after, 1e-6)
+        for vec, name, color in ((r.before, "before rotation", "#9a9a9a"), (r.after, "after rotation", OKABE_ITO[0])):
             fig.add_trace(go.Scatter(x=[0, vec[0]], y=[0, vec[1]], mode="lines+markers", name=name, legendgroup=name,
                                      showlegend=c == 1, line=dict(color=color, width=3),
                                      marker=dict(size=[0, 10], color=color, symbol="circle"),

@@ -3,19 +3,14 @@ with a message (keeping what was typed) and offers only valid head counts."""
 import numpy as np
 import pytest
 
-from tests.helpers import app_test, errors
+from tests.app.test_concept_pages import fig
+from tests.helpers import decode, errors, open_page
 
 PAGE = "pages/calculator.py"
 
 
 def open_calc(**query):
-    at = app_test()
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(PAGE).run()
-    assert not errors(at), errors(at)
-    return at
+    return open_page(PAGE, **query)
 
 
 def tables(at):
@@ -154,3 +149,47 @@ def test_small_calculators_bad_input():
     assert any("variance overflows" in e.value for e in at.error)
     for df in tables(at):  # no NaN on screen
         assert not any(str(x).lower() in ("nan", "inf") for x in df.values.ravel())
+
+
+def test_calculator_accepts_v_narrower_than_k():
+    from classroom import worked_examples as wx
+    from tests.app.test_calculator import open_calc, shown, tables
+    at = open_calc()
+    at.number_input(key="calc_dv").set_value(2).run()
+    assert not errors(at), errors(at)
+    X = wx.PRESETS["the-cat-sat"].setup.X
+    S = X @ X.T / np.sqrt(X.shape[1])  # W_Q = W_K = I (d_k = 4); W_V = the first 2 columns of I
+    A = np.exp(S - S.max(axis=1, keepdims=True))
+    A /= A.sum(axis=1, keepdims=True)
+    Z = A @ X[:, :2]
+    zs = [shown(df) for df in tables(at) if df.shape == (3, 2)]
+    assert any(np.allclose(z, Z, atol=5e-4) for z in zs), zs
+    assert any(df.shape == (3, 4) and list(df.columns) == ["k0", "k1", "k2", "k3"] for df in tables(at))
+
+
+def test_search_engine_analogy_equals_numpy_attention():
+    from classroom import search as se
+    from tests.app.test_calculator import open_calc, tables
+    at = open_calc()
+    at.slider(key="search_food").set_value(2.0).run()
+    at.slider(key="search_animals").set_value(1.0).run()
+    assert not errors(at), errors(at)
+    lib = se.LIBRARY
+    q = np.array([1.0, 2.0, 0.0])
+    s = lib.keys @ q  # independent: numpy softmax(q Kᵀ / √d_k) V
+    z = s / np.sqrt(3)
+    w = np.exp(z - z.max())
+    w /= w.sum()
+    table = [df for df in tables(at) if df.index.name == "document"][0]
+    np.testing.assert_allclose(table["score q·k"].astype(float), s, atol=5e-5)
+    np.testing.assert_allclose(table["weight (softmax)"].astype(float), w, atol=5e-5)
+    out = w @ lib.values
+    text = " ".join(m.value for m in at.markdown)
+    assert f"stars {out[0]:.4f}, minutes {out[1]:.4f}" in text, text
+    bars = decode(fig(at, "The blend")["data"][0]["y"])
+    np.testing.assert_allclose(bars, w, atol=1e-12)
+    at.toggle(key="search_scale").set_value(False).run()
+    w2 = np.exp(s - s.max())
+    w2 /= w2.sum()
+    table = [df for df in tables(at) if df.index.name == "document"][0]
+    np.testing.assert_allclose(table["weight (softmax)"].astype(float), w2, atol=5e-5)

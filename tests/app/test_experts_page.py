@@ -34,8 +34,14 @@ def test_the_page_scores_every_head_of_a_real_model(name, causal):
     grid = next(f for f in figures(at) if "Mean attention weight" in str(f["layout"]["title"]))
     np.testing.assert_allclose(decode(grid["data"][0]["z"]), want.score, atol=1e-6)
     table = next(d.value for d in at.dataframe if "hit rate" in d.value.columns)
-    l, h, s, hit = want.top(1)[0]
+    best = want.top(1)[0]
+    l, h = best.layer, best.head
     assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == (l, h)
-    assert table.iloc[0]["score"] == pytest.approx(s)
+    assert table.iloc[0]["score"] == pytest.approx(best.score)
+    assert table.iloc[0]["hit rate"] == pytest.approx(best.hit_rate)
+    assert table.iloc[0]["far score"] == pytest.approx(want.far[l, h])
+    sentences = next(d.value for d in at.dataframe if "tokens back" in d.value.columns)
+    assert list(sentences.columns) == ["sentence", "query", "target", "tokens back", "weight"]
+    np.testing.assert_allclose(sentences["weight"], want.per_sentence[:, l, h], atol=1e-6)
     assert f"layer {l}, head {h}" in " ".join(m.value for m in at.markdown)
     assert at.selectbox(key="ex_head").value == f"L{l} H{h}"

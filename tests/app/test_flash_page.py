@@ -83,3 +83,22 @@ def test_tile_zero_and_too_large():
     assert not [s for s in at.slider if s.key == "flash_step"]  # one tile: no step slider
     z = decode(figures(at)[OUTPUT]["data"][0]["z"])
     assert np.isfinite(z).all()
+
+
+def test_the_step_slider_takes_the_link_and_stays_in_range():
+    """ui.state.step_slider: a link's step is used when the walk has it; one beyond the last step
+    falls back to step 1 with a notice; after a change that leaves one step, there is no slider."""
+    at = app_test()
+    at.query_params.update({"flash_tile": "3", "flash_step": "2"})
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not errors(at) and at.slider(key="flash_step").value == 2
+    assert "Step 2/" in str(figures(at)[SCORES]["layout"]["title"])
+    at = app_test()
+    at.query_params.update({"flash_tile": "3", "flash_step": "99"})
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not errors(at) and at.slider(key="flash_step").value == 1
+    assert any("flash_step" in w.value and "not available" in w.value for w in at.warning)
+    at.number_input(key="flash_tile").set_value(500).run()
+    assert not [s for s in at.slider if s.key == "flash_step"] and at.session_state["flash_step"] == 1

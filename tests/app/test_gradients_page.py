@@ -17,10 +17,10 @@ def test_gradients_page_shows_the_measurements():
     assert len(figs) == 4
     ex = G.softmax_gradient_experiment()
     near = {t["name"]: decode(t["y"]) for t in figs[0]["data"]}
-    np.testing.assert_allclose(near["unscaled q·k"], 100 * ex["unscaled"]["near_zero"], rtol=1e-12)
-    np.testing.assert_allclose(near["scaled q·k / √d_k"], 100 * ex["scaled"]["near_zero"], rtol=1e-12)
+    np.testing.assert_allclose(near["unscaled q·k"], 100 * ex.unscaled.near_zero, rtol=1e-12)
+    np.testing.assert_allclose(near["scaled q·k / √d_k"], 100 * ex.scaled.near_zero, rtol=1e-12)
     norm = {t["name"]: decode(t["y"]) for t in figs[1]["data"]}
-    np.testing.assert_allclose(norm["unscaled q·k"], ex["unscaled"]["norm"], rtol=1e-12)
+    np.testing.assert_allclose(norm["unscaled q·k"], ex.unscaled.norm, rtol=1e-12)
 
     from ui import gradients as grad_ui
     runs = grad_ui.training_runs()  # the stored result the page drew (same process)
@@ -32,8 +32,14 @@ def test_gradients_page_shows_the_measurements():
     for r in runs:
         np.testing.assert_allclose(bars[r.name], r.grad_norms.mean(axis=0))
     text = " ".join(m.value for m in at.markdown)
-    rows = {r["run"]: r for r in G.summarize(runs)}
+    rows = {r.run: r for r in G.summarize(runs)}
     assert "Residuals let gradients flow through depth" in text and "Layer norm stabilises training" in text
-    assert f"{rows['no residual']['block 0 ÷ last block']:.3f}×" in text
-    assert f"{rows['no layer norm']['first loss']:.1f}" in text
+    assert f"{rows['no residual'].first_over_last:.3f}×" in text
+    assert f"{rows['no layer norm'].first_loss:.1f}" in text
+    table = next(d.value for d in at.dataframe if "first loss" in d.value.columns)
+    assert list(table.columns) == ["first loss", "largest loss", "mean loss, last 20 steps", "grad norm, block 0",
+                                   "grad norm, last block", "block 0 ÷ last block"] and table.index.name == "run"
+    for name, r in rows.items():
+        np.testing.assert_allclose(table.loc[name].to_numpy(), [r.first_loss, r.largest_loss, r.mean_loss_last,
+                                                                r.grad_norm_first, r.grad_norm_last, r.first_over_last])
     assert "Scaling keeps gradients alive" in " ".join(s.value for s in at.subheader)

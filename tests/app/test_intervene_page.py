@@ -49,7 +49,7 @@ def test_ranking_every_head_and_clicking_one_switches_it_off():
     at.toggle(key="iv_rank").set_value(True).run()
     model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
     ids = tok.encode(at.session_state["text"]).ids
-    want = head_importance(model, ids, causal=True)["score"]
+    want = head_importance(model, ids, causal=True).score
     got = decode(fig(at, "Importance of each head")["data"][0]["z"])
     np.testing.assert_allclose(got, want, atol=1e-5)
     best = np.unravel_index(np.argmax(want), want.shape)

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from model.checkpoint import load_checkpoint
-from tests.helpers import ROOT, app_test, errors
+from tests.helpers import ROOT, errors, open_page
 
 PAGE = "pages/lesson.py"
 
@@ -37,12 +37,7 @@ def numbers(text: str) -> list[float]:
 def open_lesson(reveal: bool = True, **query):
     """The lesson at a step; reveal=True also presses "Show them without predicting" (the step's
     explanation and numbers only appear after its questions)."""
-    at = app_test()
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(PAGE).run()
-    assert not errors(at), errors(at)
+    at = open_page(PAGE, **query)
     if reveal:
         show(at)
     return at
@@ -183,3 +178,33 @@ def test_head_and_query_change_numbers():
     for text, i in ((t1, T - 1), (t2, 0)):
         shown = numbers(text.split("Row", 1)[1])[: min(T, 8)]
         np.testing.assert_allclose(shown, a.weights[0, 0, i, :len(shown)].numpy(), atol=6e-4)
+
+
+def test_lesson_answers_notes_001_q1_and_q4_live():
+    """001 Q1 quotes the model's own next-token factors; 001 Q4 runs the attention function on
+    Q 10 × 64, K 10 × 64, V 10 × 128. Recomputed here with torch's softmax over the model's logits."""
+    import re
+
+    import torch
+
+    from tests.app.test_lesson import _model, open_lesson
+    at = open_lesson(reveal=False, lesson_step="1")
+    at.radio(key="lq_method_arch__answer").set_value(
+        "auto-regression is the methodology; the Transformer is the architecture").run()
+    at.button(key="lq_method_arch__check").click().run()
+    ok = " ".join(m.value for m in at.success)
+    s = at.session_state
+    model, tok = _model(s["src"])
+    ids = tok.encode(s["text"]).ids[: int(s["T"])]
+    with torch.no_grad():
+        p = torch.softmax(model(torch.tensor([ids]))[0].double(), dim=-1)
+    first = float(p[0, ids[1]])
+    total = float(torch.log(p[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]).sum())
+    assert f"= {first:.4f}" in ok, ok
+    shown_total = float(re.findall(r"log p\(x\) = (-?\d+\.\d+)", ok)[0])
+    assert abs(shown_total - total) < 2e-3
+    at = open_lesson(reveal=False, lesson_step="2")
+    at.radio(key="lq_k_shape__answer").set_value("K: 10 × 64, Z: 10 × 128").run()
+    at.button(key="lq_k_shape__check").click().run()
+    ok = " ".join(m.value for m in at.success)
+    assert "Z (10, 128)" in ok and "weights (10, 10)" in ok and "same last dimension" in ok, ok

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import ROOT, app_pages, app_test, errors, figures
+from tests.helpers import all_text, open_page
 
 PAGES = app_pages()
 
@@ -112,3 +113,12 @@ def test_url_round_trip_gives_the_same_view(page: str) -> None:
     before, after = figures(at), figures(fresh)
     assert len(before) == len(after)
     assert before == after  # same chart data and layout
+
+
+def test_no_page_points_to_notes_the_student_does_not_have():
+    """'Pages refer to "notes 001/004" and "the handwritten notes"'."""
+    for page, query in (("pages/lesson.py", {}), ("pages/lesson.py", {"lesson_step": "4"}),
+                        ("pages/encoder-decoder.py", {}), ("pages/positional.py", {}), ("pages/scaling.py", {})):
+        at = open_page(page, **query)
+        text = all_text(at)
+        assert "notes 00" not in text.lower() and "handwritten" not in text.lower(), page

@@ -9,11 +9,11 @@ import numpy as np
 import torch
 
 from model.rnn import load_rnn
-from tests.helpers import app_test, decode, errors, figures
+from tests.app.test_encoder_decoder import start
+from tests.helpers import decode, figures
 from training.rnn_translation import CHECKPOINT_DIR
 
 torch.set_num_threads(1)
-PAGE = "pages/encoder-decoder.py"
 RNN_FIG = 7  # after the seven figures of the Transformer sections
 
 
@@ -30,16 +30,6 @@ def rnn_alignment(words: list[str]) -> tuple[list[str], np.ndarray]:
                 break
         w = model.trace(src, torch.tensor([out[:-1]])).attn.weights[0].numpy()
     return [tok.vocab[i] for i in out[1:]], w
-
-
-def start(text: str | None = None):
-    at = app_test()
-    at.run()
-    at.switch_page(PAGE).run()
-    if text is not None:
-        at.text_input(key="s2s_text").set_value(text).run()
-    assert not errors(at), errors(at)
-    return at
 
 
 def test_rnn_alignment_beside_the_transformer():

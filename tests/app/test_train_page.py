@@ -20,6 +20,7 @@ from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig, valid_heads
 from model.transformer import Transformer
 from tests.helpers import app_test, decode, errors, figures
 from ui import train as train_ui
+from tests.helpers import all_text, open_page
 
 torch.set_num_threads(1)
 
@@ -370,3 +371,38 @@ def test_server_keeps_a_bounded_number_of_session_models(monkeypatch):
     assert "uploaded: mine.safetensors" not in list(at.selectbox(key="src").options)
     at.switch_page("pages/heads.py").run()
     assert not errors(at)
+
+
+# ---------------------------------------------------------------- point 9: train defaults
+def test_train_page_defaults_and_plain_words():
+    """'d32, 2 heads, 100 steps ends at loss 4.1 with flat previous-token scores … The page speaks of
+    model/patterns.py and model.train.train: developer words'."""
+    at = open_page("pages/train.py")
+    assert at.selectbox(key="train_d").value == 64
+    assert at.selectbox(key="train_h").value == 4
+    assert at.slider(key="train_L").value == 2
+    assert at.slider(key="train_steps").value == 300
+    text = all_text(at) + " ".join(str(w.help or "") for w in (*at.selectbox, *at.slider))
+    for dev in ("patterns.py", "training.train", "corpus.py", "model.checkpoint"):
+        assert dev not in text, dev
+
+
+def test_pattern_trajectories_follow_each_heads_final_pattern():
+    from ui.train import JobView, SnapshotView, TrainSpec, pattern_trajectories
+    T = 6
+    eye = np.eye(T)
+    sink = np.zeros((T, T)); sink[:, 0] = 1
+    unif = np.tril(np.ones((T, T))); unif /= unif.sum(1, keepdims=True)
+    snaps = []
+    for step, a in ((0, 0.0), (10, 0.5), (20, 1.0)):  # head 0 grows a self pattern, head 1 a sink
+        w = np.stack([a * eye + (1 - a) * unif, a * sink + (1 - a) * unif])[None]  # (L=1, H=2, T, T)
+        snaps.append(SnapshotView(step, 1.0, w.astype(np.float32)))
+    v = JobView("j", TrainSpec(), "done", 20, 20, np.zeros(20), tuple(snaps), tuple("abcdef"), True, 1.0, "", "")
+    tr = pattern_trajectories(v)
+    steps, scores, names = tr.steps, tr.scores, tr.names
+    assert names == ["L0 H0 self/diagonal", "L0 H1 first-token sink"]
+    # reference: mean over rows i >= 1 of w[i, i] (self) and w[i, 0] (sink), written here
+    ref = [[float(np.mean([s.weights[0, h][i, i if h == 0 else 0] for i in range(1, T)])) for h in range(2)]
+           for s in snaps]
+    np.testing.assert_allclose(scores, ref, atol=1e-6)
+    assert list(steps) == [0, 10, 20] and scores[-1, 0] > scores[0, 0]

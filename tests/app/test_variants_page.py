@@ -3,6 +3,8 @@ shuffle test separates no-positions from sinusoidal, the calculator's numbers ar
 and bad input gets a message, never a traceback."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import torch
 
@@ -50,7 +52,7 @@ def test_variants_page_heads_window_band_and_shuffle():
         np.testing.assert_array_equal(~np.isnan(z), band)
         np.testing.assert_allclose(np.nansum(z, axis=1), 1.0, rtol=1e-5)
     # the sinusoidal heads are the engine's: a plain Transformer with the page's base config, seed 0
-    cfg = ModelConfig(vocab_size=len(tok), max_len=variants.MAX_LEN, **variants.BASE)
+    cfg = ModelConfig(vocab_size=len(tok), max_len=variants.MAX_LEN, **asdict(variants.BASE))
     w = Transformer(cfg, seed=0).trace(torch.tensor([enc.ids]), causal=True).layers[0].attn.weights[0].numpy()
     for h, tr in enumerate(fig(at, "Sinusoidal positions")["data"]):
         np.testing.assert_allclose(np.nan_to_num(decode(tr["z"]).reshape(T, T)), w[h], atol=1e-6)

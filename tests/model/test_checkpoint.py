@@ -211,3 +211,14 @@ def test_safetensors_header_length_starting_with_0x80_is_not_taken_for_a_pickle(
     assert not _looks_like_pickle(fake_safetensors)
     assert _looks_like_pickle(pickle.dumps({"w": [1.0, 2.0]}, protocol=4))
     assert _looks_like_pickle(b"\x1f\x8b" + b"\x00" * 20)
+
+
+def test_shipped_checkpoints_one_list():
+    from model.checkpoint import CHECKPOINT_DIR, shipped_checkpoints
+    dec = shipped_checkpoints()
+    assert "causal-lm" in dec and "translator" not in dec
+    assert all(meta.get("kind", "transformer") == "transformer" for meta in dec.values())
+    every = shipped_checkpoints(kind=None)
+    assert set(every) == set(dec) | set(shipped_checkpoints(kind="seq2seq")) | set(shipped_checkpoints(kind="rnn-seq2seq"))
+    assert list(every) == sorted(every) and all((CHECKPOINT_DIR / n / "model.safetensors").is_file() for n in every)
+    assert shipped_checkpoints(CHECKPOINT_DIR / "does-not-exist") == {}

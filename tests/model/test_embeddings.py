@@ -36,9 +36,13 @@ def test_next_token_losses_are_torch_cross_entropy():
         logits = model(torch.tensor([ids]))[0]  # (T, V)
     rows = emb.next_token_losses(torch.softmax(logits.double(), -1).numpy(), ids, tok.vocab)
     ce = F.cross_entropy(logits[:-1].double(), torch.tensor(ids[1:]), reduction="none").numpy()
-    np.testing.assert_allclose([r["loss −log p"] for r in rows], ce, rtol=1e-9)
-    assert [r["target index"] for r in rows] == ids[1:]
-    assert [r["target token"] for r in rows] == [tok.vocab[i] for i in ids[1:]]
+    np.testing.assert_allclose([r.loss for r in rows], ce, rtol=1e-9)
+    np.testing.assert_allclose([r.p_target for r in rows], np.exp(-ce), rtol=1e-9)
+    assert [r.position for r in rows] == list(range(len(ids) - 1))
+    assert [r.target_index for r in rows] == ids[1:]
+    assert [r.target_token for r in rows] == [tok.vocab[i] for i in ids[1:]]
+    assert [r.argmax for r in rows] == [tok.vocab[i] for i in logits[:-1].argmax(-1).tolist()]
+    assert emb.mean_loss(rows) == pytest.approx(float(ce.mean()), rel=1e-12)
 
 
 def test_neighbours_of_a_row_match_a_cosine_computed_here_and_skip_special_rows():
@@ -62,6 +66,22 @@ def test_a_typed_word_finds_its_row_in_every_kind_of_vocabulary():
     assert toy.vocab[row] == "cat" and pieces == []
     assert emb.resolve_word(toy, "zebra") == (None, [])  # unknown: no row, no pieces
     assert emb.resolve_word(toy, "") == (None, [])
+
+
+def test_word_neighbours_name_the_nearest_rows_or_the_pieces():
+    from model.tokenizer import Tokenizer
+    toy = Tokenizer.build(["the cat sat on the mat ."], add_bos=True)
+    g = torch.Generator().manual_seed(5)
+    E = torch.randn(len(toy), 6, generator=g).numpy()
+    skip = emb.special_rows(toy.vocab)
+    row = toy.vocab.index("cat")
+    nb = emb.word_neighbours(E, toy, "cat", 3, skip=skip)
+    want = emb.neighbours_of_row(E, row, 3, skip=skip)
+    assert nb.row_label == "cat" and nb.pieces == []
+    assert nb.tokens == [toy.vocab[i] for i, _ in want] and nb.cosines == [c for _, c in want]
+    assert len(nb.tokens) == 3 and not set(nb.tokens) & {"cat", "<bos>", "<pad>", "<unk>", "<eos>"}
+    none = emb.word_neighbours(E, toy, "zebra", 3, skip=skip)
+    assert none.row_label is None and none.tokens == [] and none.cosines == []
 
 
 @pytest.mark.slow

@@ -65,5 +65,11 @@ def test_minilm_scores_equal_transformers_attention():
     np.testing.assert_allclose(res.per_sentence, np.stack(want), atol=1e-5)
     np.testing.assert_allclose(res.score, np.mean(want, axis=0), atol=1e-5)
     best = res.top(1)[0]
-    assert best[2] > 2 * res.baseline  # a real expert: well above an even spread
-    assert res.previous[best[0], best[1]] < 0.2  # and not a previous-token head
+    assert best.score > 2 * res.baseline  # a real expert: well above an even spread
+    assert best.previous == res.previous[best.layer, best.head] < 0.2  # and not a previous-token head
+    assert best.score == res.score.max() and best.hit_rate == res.hits[best.layer, best.head]
+    assert best.far == res.far[best.layer, best.head]
+    rows = res.sentence_weights(best.layer, best.head)
+    assert [(r.sentence, r.query, r.target) for r in rows] == experts.TASKS[task]
+    np.testing.assert_allclose([r.weight for r in rows], np.stack(want)[:, best.layer, best.head], atol=1e-5)
+    assert [r.tokens_back for r in rows] == res.distances

@@ -168,3 +168,34 @@ def test_causal_flag_uses_the_engine_mask():
     got = tiled_attention(q, k, v, tile=2, causal=True).output
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert torch.allclose(got, ref, atol=1e-6, rtol=0)
+
+
+# ---- classroom/flash.py: what the tiled-attention page shows ------------------------------------------
+
+def test_tile_walk_of_one_head_against_numpy():
+    from classroom import flash
+    q, k, v = (x[0, 0].numpy() for x in qkv(B=1, H=1, Tq=7, Tk=7, d=4, seed=3))
+    allowed = np.tril(np.ones((7, 7), dtype=bool))
+    plain = numpy_reference(q, k, v, allowed)
+    walk = flash.tile_walk(q, k, v, allowed, scale=1 / math.sqrt(4), model_heads=plain + 0.5, tile=3)
+    np.testing.assert_allclose(walk.plain, plain, atol=1e-12)
+    np.testing.assert_allclose(walk.scaled, q @ k.T / 2, atol=1e-12)
+    assert walk.diff_plain < 1e-12 and walk.diff_model == pytest.approx(0.5, abs=1e-12)
+    steps = walk.tiled.steps
+    assert [(s.k_start, s.k_end) for s in steps] == [(0, 3), (3, 6), (6, 7)]
+    assert walk.gap_to_final(steps[-1]) == 0.0 and walk.gap_to_final(steps[0]) > 0.01
+    # a query's max rises in a step exactly when a key of that tile beats every allowed key before it
+    s = np.where(allowed, q @ k.T / 2, -np.inf)
+    for st in steps[1:]:
+        rose = s[:, st.k_start:st.k_end].max(1) > s[:, :st.k_start].max(1)
+        np.testing.assert_array_equal(walk.rescaled(st), rose)
+
+
+def test_memory_curve_fields():
+    from classroom import flash
+    mem = flash.memory_curve(8, lengths=(16, 64), d=8)
+    np.testing.assert_array_equal(mem.lengths, [16, 64])
+    np.testing.assert_allclose(mem.full_scores_mb, [16 * 16 * 4 / 2**20, 64 * 64 * 4 / 2**20])
+    np.testing.assert_allclose(mem.tile_scores_mb, [16 * 8 * 4 / 2**20, 64 * 8 * 4 / 2**20])
+    assert (mem.plain_mb >= mem.full_scores_mb).all()  # plain attention holds at least its T x T scores
+    assert (mem.max_diff < 1e-5).all() and mem.tile == 8

@@ -35,9 +35,11 @@ def test_greedy_steps_equal_an_uncached_argmax_loop(model):
         full = torch.log_softmax(model(torch.tensor([ids[:-1]]))[0].double(), -1)
     want = [float(full[t - 1, ids[t]]) for t in range(3, len(ids))]
     rows = gen.factorisation()
-    np.testing.assert_allclose([r["log p"] for r in rows], want, atol=1e-5)
-    assert rows[-1]["Σ log p so far"] == pytest.approx(sum(want), abs=1e-4)
-    assert rows[-1]["p of the text so far"] == pytest.approx(math.exp(sum(want)), rel=1e-4)
+    np.testing.assert_allclose([r.logp for r in rows], want, atol=1e-5)
+    np.testing.assert_allclose([r.p for r in rows], np.exp(want), rtol=1e-4)
+    assert [r.step for r in rows] == list(range(1, 7)) and [r.token for r in rows] == ids[3:]
+    assert rows[-1].logp_so_far == pytest.approx(sum(want), abs=1e-4)
+    assert rows[-1].p_so_far == pytest.approx(math.exp(sum(want)), rel=1e-4)
 
 
 def test_sampling_is_seeded_and_stays_inside_top_k(model):
@@ -68,6 +70,11 @@ def test_top_p_rule_against_a_rule_written_here(model):
     rule = gen.next_distribution().numpy()
     assert set(np.nonzero(rule)[0]) == set(keep)
     np.testing.assert_allclose(rule[keep], p[keep] / p[keep].sum(), atol=1e-6)
+    nt = gen.next_token(k=4)  # what the page shows: the model's top 4 beside the rule's probabilities
+    np.testing.assert_array_equal(nt.top_ids, order[:4])
+    np.testing.assert_allclose(nt.p_model, p[order[:4]], atol=1e-12)
+    np.testing.assert_allclose(nt.p_rule, rule[order[:4]], atol=1e-12)
+    assert nt.kept == len(keep) and nt.vocab_size == len(p)
 
 
 def test_cache_bytes_follow_the_formula(model):
@@ -78,7 +85,9 @@ def test_cache_bytes_follow_the_formula(model):
     per_token = 2 * cfg.n_layers * 2 * cfg.d_k * 4  # K and V, 2 layers, 2 K/V heads, float32
     assert [r.cache_bytes for r in gen.records] == [per_token * t for t in (5, 6, 7)]
     g = cache_growth(cfg, 4, 3)
-    assert list(g["this model"]) == [per_token * t for t in range(4, 8)]
-    assert list(g["without grouped-query attention"]) == [2 * per_token * t for t in range(4, 8)]
+    assert list(g.context) == [4, 5, 6, 7]
+    assert list(g.this_model) == [per_token * t for t in range(4, 8)]
+    assert list(g.without_gqa) == [2 * per_token * t for t in range(4, 8)]
+    assert g.bytes_per_token == per_token and g.bytes_per_token_without_gqa == 2 * per_token
     assert gen.records[-1].attention.shape == (2, 4, 7)
     np.testing.assert_allclose(gen.records[-1].attention.sum(-1), 1.0, atol=1e-6)

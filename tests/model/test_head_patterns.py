@@ -82,6 +82,7 @@ def test_half_sharp_random_pattern_is_other():
     # "other" reports the score of the kind that came closest to its threshold
     best = max(THRESHOLDS, key=lambda k: hp.scores[k] - THRESHOLDS[k])
     assert hp.score == hp.scores[best] and hp.nearest == best
+    assert hp.threshold == THRESHOLDS[best] and hp.margin == pytest.approx(hp.score - THRESHOLDS[best])
     # and the title says it fell short: "other (<nearest> <score> < <threshold>)"
     assert hp.title() == f"other ({best} {hp.scores[best]:.2f} < {THRESHOLDS[best]:g})"
     assert label_head(np.eye(T)).title() == "self/diagonal 1.00"

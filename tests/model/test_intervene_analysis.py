@@ -38,19 +38,53 @@ def test_importance_equals_ablating_each_head_alone(model):
     x = torch.tensor([ids])
     lp0 = torch.log_softmax(model(x)[0, -1].double(), -1)
     t = int(lp0.argmax())
-    assert res["target"] == t
+    assert res.target == t and res.clean_logp == pytest.approx(float(lp0[t]), abs=1e-9)
     for l in range(2):
         for h in range(4):
             lp = torch.log_softmax(model.trace(x, ablate_heads=[(l, h)]).logits[0, -1].double(), -1)[t]
-            assert res["score"][l, h] == pytest.approx(float(lp0[t] - lp), abs=1e-5)
+            assert res.score[l, h] == pytest.approx(float(lp0[t] - lp), abs=1e-5)
+    top = res.top(3)  # the most important heads, best first
+    order = np.argsort(-res.score.ravel())[:3]
+    assert [(r.layer, r.head) for r in top] == [divmod(int(i), 4) for i in order]
+    assert [r.score for r in top] == sorted(res.score.ravel(), reverse=True)[:3]
 
 
 def test_compare_reports_later_layers_changing_and_earlier_not(model):
     out = iv.compare(model, [1, 4, 9, 2, 7, 3], [(0, 1)], causal=True)
-    np.testing.assert_array_equal(out["w_clean"][0], out["w_ablated"][0])  # layer 0's weights: unchanged
-    assert np.abs(out["w_clean"][1] - out["w_ablated"][1]).max() > 0  # layer 1 sees a changed input
-    assert out["hidden_change"].shape == (2, 6) and (out["hidden_change"][0] > 0).any()
-    assert abs(out["p_clean"].sum() - 1) < 1e-6 and abs(out["p_ablated"].sum() - 1) < 1e-6
+    np.testing.assert_array_equal(out.w_clean[0], out.w_ablated[0])  # layer 0's weights: unchanged
+    assert np.abs(out.w_clean[1] - out.w_ablated[1]).max() > 0  # layer 1 sees a changed input
+    assert out.w_clean.shape == (2, 4, 6, 6)
+    assert out.hidden_change.shape == (2, 6) and (out.hidden_change[0] > 0).any()
+    assert abs(out.p_clean.sum() - 1) < 1e-6 and abs(out.p_ablated.sum() - 1) < 1e-6
+    x = torch.tensor([[1, 4, 9, 2, 7, 3]])
+    np.testing.assert_allclose(out.p_ablated, model.trace(x, ablate_heads=[(0, 1)]).probs[0, -1].double().numpy())
+
+
+def test_prediction_change_lists_both_top_k_and_the_two_top_tokens():
+    before = np.array([0.5, 0.3, 0.1, 0.05, 0.05])
+    after = np.array([0.1, 0.2, 0.05, 0.6, 0.05])
+    ch = iv.prediction_change(before, after, k=2)
+    assert ch.ids == [0, 1, 3]  # before's top 2, then after's top 2 not already listed
+    np.testing.assert_array_equal(ch.before, [0.5, 0.3, 0.05])
+    np.testing.assert_array_equal(ch.after, [0.1, 0.2, 0.6])
+    assert (ch.top_before, ch.top_after, ch.p_top_before, ch.p_top_after) == (0, 3, 0.5, 0.6)
+
+
+def test_edit_row_follows_the_engine_and_reports_a_refused_row(model):
+    ids = [1, 4, 9, 2, 7, 3]
+    x = torch.tensor([ids])
+    row = (1, 2, 5, (0.0, 1.0, 0.0, 3.0, 0.0, 0.0))
+    ed = iv.edit_row(model, ids, True, row)
+    want = model.trace(x, edit_rows=[row])
+    assert ed.error is None
+    np.testing.assert_allclose(ed.row, [0, 0.25, 0, 0.75, 0, 0], atol=1e-7)
+    np.testing.assert_array_equal(ed.p_edited, want.probs[0, -1].double().numpy())
+    np.testing.assert_array_equal(ed.p_clean, model.trace(x).probs[0, -1].double().numpy())
+    assert ed.hidden_change == pytest.approx(float((want.final - model.trace(x).final).norm(dim=-1).max()))
+    bad = iv.edit_row(model, ids, True, (1, 2, 5, (0.0,) * 6))
+    assert "sums to 0" in bad.error and bad.row is None and bad.p_edited is None
+    np.testing.assert_allclose(iv.flow_of(model, ids, True),
+                               iv.attention_flow(iv.layer_weights(model.trace(x))), atol=0)
 
 
 def test_attention_flow_on_the_two_layer_example_by_hand():

@@ -13,10 +13,12 @@ def test_search_is_softmax_qkT_v(scale):
     z = K @ q / (np.sqrt(3) if scale else 1.0)
     w = np.exp(z - z.max())
     w /= w.sum()
-    np.testing.assert_allclose(r["scores"], K @ q, rtol=1e-12)
-    np.testing.assert_allclose(r["weights"], w, rtol=1e-12)
-    np.testing.assert_allclose(r["output"], w @ V, rtol=1e-12)
-    assert r["weights"].sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(r.scores, K @ q, rtol=1e-12)
+    assert r.scale == pytest.approx(1 / np.sqrt(3) if scale else 1.0, rel=1e-12)
+    np.testing.assert_allclose(r.scaled, z, rtol=1e-12)
+    np.testing.assert_allclose(r.weights, w, rtol=1e-12)
+    np.testing.assert_allclose(r.output, w @ V, rtol=1e-12)
+    assert r.weights.sum() == pytest.approx(1.0)
 
 
 def test_search_rejects_a_query_of_the_wrong_width():

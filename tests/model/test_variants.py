@@ -270,16 +270,28 @@ def test_calculator_equals_the_engine_cache(kv):
     assert kv_cache.engine_cache_bytes(shape, kv, n) == real
 
 
+def test_engine_checks_put_the_calculator_beside_the_engine():
+    shape = kv_cache.KVShape("t", n_layers=2, n_heads=4, n_kv_heads=2, d_head=8)
+    checks = kv_cache.engine_checks(shape, 2, n_tokens=3)
+    assert [(c.variant, c.kv_heads, c.tokens) for c in checks] == [("MHA", 4, 3), ("GQA", 2, 3), ("MQA", 1, 3)]
+    assert [c.calculated for c in checks] == [2 * 2 * kv * 8 * 4 * 3 for kv in (4, 2, 1)]  # fp32, by hand
+    assert all(c.equal and c.measured == c.calculated for c in checks)
+    off = kv_cache.engine_checks(shape, None, n_tokens=3, measure=lambda sh, kv, n: 1)  # a wrong measurement
+    assert [c.variant for c in off] == ["MHA", "MQA"] and not any(c.equal for c in off)
+    assert kv_cache.gqa_options(12) == [2, 3, 4, 6] and kv_cache.gqa_options(2) == []
+
+
 def test_calculator_table_presets():
     smol = kv_cache.PRESETS["SmolLM2-135M"]
-    rows = {r["K/V heads"]: r for r in kv_cache.cache_table(smol, 1000, 4)}
-    assert rows[3]["bytes per token"] == 2 * 30 * 3 * 64 * 4 == 46_080
-    assert rows[9]["bytes per token"] == 138_240 and rows[1]["bytes per token"] == 15_360
+    rows = {r.kv_heads: r for r in kv_cache.cache_table(smol, 1000, 4)}
+    assert rows[3].bytes_per_token == 2 * 30 * 3 * 64 * 4 == 46_080
+    assert rows[9].bytes_per_token == 138_240 and rows[1].bytes_per_token == 15_360
+    assert rows[3].share_of_mha == pytest.approx(1 / 3) and rows[3].context_bytes == 46_080 * 1000
     t = kv_cache.cache_table(kv_cache.PRESETS["GPT-2 small"], 1000, 2, window=256)
-    assert [r["K/V heads"] for r in t] == [12, 6, 1, 12]  # MHA, GQA (default 6), MQA, window
-    assert t[0]["bytes per token"] == 2 * 12 * 12 * 64 * 2
-    assert t[3]["tokens cached"] == 256 and t[3]["bytes for the context"] == 2 * 12 * 12 * 64 * 2 * 256
-    assert kv_cache.cache_table(smol, 100, 4, window=500)[3]["tokens cached"] == 100  # w > context: no cap
+    assert [r.kv_heads for r in t] == [12, 6, 1, 12]  # MHA, GQA (default 6), MQA, window
+    assert t[0].bytes_per_token == 2 * 12 * 12 * 64 * 2
+    assert t[3].tokens_cached == 256 and t[3].context_bytes == 2 * 12 * 12 * 64 * 2 * 256
+    assert kv_cache.cache_table(smol, 100, 4, window=500)[3].tokens_cached == 100  # w > context: no cap
     for bad in (dict(context=0), dict(window=0)):
         with pytest.raises(ValueError, match="at least 1"):
             kv_cache.cache_table(smol, **{"context": 10, "bytes_per_number": 4, **bad})
@@ -300,8 +312,8 @@ def test_variants_share_the_base_weights_and_pool_kv_heads():
     want = np.concatenate([(bk[0:8] + bk[8:16]) / 2, (bk[16:24] + bk[24:32]) / 2])
     np.testing.assert_allclose(gqa.blocks[0].attn.k_proj.weight.numpy(), want, rtol=1e-6)
     ids = [1, 5, 9, 12, 7]
-    np.testing.assert_allclose(V.variant_heads(V.build_variant("mha", 40, seed=7), ids, True)["weights"],
-                               V.variant_heads(base, ids, True)["weights"])  # MHA is the base itself
+    np.testing.assert_allclose(V.variant_heads(V.build_variant("mha", 40, seed=7), ids, True).weights,
+                               V.variant_heads(base, ids, True).weights)  # MHA is the base itself
     with pytest.raises(ValueError, match="window must be a positive integer"):
         V.build_variant("window", 40, window=0)
 
@@ -310,12 +322,14 @@ def test_shuffle_gaps_no_positions_zero_sinusoidal_not():
     ids = [1, 5, 9, 12, 7, 3]
     models = {k: V.build_variant(k, 40, seed=0) for k in ("none", "sinusoidal", "alibi")}
     res = V.shuffle_gaps(models, ids, seed=3)
-    perm = res["perm"]
+    perm = res.perm
+    assert [g.key for g in res.gaps] == ["none", "sinusoidal", "alibi"]  # in the order of the models
     # independent check of the claim: the no-position weights of the shuffle are P W P^T, by indexing
-    w = V.variant_heads(models["none"], ids, False)["weights"]
-    ws = V.variant_heads(models["none"], [ids[i] for i in perm], False)["weights"]
+    w = V.variant_heads(models["none"], ids, False).weights
+    ws = V.variant_heads(models["none"], [ids[i] for i in perm], False).weights
     np.testing.assert_allclose(ws, w[:, perm][:, :, perm], atol=1e-6)
-    assert res["none"]["weight_gap"] < 1e-6
-    assert res["sinusoidal"]["weight_gap"] > 1e-2 and res["alibi"]["weight_gap"] > 1e-2
+    assert res.gap("none").weight_gap < 1e-6
+    assert res.gap("sinusoidal").weight_gap > 1e-2 and res.gap("alibi").weight_gap > 1e-2
+    assert res.gap("none").output_gap < 1e-5 and res.gap("sinusoidal").output_gap > 1e-2  # the final states too
     with pytest.raises(ValueError, match="at least 2 tokens"):
         V.shuffle_gaps(models, [4], seed=0)

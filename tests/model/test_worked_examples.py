@@ -1,14 +1,21 @@
 """Every worked example of the lecture notes, checked against numbers computed here independently
 with plain numpy (not with the code under test), to 1e-4. Also the calculator's general path
 (multi-head, W_O, masks, cross-attention), the small calculators, the exports and lesson mode."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
+from classroom import (
+    layer_norm,
+    mask_lab,
+    scaling,
+)
 from classroom import worked_examples as wx
+from classroom.lesson import STEP_KEYS, build_lesson
 from model.config import ModelConfig
 from model.layers import sinusoidal_table
-from classroom.lesson import STEP_KEYS, build_lesson
 from model.transformer import Transformer
 
 TOL = 1e-4
@@ -144,7 +151,7 @@ def test_padded_batch():
 
 def test_padding_keys_only_gives_thirds():
     p = wx.PRESETS["padded-batch"].setup
-    s = wx.compute_attention(wx._replace(p, mask_padded_queries=False))
+    s = wx.compute_attention(replace(p, mask_padded_queries=False))
     close(s.weights[0, 3], [1 / 3, 1 / 3, 1 / 3, 0])
 
 
@@ -326,3 +333,33 @@ def test_lesson_steps_and_live_answers(lesson_run):
     for tag in [A + "2", A + "3", A + "4", A + "5", A + "6", A + "7", "causal masking (question 1)",
                 B + "1", B + "2", B + "3", B + "4", "autoregressive transformers (question 5)"]:
         assert tag in src, tag
+
+
+def test_classroom_math_is_the_engines():
+    """The consistency checks that used to run inside the app (worked_examples.pe_table raised
+    AssertionError) live here: each classroom function gives the engine's numbers."""
+    from classroom import worked_examples as wx
+    from model.attention import additive, masked_softmax
+    from model.layers import layer_norm as engine_layer_norm
+
+    x = torch.randn(3, 5, dtype=torch.float64)
+    allowed = torch.rand(3, 5) > 0.3
+    _, w, _ = masked_softmax(x, allowed, temperature=0.7)
+    np.testing.assert_array_equal(scaling.softmax(x.numpy(), 0.7, allowed=allowed.numpy()), w.numpy())
+    np.testing.assert_array_equal(wx.softmax_from_scores(x.numpy(), allowed.numpy()), masked_softmax(x, allowed)[1].numpy())
+    g, b = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    ln, ref = layer_norm.layer_norm(x.numpy(), g.numpy(), b.numpy()), engine_layer_norm(x, g, b)
+    for k in ("normalized", "output"):
+        np.testing.assert_array_equal(getattr(ln, k), getattr(ref, k).numpy())
+    np.testing.assert_array_equal(ln.var, ref.var[..., 0].numpy())
+    steps = wx.layer_norm_steps(x[0].numpy())
+    np.testing.assert_array_equal(steps.output, engine_layer_norm(x[0], torch.ones(5, dtype=torch.float64),
+                                                           torch.zeros(5, dtype=torch.float64)).output.numpy())
+    # the float64 table at an offset is the engine's rows, and agrees with the model's float32 table
+    np.testing.assert_array_equal(wx.pe_table(4, 6, start=7),
+                                  sinusoidal_table(11, 6, dtype=torch.float64).numpy()[7:])
+    np.testing.assert_allclose(wx.pe_table(50, 16), sinusoidal_table(50, 16).numpy(), atol=1e-6)
+    assert f"{wx.pe_table(2, 4)[1, 3]:.5f}" == "0.99995"  # float64: cos(0.01), as the notes write it
+    m = mask_lab.mask_steps(np.array([[True, True, False]]), 0, causal=True, mask_queries=False)
+    np.testing.assert_array_equal(m.pad_1d_add, additive(torch.tensor([True, True, False])).numpy())
+    np.testing.assert_array_equal(m.combined_add, np.where(m.combined > 0, 0.0, -np.inf))

@@ -4,8 +4,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from tests.helpers import decode
-from viz.variants import bias_grid, bytes_bars, variant_heads
+from viz.variants import bias_grid, variant_heads
 
 LABELS = ["<b>a</b>", "b", "b", "c"]
 
@@ -41,14 +40,3 @@ def test_bias_grid_values_and_slope_titles():
     assert fig.layout.coloraxis.cmax == 0.0 and fig.layout.coloraxis.cmin == pytest.approx(-0.5)
     with pytest.raises(ValueError, match="one value per head"):
         bias_grid(bias, ["x", "y", "z"], [0.5])
-
-
-def test_bytes_bars():
-    fig = bytes_bars(["MHA", "<i>GQA</i>"], [10.0, 5.0], text=["10 B", "5 B"], title="t")
-    go.Figure(fig.to_dict())
-    np.testing.assert_array_equal(decode(fig.to_plotly_json()["data"][0]["y"]), [10.0, 5.0])
-    assert fig.data[0].x[1] == "&lt;i&gt;GQA&lt;/i&gt;"
-    with pytest.raises(ValueError, match="one name per value"):
-        bytes_bars(["a"], [1.0, 2.0])
-    with pytest.raises(ValueError, match="finite and non-negative"):
-        bytes_bars(["a"], [float("nan")])
