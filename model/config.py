@@ -83,16 +83,21 @@ class ModelConfig:
     attn_softcap: float | None = None  # Gemma 2: scaled scores s -> cap·tanh(s / cap), before the mask
     final_softcap: float | None = None  # Gemma 2: logits z -> cap·tanh(z / cap)
     window_layers: tuple[int, ...] | None = None  # the layers that use `window`; None = every layer
-    #                                               (Gemma 2: 0, 2, 4, ... local; the others global)
+    #                                               (Gemma 2: 0, 2, 4, ... local; the others global).
+    # Each family option is read only where its base option is on (window_layers with a window,
+    # sandwich_norm with pre-norm, mlm_head with an output layer, rope_llama3 with rotary positions,
+    # pos_offset with learned positions), so a page may vary one option of a pretrained config
+    # (cfg.replace(norm="post"), n_layers=1, ...) without contradicting another.
     emb_scale: float | None = None  # Gemma: what block 0 sees is the token embedding times this
     #                                 (sqrt(d_model), rounded to float32 as the model multiplies)
     norm_unit_offset: bool = False  # Gemma: RMSNorm scales by (1 + w); the weights are offsets from 1
     sandwich_norm: bool = False  # Gemma 2: a norm after each sublayer too (before the residual add):
     #                              x + N(attn(N(x))), then mid + N(ffn(N(mid)))
     rope_llama3: tuple[float, float, float, int] | None = None  # Llama 3.1+ rotary scaling: (factor,
-    #                low_freq_factor, high_freq_factor, original_max_position_embeddings)
+    #                low_freq_factor, high_freq_factor, original_max_position_embeddings); read
+    #                only with pos_encoding "rope"
     pos_offset: int = 0  # RoBERTa: position p uses learned row p + pos_offset (padding_idx + 1);
-    #                      the table then has max_len + pos_offset rows
+    #                      the table then has max_len + pos_offset rows; read only with "learned"
     mlm_head: bool = False  # BERT family's masked-LM head: dense D×D, activation, LayerNorm, then
     #                         the (tied) output matrix plus a bias on the logits: fill in the blank
     family: str = ""  # which importer made this config (model.families: "gpt2", "llama", "bert", ...);
@@ -187,12 +192,10 @@ class ModelConfig:
             wl = self.window_layers
             if isinstance(wl, list):
                 wl = tuple(wl)
-            if (not isinstance(wl, tuple) or any(isinstance(i, bool) or not isinstance(i, int) for i in wl)
-                    or any(not 0 <= i < self.n_layers for i in wl) or len(set(wl)) != len(wl)):
-                raise ValueError(f"window_layers must be distinct layer indices in [0, {self.n_layers - 1}] "
-                                 f"or None (every layer), got {self.window_layers!r}")
-            if self.window is None:
-                raise ValueError("window_layers names the layers that use the window: set window too")
+            if (not isinstance(wl, tuple) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in wl)
+                    or len(set(wl)) != len(wl)):
+                raise ValueError(f"window_layers must be distinct non-negative layer indices or None (every "
+                                 f"layer), got {self.window_layers!r}")
             object.__setattr__(self, "window_layers", tuple(sorted(wl)))
         if self.rope_llama3 is not None:
             r = self.rope_llama3
@@ -204,19 +207,8 @@ class ModelConfig:
                 raise ValueError(f"rope_llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and a "
                                  f"positive original length, got {r!r}")
             object.__setattr__(self, "rope_llama3", (float(factor), float(low), float(high), int(orig)))
-            if self.pos_encoding != "rope":
-                raise ValueError("rope_llama3 scales rotary positions: it needs pos_encoding='rope'")
         if isinstance(self.pos_offset, bool) or not isinstance(self.pos_offset, int) or self.pos_offset < 0:
             raise ValueError(f"pos_offset must be a non-negative integer, got {self.pos_offset!r}")
-        if self.pos_offset and self.pos_encoding != "learned":
-            raise ValueError("pos_offset shifts learned position rows: it needs pos_encoding='learned'")
-        if self.mlm_head and not self.output_head:
-            raise ValueError("mlm_head is part of the output layer: it needs output_head=True")
-        if self.sandwich_norm and (self.norm != "pre" or not self.use_norm):
-            raise ValueError("sandwich_norm (Gemma 2) adds norms around pre-norm sublayers: it needs "
-                             "norm='pre' and use_norm=True")
-        if self.qk_norm and self.norm_kind != "rmsnorm":
-            raise ValueError("qk_norm (Qwen3) is an RMSNorm: it needs norm_kind='rmsnorm'")
         for name in ("family", "architecture"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
@@ -240,6 +232,16 @@ class ModelConfig:
     def bias_ffn(self) -> bool:
         """Whether the FFN's linear layers have biases (ffn_bias, else bias)."""
         return self.bias if self.ffn_bias is None else self.ffn_bias
+
+    @property
+    def has_sandwich(self) -> bool:
+        """Gemma 2's norms after each sublayer are built: sandwich_norm with pre-norm and norms on."""
+        return self.sandwich_norm and self.norm == "pre" and self.use_norm
+
+    @property
+    def has_mlm_head(self) -> bool:
+        """The masked-LM head is built: mlm_head with an output layer."""
+        return self.mlm_head and self.output_head
 
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of layer `layer`: `window` when the layer is in window_layers (or
@@ -291,7 +293,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     ffn = D * F + bf * F + F * D + bf * D
     if cfg.activation in GATED:
         ffn += D * F + bf * F  # W_gate beside W_up (fc1)
-    norms_per_layer = 4 if cfg.sandwich_norm else 2  # Gemma 2: a norm after each sublayer too
+    norms_per_layer = 4 if cfg.has_sandwich else 2  # Gemma 2: a norm after each sublayer too
     parts = {
         "token_embedding": V * D,
         "position_embedding": (cfg.max_len + cfg.pos_offset) * D if cfg.pos_encoding == "learned" else 0,
@@ -307,7 +309,7 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
         parts["embedding_norm"] = ln  # gamma and beta of the embedding LayerNorm
     if cfg.qk_norm:
         parts["qk_norm"] = L * 2 * cfg.d_k  # Qwen3: gamma of the q and k RMSNorms (d_k each)
-    if cfg.mlm_head:
+    if cfg.has_mlm_head:
         parts["mlm_head"] = D * D + D + 2 * D + V  # dense W, b; LayerNorm gamma, beta; logit bias
     return parts
 

@@ -408,7 +408,7 @@ class Block(nn.Module):
         self.ln2 = make_norm(cfg) if cfg.use_norm else NoNorm()
         self.ffn = FeedForward(cfg)
         # registered last: the parameter order of every other model is unchanged
-        self.sandwich = cfg.sandwich_norm
+        self.sandwich = cfg.has_sandwich
         if self.sandwich:
             self.ln1_post = make_norm(cfg)  # on the attention's output, before the residual add
             self.ln2_post = make_norm(cfg)  # on the FFN's output, before the residual add

@@ -71,7 +71,7 @@ class TokenModel(nn.Module):
         None when tied (the embedding scores the vocabulary) or when cfg.output_head is False."""
         own = cfg.output_head and not cfg.tie_weights
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False) if own else None
-        if cfg.mlm_head:  # the BERT family's masked-LM head: dense, activation, LayerNorm, + a logit bias
+        if cfg.has_mlm_head:  # the BERT family's masked-LM head: dense, activation, LayerNorm, + a logit bias
             self.mlm_dense = nn.Linear(cfg.d_model, cfg.d_model)  # (D, D) + (D,)
             self.mlm_ln = LayerNorm(cfg.d_model, cfg.ln_eps)
             self.mlm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))  # (V,)
@@ -79,7 +79,7 @@ class TokenModel(nn.Module):
     def head_transform(self, x: Tensor, record: bool = True) -> tuple[Tensor, HeadTrace | None]:
         """The masked-LM head's transform (cfg.mlm_head) of the last hidden states x (B, T, D):
         LayerNorm(act(x W^T + b)), what the output matrix then scores; x itself without one."""
-        if not self.cfg.mlm_head:
+        if not self.cfg.has_mlm_head:
             return x, None
         dense = self.mlm_dense(x)  # (B, T, D)
         act = ACTIVATION_FNS[self.cfg.activation](dense)  # (B, T, D)
@@ -90,7 +90,7 @@ class TokenModel(nn.Module):
         """Logits (B, T, V) of the last hidden states x (B, T, D): the masked-LM head (if any),
         the output matrix, its bias, the final soft-capping (output_logits). What forward returns."""
         h, _ = self.head_transform(x, record=False)
-        return output_logits(h, self.output_matrix, self.mlm_bias if self.cfg.mlm_head else None,
+        return output_logits(h, self.output_matrix, self.mlm_bias if self.cfg.has_mlm_head else None,
                              self.cfg.final_softcap)
 
     @property
@@ -240,7 +240,7 @@ class Transformer(TokenModel):
         if self.cfg.output_head:
             h, head = self.head_transform(x)  # (B, T, D): x itself without a masked-LM head
             w = self.output_matrix  # (V, D)
-            bias = self.mlm_bias if self.cfg.mlm_head else None  # (V,)
+            bias = self.mlm_bias if self.cfg.has_mlm_head else None  # (V,)
             if w.requires_grad or (bias is not None and bias.requires_grad):  # may still change (training)
                 logits = output_logits(h, w, bias, self.cfg.final_softcap)  # (B, T, V)
             else:  # frozen (the app's models): the same ops on first read (trace.derived)

@@ -245,12 +245,12 @@ def test_masked_lm_head_fills_the_blank_as_transformers(made, name):
     ids = _ids(tok, TEXT)
     pos = 3
     res = fill_in(model, ids, pos, tok.mask_id, k=5)
-    masked = torch.tensor([res["masked_ids"]])
+    masked = torch.tensor([res.masked_ids])
     with torch.no_grad():
         p = torch.softmax(hf(masked).logits[0, pos], -1)
     top = torch.sort(p, descending=True, stable=True).indices[:5]
-    assert list(res["top_ids"]) == top.tolist()
-    torch.testing.assert_close(torch.tensor(res["top_p"], dtype=torch.float32), p[top], atol=1e-6, rtol=0)
+    assert list(res.top_ids) == top.tolist()
+    torch.testing.assert_close(torch.tensor(res.top_p, dtype=torch.float32), p[top], atol=1e-6, rtol=0)
     tr = model.trace(masked, causal=False)
     assert tr.head is not None and tr.head.ln is not None and tr.head.output.shape == tr.final.shape
 
