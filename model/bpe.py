@@ -11,9 +11,12 @@ app uses it: `encode(text) -> Encoded(ids, labels)`, `decode`, `vocab`, `index`,
     ones are added tokens too. Tests check the ids against transformers' tokenizer on the same file.
     (SmolLM2's own tokenizer.json and llama.cpp's "smollm" pre-tokenizer also split digits one by
     one; the vocabulary holds no multi-digit tokens, so the ids agree.)
-  - No BOS is added: the file says tokenizer.ggml.add_bos_token = False and transformers' tokenizer
-    adds nothing ("The capital of France is" -> 5 ids). `add_bos` is False; bos_id/eos_id are the
-    file's (<|im_start|>, <|im_end|>), used by the chat template and to stop generation.
+  - BOS as the file says (tokenizer.ggml.add_bos_token): SmolLM2's says False and transformers'
+    tokenizer adds nothing ("The capital of France is" -> 5 ids); a Llama 3 file's True puts its
+    bos_id first. bos_id/eos_id are the file's (SmolLM2: <|im_start|>, <|im_end|>), used by the
+    chat template and to stop generation.
+  - Words are cut by the regex the file's pre-tokenizer names (tokenizer.ggml.pre: llama-bpe,
+    qwen2, ...: GGUF_PRE_TOKENIZER_SPLITS, transformers' table), else by GPT-2's.
   - unk_id is None: a byte-level BPE spells any text with its 256 byte tokens, so no id ever means
     "unknown" (the file names <|endoftext|> as its unknown token; it is never produced).
   - Labels are readable: a leading or inner space is shown as "·", a newline as "↵", a tab as "⇥",
