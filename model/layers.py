@@ -45,12 +45,14 @@ def rope_tables(positions: Tensor, d_k: int, theta: float,
     return emb.cos(), emb.sin()
 
 
+@functools.lru_cache(maxsize=64)
 def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None) -> Tensor:
     """(d_k/2,) float32 rotary frequencies theta^(-2i/d_k). llama3 = (factor, low_freq_factor,
     high_freq_factor, original_max_position_embeddings): Llama 3.1's rescaling, step for step as
     transformers' _compute_llama3_parameters (same float32 ops in the same order): wavelengths
     longer than original/low_freq_factor are divided by factor, shorter than original/high_freq_factor
-    kept, those between interpolated smoothly."""
+    kept, those between interpolated smoothly. A constant of the config: made once and shared by
+    every pass (read-only)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k))  # (d_k/2,)
     if llama3 is None:
         return inv_freq
