@@ -85,8 +85,8 @@ class ModelConfig:
     window_layers: tuple[int, ...] | None = None  # the layers that use `window`; None = every layer
     #                                               (Gemma 2: 0, 2, 4, ... local; the others global).
     # Each family option is read only where its base option is on (window_layers with a window,
-    # sandwich_norm with pre-norm, mlm_head with an output layer, rope_llama3 with rotary positions,
-    # pos_offset with learned positions), so a page may vary one option of a pretrained config
+    # sandwich_norm with pre-norm, mlm_head with an output layer, rope_llama3 and rope_freq_factors with
+    # rotary positions, pos_offset with learned positions), so a page may vary one option of a pretrained config
     # (cfg.replace(norm="post"), n_layers=1, ...) without contradicting another.
     emb_scale: float | None = None  # Gemma: what block 0 sees is the token embedding times this
     #                                 (sqrt(d_model), rounded to float32 as the model multiplies)
@@ -96,6 +96,12 @@ class ModelConfig:
     rope_llama3: tuple[float, float, float, int] | None = None  # Llama 3.1+ rotary scaling: (factor,
     #                low_freq_factor, high_freq_factor, original_max_position_embeddings); read
     #                only with pos_encoding "rope"
+    rope_freq_factors: tuple[float, ...] | None = None  # the same scaling as a Llama 3.1+ GGUF stores
+    #                it (llama.cpp's rope_freqs tensor): one divisor per rotary pair, d_k/2 positive
+    #                numbers; pair i turns at inv_freq_i / factor_i (model.layers.rope_inv_freq). Kept
+    #                as the file gives them, not turned back into rope_llama3: a GGUF does not store
+    #                low/high_freq_factor or the original length, and the divisors are what llama.cpp
+    #                runs. Read only with pos_encoding "rope"; not together with rope_llama3
     pos_offset: int = 0  # RoBERTa: position p uses learned row p + pos_offset (padding_idx + 1);
     #                      the table then has max_len + pos_offset rows; read only with "learned"
     mlm_head: bool = False  # BERT family's masked-LM head: dense D×D, activation, LayerNorm, then
@@ -170,6 +176,10 @@ class ModelConfig:
         if self.pos_encoding == "rope" and self.d_k % 2:
             raise ValueError(f"rotary positions rotate pairs of dimensions: d_k = d_model / n_heads = {self.d_k} "
                              f"must be even; change d_model or n_heads")
+        if (self.pos_encoding == "rope" and self.rope_freq_factors is not None
+                and len(self.rope_freq_factors) != self.d_k // 2):
+            raise ValueError(f"rope_freq_factors has {len(self.rope_freq_factors)} values but a head of d_k={self.d_k} "
+                             f"has {self.d_k // 2} rotary pairs; give one factor per pair")
 
     def _check_family_options(self) -> None:
         """ValueError for a bad value of the pretrained families' options (issue 32)."""
@@ -207,6 +217,17 @@ class ModelConfig:
                 raise ValueError(f"rope_llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and a "
                                  f"positive original length, got {r!r}")
             object.__setattr__(self, "rope_llama3", (float(factor), float(low), float(high), int(orig)))
+        if self.rope_freq_factors is not None:
+            r = self.rope_freq_factors
+            if (not isinstance(r, (tuple, list)) or not r
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < float("inf")
+                           for v in r)):
+                raise ValueError("rope_freq_factors must be a non-empty sequence of positive numbers (one divisor "
+                                 f"per rotary pair, d_k/2 of them) or None, got {r!r}")
+            if self.rope_llama3 is not None:
+                raise ValueError("rope_freq_factors and rope_llama3 are two spellings of one rescaling; set one "
+                                 "(rope_llama3 from a config.json, rope_freq_factors from a GGUF's rope_freqs)")
+            object.__setattr__(self, "rope_freq_factors", tuple(float(v) for v in r))
         if isinstance(self.pos_offset, bool) or not isinstance(self.pos_offset, int) or self.pos_offset < 0:
             raise ValueError(f"pos_offset must be a non-negative integer, got {self.pos_offset!r}")
         for name in ("family", "architecture"):

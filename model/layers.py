@@ -34,26 +34,41 @@ def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch
 
 
 def rope_tables(positions: Tensor, d_k: int, theta: float,
-                llama3: tuple[float, float, float, int] | None = None) -> RopeTables:
+                llama3: tuple[float, float, float, int] | None = None,
+                freq_factors: tuple[float, ...] | None = None) -> RopeTables:
     """Rotary tables for absolute `positions` (T,) long: (cos, sin), each (T, d_k), float32.
     Pair i of a head (dimensions i and i + d_k/2, HF Llama's "rotate_half" layout) turns by the
     angle position * inv_freq_i, inv_freq_i = theta^(-2i/d_k) (rope_inv_freq: Llama 3.1's scaling
-    when llama3 is given). The arithmetic is HF's (float32 inv_freq, float32 angles)."""
-    inv_freq = rope_inv_freq(d_k, theta, llama3)  # (d_k/2,)
+    when llama3 is given, or per-pair divisors when freq_factors is). The arithmetic is HF's
+    (float32 inv_freq, float32 angles)."""
+    inv_freq = rope_inv_freq(d_k, theta, llama3, freq_factors)  # (d_k/2,)
     angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, d_k/2)
     emb = torch.cat((angles, angles), dim=-1)  # (T, d_k)
     return emb.cos(), emb.sin()
 
 
 @functools.lru_cache(maxsize=64)
-def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None) -> Tensor:
+def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None,
+                  freq_factors: tuple[float, ...] | None = None) -> Tensor:
     """(d_k/2,) float32 rotary frequencies theta^(-2i/d_k). llama3 = (factor, low_freq_factor,
     high_freq_factor, original_max_position_embeddings): Llama 3.1's rescaling, step for step as
     transformers' _compute_llama3_parameters (same float32 ops in the same order): wavelengths
     longer than original/low_freq_factor are divided by factor, shorter than original/high_freq_factor
-    kept, those between interpolated smoothly. A constant of the config: made once and shared by
-    every pass (read-only)."""
+    kept, those between interpolated smoothly.
+    freq_factors (d_k/2 numbers): the same rescaling as a Llama 3.1+ GGUF stores it (llama.cpp's
+    rope_freqs tensor, ModelConfig.rope_freq_factors): pair i's frequency divided by factor i, as
+    llama.cpp's ggml_rope_ext divides each pair's angle by its freq_factor (1 kept, `factor` for
+    long wavelengths, 1 / ((1 - smooth) / factor + smooth) between). The base frequencies are
+    still HF's float32 ones; the division is one float32 op, so the smoothed pairs agree with the
+    llama3 path to a few float32 roundings (not bit for bit). Not combined with llama3
+    (ModelConfig refuses both). A constant of the config: made once and shared by every pass
+    (read-only)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k))  # (d_k/2,)
+    if freq_factors is not None:
+        if len(freq_factors) != inv_freq.shape[0]:
+            raise ValueError(f"rotary frequency factors: {len(freq_factors)} given, but a head of d_k={d_k} "
+                             f"has {inv_freq.shape[0]} pairs")
+        return inv_freq / torch.tensor(freq_factors, dtype=torch.float32)  # (d_k/2,)
     if llama3 is None:
         return inv_freq
     factor, low_freq_factor, high_freq_factor, old_context_len = llama3
@@ -173,12 +188,13 @@ class Rotary(AttentionHook):
     come with the pass (Transformer.run makes them once for every layer); a layer called alone
     rotates positions 0 .. Tq-1."""
 
-    def __init__(self, d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None):
-        self.d_k, self.theta, self.llama3 = d_k, theta, llama3
+    def __init__(self, d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None,
+                 freq_factors: tuple[float, ...] | None = None):
+        self.d_k, self.theta, self.llama3, self.freq_factors = d_k, theta, llama3, freq_factors
 
     def qk(self, q: Tensor, k: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
         rope = (c.rope if c.rope is not None
-                else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta, self.llama3))
+                else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta, self.llama3, self.freq_factors))
         c.fields["q_pre_rope"], c.fields["k_pre_rope"] = q, k
         return apply_rope(q, *rope), apply_rope(k, *rope)  # rotated by their positions
 
@@ -272,7 +288,7 @@ def attention_variants(cfg: ModelConfig, *, cross: bool = False, layer: int | No
         if cfg.qk_norm:  # before the rotation (Qwen3)
             hooks.append(QKNorm(cfg.d_k, cfg.ln_eps))
         if cfg.pos_encoding == "rope":
-            hooks.append(Rotary(cfg.d_k, cfg.rope_theta, cfg.rope_llama3))
+            hooks.append(Rotary(cfg.d_k, cfg.rope_theta, cfg.rope_llama3, cfg.rope_freq_factors))
         window = cfg.window if layer is None else cfg.layer_window(layer)
         if window is not None:
             hooks.append(SlidingWindow(window))

@@ -218,7 +218,8 @@ class Transformer(TokenModel):
         if self.cfg.pos_encoding == "rope" or past is not None:
             positions = torch.arange(start, start + T)  # (T,)
         if self.cfg.pos_encoding == "rope":
-            rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta, self.cfg.rope_llama3)  # (T, d_k) x 2
+            rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta, self.cfg.rope_llama3,
+                               self.cfg.rope_freq_factors)  # (T, d_k) x 2
         if intervention is not None:
             intervention.check(self.cfg.n_layers, self.cfg.n_heads)
         sink = () if kv_sink is None else (KVSink(kv_sink),)

@@ -267,11 +267,38 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def llama3_rope_freqs(params: dict, head_dim: int) -> torch.Tensor:
+    """(head_dim/2,) float32: the rope_freqs.weight llama.cpp's converter writes for llama3
+    rotary scaling (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors), with its arithmetic:
+    each float32 frequency taken as a 0-d tensor; 1 where the wavelength is shorter than
+    original / high_freq_factor, `factor` where longer than original / low_freq_factor, else
+    1 / ((1 - smooth) / factor + smooth) (float32 ops); the list made a float32 tensor."""
+    import math
+
+    base = float(params["rope_theta"])
+    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+    old = params["original_max_position_embeddings"]
+    freqs = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    low_wavelen, high_wavelen = old / low, old / high
+    factors = []
+    for freq in freqs:  # 0-d float32 tensors, as the converter iterates them
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            factors.append(1)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return torch.tensor(factors, dtype=torch.float32)
+
+
 def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
     """A GGUF written with gguf.GGUFWriter from the tiny folder's own weights (float32) and
     tokenizer, as llama.cpp's converter would: llama's W_Q / W_K rows permuted, Gemma 2's norm
     weights stored as 1 + w, the tokenizer as metadata (byte-level "gpt2" with the llama-bpe / qwen2
-    pre-tokenizer; Gemma's SentencePiece "llama" with scores and no merges)."""
+    pre-tokenizer; Gemma's SentencePiece "llama" with scores and no merges); llama3 rotary
+    scaling as the rope_freqs.weight factors (llama3_rope_freqs)."""
     import gguf
     from safetensors.torch import load_file
 
@@ -360,24 +387,8 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
         if name == "gemma2" and gname.endswith("norm.weight"):
             t = t + 1.0  # llama.cpp stores Gemma's norms as 1 + w
         w.add_tensor(gname, np.ascontiguousarray(t, dtype=np.float32))
-    if params.get("rope_type", params.get("type")) == "llama3":  # llama.cpp's rope_freqs factors
-        import math
-        base, dim = float(params["rope_theta"]), head_dim
-        freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-        lo = params["original_max_position_embeddings"] / params["low_freq_factor"]
-        hi = params["original_max_position_embeddings"] / params["high_freq_factor"]
-        factors = []
-        for f in freqs.tolist():
-            wl = 2 * math.pi / f
-            if wl < hi:
-                factors.append(1.0)
-            elif wl > lo:
-                factors.append(params["factor"])
-            else:
-                sm = (params["original_max_position_embeddings"] / wl - params["low_freq_factor"]) / (
-                    params["high_freq_factor"] - params["low_freq_factor"])
-                factors.append(1 / ((1 - sm) / params["factor"] + sm))
-        w.add_tensor("rope_freqs.weight", np.asarray(factors, dtype=np.float32))
+    if params.get("rope_type", params.get("type")) == "llama3":
+        w.add_tensor("rope_freqs.weight", llama3_rope_freqs(params, head_dim).numpy())
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -9,7 +9,10 @@ A family importer turns a checkpoint into the one Transformer's terms:
                                                                transposed; {} = a tensor the
                                                                traced model does not use)
 and, for GGUF files, gguf_config(metadata, tensor_shapes, what) (a dict name -> shape: `in` works
-as on the names) and gguf_convert(name, tensor, cfg).
+as on the names) and gguf_convert(name, tensor, cfg). A family whose config needs the values of
+some small tensors names them in gguf_config_tensors (llama: rope_freqs.weight, Llama 3.1's rotary
+factors); the loader then reads them (float32) and passes gguf_config values={name: tensor}, and
+does not count them among the tensors the traced model ignores.
 A name the importer does not know raises ValueError naming it: nothing is dropped silently.
 """
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Family:
     gguf_architectures: tuple[str, ...] = ()  # GGUF general.architecture values it reads
     gguf_config: ConfigReader | None = None  # (GGUF metadata, {tensor name: shape}, what) -> ModelConfig
     gguf_convert: Converter | None = None  # (GGUF tensor name, float32 tensor, cfg) -> {ours: tensor}
+    gguf_config_tensors: tuple[str, ...] = ()  # GGUF tensors whose values gguf_config reads (values=...)
     notes: tuple[str, ...] = field(default=())  # numeric details worth knowing (docs, the app)
 
 

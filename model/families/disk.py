@@ -248,18 +248,23 @@ def _open_gguf(path: Path):
     return mm, meta, infos, start
 
 
-def _gguf_info(path: Path, meta: dict, infos: list[TensorInfo]) -> tuple[DiskModelInfo, Family]:
+def _gguf_info(path: Path, meta: dict, infos: list[TensorInfo], data, start: int) -> tuple[DiskModelInfo, Family]:
     what = str(path)
     arch = meta.get("general.architecture")
     fam = family_for_gguf(arch, what)
     shapes = {i.name: i.shape for i in infos}
-    cfg = fam.gguf_config(meta, shapes, what)  # names with their shapes
     for i in infos:
         try:
             GGML_QUANT_SIZES[GGMLQuantizationType(i.ggml_type)]
         except (ValueError, KeyError):
             raise ValueError(f"{what}: tensor {i.name!r} has GGML type {i.ggml_type}, which is not supported") from None
-    ignored = _check_shapes(fam, fam.gguf_convert, shapes, cfg, what)
+    if fam.gguf_config_tensors:  # small tensors the config reads (llama: rope_freqs.weight)
+        values = {i.name: dequantize_fast(data, i, start) for i in infos if i.name in fam.gguf_config_tensors}
+        cfg = fam.gguf_config(meta, shapes, what, values=values)
+    else:
+        cfg = fam.gguf_config(meta, shapes, what)  # names with their shapes
+    ignored = tuple(n for n in _check_shapes(fam, fam.gguf_convert, shapes, cfg, what)
+                    if n not in fam.gguf_config_tensors)
     info = DiskModelInfo(path=str(path), kind="gguf", family=fam.name, architecture=cfg.architecture,
                          config=cfg, weight_files=(str(path),), file_bytes=path.stat().st_size,
                          float32_bytes=4 * param_count(cfg), ignored=ignored)
@@ -284,8 +289,9 @@ def _resolve(path: str | Path) -> Path:
 
 
 def inspect_model(path: str | Path) -> DiskModelInfo:
-    """Everything load_from_disk checks, without reading tensor data: the family, the config, every
-    tensor's name and shape against it, the tokenizer's presence. ValueError with the reason."""
+    """Everything load_from_disk checks, without reading tensor data (but the few small values a
+    config needs: a Llama 3.1+ GGUF's rotary factors): the family, the config, every tensor's name
+    and shape against it, the tokenizer's presence. ValueError with the reason."""
     p = _resolve(path)
     if p.is_dir():
         info, _, hf = _folder_info(p)
@@ -293,9 +299,9 @@ def inspect_model(path: str | Path) -> DiskModelInfo:
             raise ValueError(f"{p}: no tokenizer.json; the tokenizer is missing (a model folder needs "
                              "config.json, *.safetensors and tokenizer.json)")
         return info
-    mm, meta, infos, _ = _open_gguf(p)
+    mm, meta, infos, start = _open_gguf(p)
     try:
-        info, _ = _gguf_info(p, meta, infos)
+        info, _ = _gguf_info(p, meta, infos, mm, start)
         if not meta.get("tokenizer.ggml.tokens"):
             raise ValueError(f"{p}: the GGUF holds no tokenizer (tokenizer.ggml.tokens); the tokenizer is missing")
         return info
@@ -411,7 +417,7 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
     its parsed header): the family by general.architecture, its config, the file's own tokenizer,
     every tensor dequantized to float32 (model.gguf_loader.dequantize_fast) in a few threads and
     converted by the family (llama: W_Q / W_K un-permuted; gemma2: norms - 1)."""
-    info, fam = _gguf_info(Path(what), meta, infos)
+    info, fam = _gguf_info(Path(what), meta, infos, data, start)
     cfg = info.config
     tok = _fit_tokenizer(tokenizer_from_gguf(meta, what), cfg, what)
     # biggest first, so the long token embedding does not end up alone at the tail

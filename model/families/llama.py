@@ -9,9 +9,19 @@ d_model / heads.
 
 GGUF: llama.cpp's converter permutes the rows of W_Q and W_K of every head from HF's rotate_half
 layout to interleaved pairs; gguf_convert undoes it (model.gguf_loader.unpermute_qk), as
-transformers does when it reads a GGUF.
+transformers does when it reads a GGUF. Llama 3.1+'s llama3 scaling is not in a GGUF's metadata:
+the converter (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors) stores it as the float32
+tensor rope_freqs.weight, one factor per rotary pair (1 for wavelengths shorter than
+original / high_freq_factor, `factor` for those longer than original / low_freq_factor,
+1 / ((1 - smooth) / factor + smooth) between), and llama.cpp divides each pair's frequency by its
+factor. gguf_config reads those factors into ModelConfig.rope_freq_factors as they are (the
+file does not say low/high_freq_factor or the original length, so rope_llama3 cannot be
+recovered from it; the factors are what llama.cpp runs). Only the "llama" architecture: llama.cpp
+never applies rope_freqs to qwen2 / qwen3, and those importers refuse a file carrying one.
 """
 from __future__ import annotations
+
+import math
 
 from torch import Tensor
 
@@ -59,8 +69,10 @@ def config(hf: dict, names: frozenset, what: str) -> ModelConfig:
 
 
 def gguf_decoder_config(meta: dict, names: frozenset, what: str, arch: str, *, family: str,
-                        **options) -> ModelConfig:
-    """The options every llama.cpp decoder shares, from a GGUF's metadata ({arch}.* keys)."""
+                        rope_freqs: Tensor | None = None, **options) -> ModelConfig:
+    """The options every llama.cpp decoder shares, from a GGUF's metadata ({arch}.* keys).
+    rope_freqs: the values of the file's rope_freqs.weight when the family reads it (llama); a
+    file that carries one without it being given is refused (llama.cpp does not apply it there)."""
     def req(key):
         return meta_get(meta, arch, key, what, required=True)
 
@@ -72,9 +84,17 @@ def gguf_decoder_config(meta: dict, names: frozenset, what: str, arch: str, *, f
     refuse_unless(rot == d_head, what, f"rotary over {rot} of {d_head} head dimensions is not supported")
     scaling = meta_get(meta, arch, "rope.scaling.type", what, "none")
     refuse_unless(scaling in ("none", None), what, f"rope scaling {scaling!r} is not supported")
-    refuse_unless("rope_freqs.weight" not in names, what,
-                  "per-dimension rotary factors (rope_freqs: Llama 3.1's scaling as llama.cpp stores it) "
-                  "are not supported from a GGUF; open the model's safetensors folder instead")
+    factors = None
+    if "rope_freqs.weight" in names:
+        refuse_unless(rope_freqs is not None, what,
+                      f"per-pair rotary factors (rope_freqs.weight) in a {arch!r} GGUF: llama.cpp applies them "
+                      "only to the 'llama' architecture, so what this file computes is unclear")
+        factors = tuple(float(v) for v in rope_freqs.reshape(-1).tolist())
+        refuse_unless(len(factors) == rot // 2, what,
+                      f"rope_freqs.weight holds {len(factors)} factors, but the rotary dimension {rot} has "
+                      f"{rot // 2} pairs")
+        refuse_unless(all(math.isfinite(v) and v > 0 for v in factors), what,
+                      "rope_freqs.weight holds a factor that is not a positive number")
     vocab = int(meta_get(meta, arch, "vocab_size", what, 0) or 0)
     if not vocab and isinstance(names, dict) and "token_embd.weight" in names:
         vocab = int(names["token_embd.weight"][0])  # the embedding's rows (shapes given)
@@ -83,7 +103,7 @@ def gguf_decoder_config(meta: dict, names: frozenset, what: str, arch: str, *, f
         vocab_size=vocab, d_model=D, n_heads=H, n_layers=int(req("block_count")),
         d_ff=int(req("feed_forward_length")), max_len=int(req("context_length")),
         pos_encoding="rope", rope_theta=float(meta_get(meta, arch, "rope.freq_base", what, 10000.0)),
-        norm="pre", norm_kind="rmsnorm", activation="swiglu", scale_scores=True,
+        rope_freq_factors=factors, norm="pre", norm_kind="rmsnorm", activation="swiglu", scale_scores=True,
         tie_weights="output.weight" not in names, bias=False,
         ln_eps=float(req("attention.layer_norm_rms_epsilon")), final_norm=True, n_kv_heads=kv,
         d_head=head_width(D, H, d_head), family=family, architecture=f"gguf:{arch}",
@@ -92,18 +112,24 @@ def gguf_decoder_config(meta: dict, names: frozenset, what: str, arch: str, *, f
     return ModelConfig(**base)
 
 
-def gguf_config(meta: dict, names: frozenset, what: str) -> ModelConfig:
-    """ModelConfig of a GGUF "llama" file: RMSNorm, rotary positions (theta from the file),
-    grouped-query attention, SwiGLU, no biases, pre-norm with a final norm."""
+def gguf_config(meta: dict, names: frozenset, what: str, values: dict[str, Tensor] | None = None) -> ModelConfig:
+    """ModelConfig of a GGUF "llama" file: RMSNorm, rotary positions (theta from the file; Llama
+    3.1+'s per-pair factors from rope_freqs.weight, given in `values` by the loader), grouped-query
+    attention, SwiGLU, no biases, pre-norm with a final norm."""
     arch = meta.get("general.architecture")
     refuse_unless(arch == "llama", what, f"architecture {arch!r}; this importer reads 'llama'")
     has_bias = any(n.endswith(".bias") for n in names)
-    return gguf_decoder_config(meta, names, what, "llama", family="llama", qkv_bias=has_bias,
-                               out_bias=any(n.endswith("attn_output.bias") for n in names))
+    rope_freqs = (values or {}).get("rope_freqs.weight")
+    if "rope_freqs.weight" in names and rope_freqs is None:
+        raise ValueError(f"{what}: the values of rope_freqs.weight were not read (the loader passes them)")
+    return gguf_decoder_config(meta, names, what, "llama", family="llama", rope_freqs=rope_freqs,
+                               qkv_bias=has_bias, out_bias=any(n.endswith("attn_output.bias") for n in names))
 
 
 def gguf_convert(name: str, t: Tensor, cfg: ModelConfig) -> dict[str, Tensor]:
     """A llama GGUF tensor in our terms: W_Q / W_K rows (and biases) back in HF's layout."""
+    if name == "rope_freqs.weight":  # read into cfg.rope_freq_factors by gguf_config
+        return {}
     ours = gguf_name(name)
     if ".attn_q." in name:
         t = unpermute_qk(t, cfg.n_heads).contiguous()
@@ -119,5 +145,6 @@ FAMILY = Family(
     model_types=("llama",), architectures=("LlamaForCausalLM", "LlamaModel"),
     config=config, convert=decoder_converter(),
     gguf_architectures=("llama",), gguf_config=gguf_config, gguf_convert=gguf_convert,
+    gguf_config_tensors=("rope_freqs.weight",),
     notes=("RMSNorm", "rotary positions (llama3 scaling)", "grouped-query attention", "SwiGLU"),
 )

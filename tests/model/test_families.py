@@ -29,8 +29,10 @@ from model.families import FAMILIES, family_for_config  # noqa: E402
 from model.generate import generate, generate_step  # noqa: E402
 from model.pretrained import (allowed_roots, check_allowed, estimate_float32_bytes, inspect_model,  # noqa: E402
                               list_cached_models, load_from_disk)
-from tests.tiny_families import (DECODERS, FAMILY_NAMES, GGUF_FAMILIES, GGUF_OVERRIDES, SPECS,  # noqa: E402
-                                 TOKENIZER_STRINGS, build, build_gguf, hf_model, hf_tokenizer)
+from model.transformer import Transformer  # noqa: E402
+from tests.tiny_families import (CORPUS, DECODERS, FAMILY_NAMES, GGUF_FAMILIES, GGUF_OVERRIDES,  # noqa: E402
+                                 SPECS, TOKENIZER_STRINGS, build, build_gguf, hf_model, hf_tokenizer,
+                                 llama3_rope_freqs)
 
 TOL = dict(atol=1e-5, rtol=0)
 TEXT = "The capital of France is Paris, and 12 tokens of attention."
@@ -188,11 +190,96 @@ def test_gguf_gives_the_same_numbers(tmp_path, name):
     assert info.kind == "gguf" and info.float32_bytes == 4 * model.num_parameters()
 
 
-def test_llama3_gguf_with_rope_factors_is_refused(tmp_path):
-    folder = build("llama", tmp_path / "llama")
-    path = build_gguf("llama", folder, tmp_path / "llama3.gguf")
-    with pytest.raises(ValueError, match="rope_freqs.*safetensors folder"):
+# Llama 3.1+ scaling at a tiny head size (d_k = 8: 4 rotary pairs, wavelengths 6.3, 19.9, 62.8, 199):
+# one pair kept (< 64 / 4), two smoothed, one divided by 8 (> 64 / 1)
+LLAMA31 = {"rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+LONG = 160  # positions traced: well past the original 64, where the divided pairs turn 8x slower
+
+
+@pytest.fixture(scope="module")
+def llama31(tmp_path_factory):
+    """(folder, gguf path): a tiny Llama with llama3 scaling saved as safetensors, and the GGUF
+    written from it with rope_freqs.weight as llama.cpp's converter computes it."""
+    root = tmp_path_factory.mktemp("llama31")
+    folder = build("llama", root / "llama31", overrides=dict(rope_parameters=LLAMA31, max_position_embeddings=512))
+    return folder, build_gguf("llama", folder, root / "llama31.gguf")
+
+
+def _long_ids(tok) -> torch.Tensor:
+    ids = tok.encode(" ".join(CORPUS)).ids[:LONG]
+    assert len(ids) == LONG
+    return torch.tensor([ids])
+
+
+def test_llama31_gguf_rope_factors_equal_transformers(llama31):
+    """A Llama 3.1+ GGUF (llama3 scaling stored as rope_freqs.weight, one divisor per rotary pair,
+    as llama.cpp's converter writes it) traces like transformers' eager forward of the safetensors
+    it was written from: attention weights, hidden states and logits within 1e-5 over 160
+    positions; the factors reach the config as the file holds them, every branch present."""
+    folder, path = llama31
+    model, tok = load_from_disk(path)
+    cfg = model.cfg
+    assert cfg.rope_llama3 is None and cfg.rope_theta == 100.0 and cfg.d_k == 8
+    factors = cfg.rope_freq_factors
+    assert factors == tuple(llama3_rope_freqs(LLAMA31, 8).tolist())
+    assert factors[0] == 1.0 and factors[-1] == 8.0 and all(1 < f < 8 for f in factors[1:3])  # kept, smoothed, divided
+    ids = _long_ids(tok)
+    hf = hf_model(folder)
+    with torch.no_grad():
+        out = hf(ids, output_attentions=True, output_hidden_states=True)
+    tr = model.trace(ids, causal=True)
+    assert_same(tr, out, what="llama 3.1 gguf")
+    # the folder (rope_llama3 from config.json) and the GGUF (the file's factors) agree too
+    folder_model, _ = load_from_disk(folder)
+    assert folder_model.cfg.rope_llama3 == (8.0, 1.0, 4.0, 64) and folder_model.cfg.rope_freq_factors is None
+    torch.testing.assert_close(folder_model.trace(ids).logits, tr.logits, **TOL)
+    # the factors matter here: the same weights with plain rotary positions are far off
+    plain = Transformer(cfg.replace(rope_freq_factors=None))
+    plain.load_state_dict(model.state_dict())
+    assert (plain.eval().trace(ids).logits - out.logits).abs().max() > 1e-2
+    # cached generation steps rotate with the same factors
+    step = generate_step(model, ids[:, :100])
+    for t in range(100, 104):
+        step = generate_step(model, ids[:, t:t + 1], step.cache)
+        torch.testing.assert_close(step.logits[0, 0], tr.logits[0, t], **TOL)
+    info = inspect_model(path)
+    assert info.config == cfg and "rope_freqs.weight" not in info.ignored
+
+
+def test_rope_freqs_in_a_qwen2_gguf_is_refused(tmp_path):
+    """llama.cpp applies rope_freqs only to the llama architecture: a qwen2 file carrying one is
+    refused, naming it."""
+    folder = build("qwen2", tmp_path / "q", overrides=dict(GGUF_OVERRIDES["qwen2"], rope_parameters=LLAMA31))
+    path = build_gguf("qwen2", folder, tmp_path / "q.gguf")
+    with pytest.raises(ValueError, match=r"rope_freqs\.weight.*'qwen2' GGUF.*only to the 'llama' architecture"):
         load_from_disk(path)
+
+
+def test_rope_freq_factors_config_checks(llama31):
+    """One factor per rotary pair, positive, never beside rope_llama3; the llama importer refuses
+    a rope_freqs.weight of the wrong length."""
+    from model.config import ModelConfig
+    from model.families import llama as llama_family
+    from model.gguf_loader import read_header
+
+    base = dict(vocab_size=16, d_model=16, n_heads=2, pos_encoding="rope")  # d_k 8: 4 pairs
+    assert ModelConfig(**base, rope_freq_factors=[1, 2, 3, 4]).rope_freq_factors == (1.0, 2.0, 3.0, 4.0)
+    with pytest.raises(ValueError, match="3 values but a head of d_k=8 has 4 rotary pairs"):
+        ModelConfig(**base, rope_freq_factors=(1.0, 2.0, 3.0))
+    with pytest.raises(ValueError, match="positive numbers"):
+        ModelConfig(**base, rope_freq_factors=(1.0, 0.0, 3.0, 4.0))
+    with pytest.raises(ValueError, match="two spellings of one rescaling"):
+        ModelConfig(**base, rope_freq_factors=(1.0,) * 4, rope_llama3=(8.0, 1.0, 4.0, 64))
+    cfg = ModelConfig(**base, rope_freq_factors=(1.0, 2.0, 3.0, 4.0))
+    assert ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # a checkpoint round trip
+    data = (llama31[1]).read_bytes()
+    meta, infos, _ = read_header(data, what="llama31.gguf")
+    shapes = {i.name: i.shape for i in infos}
+    with pytest.raises(ValueError, match="holds 3 factors, but the rotary dimension 8 has 4 pairs"):
+        llama_family.gguf_config(meta, shapes, "llama31.gguf", values={"rope_freqs.weight": torch.ones(3)})
+    with pytest.raises(ValueError, match="not a positive number"):
+        llama_family.gguf_config(meta, shapes, "llama31.gguf", values={"rope_freqs.weight": -torch.ones(4)})
 
 
 @pytest.mark.parametrize("name", DECODERS)
