@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .architecture import describe
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -14,6 +16,7 @@ class Stage:
     shape: tuple[int, ...]  # the tensor it hands on, without the batch axis, e.g. (H, T, T)
     page: str  # url path of the page that explains it ("heads", "ffn-output", …)
     what: str  # one line on what it computes
+    absent: bool = False  # a sublayer the 2017 design has and this model drops (drawn dashed, passes x on)
 
 
 def _shape(a) -> tuple[int, ...]:
@@ -70,8 +73,10 @@ def _block_stages(tr, cfg) -> list[Stage]:
     """Block 0 in the model's order: pre-LN norms before each sublayer, post-LN after each residual add."""
     b0 = tr.layers[0]
     attn = _attention_stages(tr, cfg)
+    act = describe(cfg).activation
     ffn = [Stage("block 0 · FFN hidden", _shape(b0.ffn.hidden_post)[1:], "ffn-output",
-                 f"{cfg.activation} between two linear maps, each position alone"),
+                 (f"{act.name}: a gated unit, three linear maps" if act.gated else
+                  f"{act.name} between two linear maps") + ", each position alone"),
            Stage("block 0 · FFN output", _shape(b0.ffn.output)[1:], "ffn-output", "back to d_model")]
 
     def ln(which: str) -> list[Stage]:
@@ -83,9 +88,14 @@ def _block_stages(tr, cfg) -> list[Stage]:
         return [Stage(f"block 0 · add residual ({what})", _shape(b0.resid_mid)[1:], "layer-norm",
                       "x + sublayer(x): the residual stream")]
 
+    # A decoder-only stack drops the 2017 decoder's middle sublayer (cross-attention over an encoder's
+    # output): drawn where it would sit, dashed, passing the stream on unchanged.
+    cross = ([Stage("block 0 · cross-attention: none", _shape(b0.resid_mid)[1:], "encoder-decoder",
+                    "decoder-only: no encoder, so the 2017 decoder's cross-attention is dropped", absent=True)]
+             if describe(cfg).stack == "decoder-only" else [])
     if cfg.norm == "pre":
-        return ln("ln1") + attn + add("attention") + ln("ln2") + ffn + add("FFN")
-    return attn + add("attention") + ln("ln1") + ffn + add("FFN") + ln("ln2")
+        return ln("ln1") + attn + add("attention") + cross + ln("ln2") + ffn + add("FFN")
+    return attn + add("attention") + ln("ln1") + cross + ffn + add("FFN") + ln("ln2")
 
 
 def _output_stages(tr, cfg) -> list[Stage]:

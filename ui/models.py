@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from classroom.architecture import Architecture, describe
 from model import checkpoint
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
@@ -134,3 +135,22 @@ def current_source() -> ModelSource:
         return ModelSource("session", sid)
     return ModelSource("checkpoint", DEFAULT_SOURCE) if DEFAULT_SOURCE in shipped_checkpoints() else \
         ModelSource("fresh", "fresh", json.dumps(state.fresh_config(len(fresh_tokenizer())).to_dict(), sort_keys=True), 0)
+
+
+# Where a loaded model's ε was read (classroom.architecture.eps_note): by the format of its files.
+EPS_FIELDS = {"bert": "{title}'s config.json (layer_norm_eps)",
+              "llama-gguf": "{title}'s GGUF metadata (llama.attention.layer_norm_rms_epsilon)"}
+
+
+def eps_source(source: ModelSource | None) -> str:
+    """Where the model's ε comes from: the pretrained model's own file and field, or "" for the
+    models built in this app (checkpoints trained here, fresh weights: the config's default)."""
+    if source is None or source.kind != "pretrained" or source.name not in PRETRAINED:
+        return ""
+    entry = PRETRAINED[source.name]
+    return EPS_FIELDS.get(entry.family, "{title}'s own files").format(title=entry.title.split(" · ")[0])
+
+
+def architecture(source: ModelSource | None, cfg: ModelConfig) -> Architecture:
+    """The current model in words (classroom.architecture.describe), with ε's provenance."""
+    return describe(cfg, eps_source=eps_source(source))

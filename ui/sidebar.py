@@ -145,8 +145,7 @@ def render() -> None:
             if entry is not None:
                 st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
-            st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
-                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · {cfg.activation} · vocab {cfg.vocab_size}. "
+            st.caption(f"{models.architecture(models.current_source(), cfg).summary}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
         t_max = min(state.T_LIMIT, cfg.max_len)
         if s["T"] > t_max:

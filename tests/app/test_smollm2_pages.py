@@ -121,7 +121,7 @@ def test_ffn_page_writes_swiglu_as_the_gated_unit_it_is():
     "W2 · SWIGLU(W1 x + b1) + b2", a one-matrix formula with biases the model does not have."""
     at = start("pages/ffn-output.py")
     text = text_of(at)
-    assert "FFN(x) = W₂ · (SiLU(W_gate x) ⊙ (W_up x))" in text
+    assert "FFN(x) = (SiLU(x W_gate) ⊙ (x W_up)) W₂" in text
     assert "b₁" not in text and "SWIGLU(" not in text
     assert any("after SwiGLU" in (f["layout"]["title"]["text"] if isinstance(f["layout"].get("title"), dict) else "")
                for f in figures(at))
