@@ -403,6 +403,16 @@ def weighted_step(f: Focus) -> LessonStep:
         heads, f.toks, _dims(f.d_v, "z"), questions=(q_avg,))
 
 
+def output_softmax_live(f: Focus) -> str:
+    """Notes 000 Q7, live: the model's own output distribution at the followed token (trace.probs)."""
+    if f.trace.probs is None:
+        return (" This model has no output layer (an encoder): its last hidden states go to a task head instead, "
+                "so there is no next-token softmax to show.")
+    p = np.asarray(f.trace.probs[0, f.i], dtype=np.float64)  # (V,)
+    return (f" Live, at {f.tq}: the softmax over this model's |V| = {p.size:,} logits gives probabilities between "
+            f"{p.min():.2e} and {p.max():.4f} (its top choice), summing to {p.sum():.4f}.")
+
+
 def heads_differ(f: Focus) -> str:
     """Evidence that heads attend differently, from the live weights: the followed head against
     another head at a query where their strongest keys differ (the followed query when they differ
@@ -478,7 +488,7 @@ def output_step(f: Focus) -> LessonStep:
         "At the very end, the output layer turns each row into scores over the vocabulary. Which function makes "
         "them a probability distribution?", "choice", "softmax",
         "A linear layer gives |V| logits per position and **softmax** turns them into probabilities that sum to 1 "
-        "(the next-token distribution).", options=("ReLU", "softmax", "layer norm", "argmax"))
+        "(the next-token distribution)." + output_softmax_live(f), options=("ReLU", "softmax", "layer norm", "argmax"))
     return LessonStep(
         "output", "9 · Output projection W_O",
         r"\mathrm{MultiHead}(X) = Z_c\, W_O,\quad W_O \in \mathbb{R}^{"

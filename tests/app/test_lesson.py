@@ -263,3 +263,21 @@ def test_step_8_evidence_contrasts_different_keys():
     _, a, _ = engine_layer0(at)
     w = a.weights[0].numpy()
     assert int(w[h1, q].argmax()) == k1 and int(w[h2, q].argmax()) == k2
+
+
+def test_notes_000_q7_is_answered_with_the_models_own_softmax():
+    """000 Q7 (which function makes the output a distribution): the explanation quotes the model's
+    own output probabilities at the followed token (the engine's trace), no longer static text."""
+    at = open_lesson(reveal=False, lesson_step="9")
+    at.radio(key=qk(at, "output_layer", "answer")).set_value("softmax").run()
+    at.button(key=qk(at, "output_layer", "check")).click().run()
+    ok = " ".join(s.value for s in at.success)
+    m = re.search(r"\|V\| = ([\d,]+) logits gives probabilities between (\S+) and (\d\.\d{4}) \(its top choice\), "
+                  r"summing to (\d\.\d{4})", ok)
+    assert m, ok
+    cfg, _, T = engine_layer0(at)
+    model, tok = _model(at.session_state["src"])
+    ids = tok.encode(at.session_state["text"]).ids[: int(at.session_state["T"])]
+    p = model.trace(torch.tensor([ids]), causal=at.session_state["mask"] == "causal").probs[0, T - 1].numpy()
+    assert int(m.group(1).replace(",", "")) == cfg.vocab_size
+    assert abs(float(m.group(3)) - p.max()) < 6e-5 and abs(float(m.group(4)) - 1) < 1e-4
