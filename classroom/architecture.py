@@ -60,6 +60,7 @@ class PositionFacts:
     name: str  # "sinusoidal", "learned", "rotary (RoPE)", "none"
     added: bool  # a position vector is added to the token embedding (sinusoidal, learned)
     input_x: str  # what block 0 reads, e.g. "token embedding + position"
+    input_short: str  # the same in a few words, for a table cell: "token + position", "token only"
     sentence: str  # how positions enter, one or two sentences
 
 
@@ -161,21 +162,23 @@ def _positions(cfg: ModelConfig) -> PositionFacts:
     emb = "token embedding"
     extra = (" + token type" if cfg.type_vocab_size else "")
     ln = ", then LayerNorm" if cfg.emb_norm else ""
+    short_added = "LN(token + position + type)" if cfg.emb_norm and cfg.type_vocab_size else \
+        ("LN(token + position)" if cfg.emb_norm else "token + position")
     if cfg.pos_encoding == "sinusoidal":
-        return PositionFacts("sinusoidal", "sinusoidal", True, f"{emb} + position{extra}{ln}",
+        return PositionFacts("sinusoidal", "sinusoidal", True, f"{emb} + position{extra}{ln}", short_added,
                              "A sinusoidal vector is added to each token embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), "
                              "PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) — computed, no parameters.")
     if cfg.pos_encoding == "learned":
-        return PositionFacts("learned", "learned", True, f"{emb} + position{extra}{ln}",
+        return PositionFacts("learned", "learned", True, f"{emb} + position{extra}{ln}", short_added,
                              f"A learned vector is added to each token embedding: one trained row per position "
                              f"(a {cfg.max_len} × {cfg.d_model} table; no position beyond {cfg.max_len}).")
     if cfg.pos_encoding == "rope":
         return PositionFacts("rope", "rotary (RoPE)", False,
-                             f"{emb}{extra}{ln} only; rotary positions turn q and k",
+                             f"{emb}{extra}{ln} only; rotary positions turn q and k", "token only: rotary",
                              "Nothing is added to the token embeddings: in every head each query and key is rotated by "
                              f"an angle that grows with its position (rotary positions, θ = {cfg.rope_theta:,.0f}), so "
                              "scores depend on relative positions.")
-    return PositionFacts("none", "none", False, f"{emb}{extra}{ln} (no positions)",
+    return PositionFacts("none", "none", False, f"{emb}{extra}{ln} (no positions)", "token only: no positions",
                          "This model has no positional encoding: attention alone cannot tell word order "
                          "(only a causal mask leaks some).")
 

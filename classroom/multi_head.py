@@ -62,7 +62,7 @@ def shape_rows(cfg: ModelConfig, T: int) -> list[ShapeRow]:
         z_formula, concat_formula = f"T × d_v (d_v = {dv} ≠ d_k = {dk})", f"T × h·d_v = T × {H}·{dv}"
     weights_step = "weights softmax(scores / √d_k)" if cfg.scale_scores else "weights softmax(scores) (no scaling)"
     return [
-        ShapeRow(f"input X ({a.positions.input_x})", f"{T} × {D}", "T × d_model"),
+        ShapeRow(f"input X ({a.positions.input_short})", f"{T} × {D}", "T × d_model"),
         *weights,
         *proj,
         *heads,
