@@ -16,6 +16,22 @@ from dataclasses import dataclass
 from model.config import ModelConfig, param_breakdown
 
 
+GATED = ("swiglu", "geglu")  # gated FFN units (three matrices): Llama's SwiGLU, Gemma's GeGLU
+
+
+def _opt(cfg: ModelConfig, name: str, default):
+    """An option of the pretrained families (issue 32: model.families) — biases per sublayer,
+    soft-caps, sandwich norms, … — or its default on a config that predates it. Every option's
+    default describes the models built here, so the wording is the same without it."""
+    return getattr(cfg, name, default)
+
+
+def _biases(cfg: ModelConfig) -> tuple[bool, bool, bool]:
+    """(W_Q/W_K/W_V, W_O, FFN) have biases: the families' split (Qwen2: q/k/v only), else `bias`."""
+    return (bool(_opt(cfg, "bias_qkv", cfg.bias)), bool(_opt(cfg, "bias_out", cfg.bias)),
+            bool(_opt(cfg, "bias_ffn", cfg.bias)))
+
+
 def _n(x: int) -> str:
     """An integer with thousands separators (49,152)."""
     return f"{x:,}"
@@ -72,6 +88,7 @@ class ActivationFacts:
     ffn_formula: str  # "FFN(x) = GELU(x W₁ + b₁) W₂ + b₂" (the 2017 paper's order; biases only when present)
     hidden: str  # what the hidden activations are, e.g. "after GELU", "SiLU(x W_gate) ⊙ (x W_up)"
     matrices: str  # "W₁ (d_model × d_ff) and W₂ (d_ff × d_model)"
+    bias: bool  # the FFN's linear maps have biases
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,7 @@ class Architecture:
     positions: PositionFacts
     activation: ActivationFacts
     output: str  # "logits = h · Eᵀ (tied to the embedding)", "… W_outᵀ", or "no output layer"
+    details: tuple[str, ...]  # the family's own numeric details in words (soft-caps, scales, q/k norms, …); () for most
     summary: str  # one line: "d_model 576 · 9 query heads, 3 K/V heads · 30 layers · rotary · pre-RMSNorm · …"
 
     @property
@@ -111,7 +129,7 @@ class Architecture:
     @property
     def biases(self) -> str:
         """Which linear maps carry biases, in words."""
-        qkv, o, ffn = self.w_q.bias, self.w_o.bias, "+ b" in self.activation.ffn_formula
+        qkv, o, ffn = self.w_q.bias, self.w_o.bias, self.activation.bias
         if qkv and o and ffn:
             return "every linear map has a bias"
         if not (qkv or o or ffn):
@@ -141,12 +159,20 @@ def _norm(cfg: ModelConfig, eps_source: str) -> NormFacts:
     if cfg.norm_kind == "rmsnorm":
         kind, name, params, beta = "rmsnorm", "RMSNorm", "γ only", False
         formula = "y = γ · x / √(mean(x²) + ε)"
+        if _opt(cfg, "norm_unit_offset", False):  # Gemma: the stored weights are offsets from 1
+            params, formula = "γ only, stored as γ − 1", "y = (1 + w) · x / √(mean(x²) + ε)"
         tag = "RMSNorm"
     else:
         kind, name, params, beta = "layernorm", "LayerNorm", "γ and β", True
         formula = "y = γ · (x − μ) / √(σ² + ε) + β"
         tag = "LN"
     N = name
+    sandwich = bool(_opt(cfg, "sandwich_norm", False))
+    if sandwich:  # Gemma 2: a norm before and after each sublayer
+        text = (f"pre-{tag} with sandwich norms: x + {N}(Attn({N}(x))), then + {N}(FFN({N}(·))) — a norm before "
+                "and after each sublayer" + (f", and a final {N} before the output layer." if cfg.final_norm else "."))
+        return NormFacts(kind, name, params, beta, formula, cfg.ln_eps, note, cfg.norm, f"sandwich-{tag}", text,
+                         bool(cfg.final_norm), 4)
     if cfg.norm == "pre":
         text = (f"pre-{tag}: x + Attn({N}(x)), then + FFN({N}(·))"
                 + (f", and a final {N} before the output layer" if cfg.final_norm else "")
@@ -159,7 +185,8 @@ def _norm(cfg: ModelConfig, eps_source: str) -> NormFacts:
 
 
 def _positions(cfg: ModelConfig) -> PositionFacts:
-    emb = "token embedding"
+    scale = _opt(cfg, "emb_scale", None)
+    emb = "token embedding" if scale is None else f"token embedding × {scale:.4g} (√d_model)"
     extra = (" + token type" if cfg.type_vocab_size else "")
     ln = ", then LayerNorm" if cfg.emb_norm else ""
     short_added = "LN(token + position + type)" if cfg.emb_norm and cfg.type_vocab_size else \
@@ -169,9 +196,12 @@ def _positions(cfg: ModelConfig) -> PositionFacts:
                              "A sinusoidal vector is added to each token embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), "
                              "PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) — computed, no parameters.")
     if cfg.pos_encoding == "learned":
+        off = int(_opt(cfg, "pos_offset", 0))
         return PositionFacts("learned", "learned", True, f"{emb} + position{extra}{ln}", short_added,
                              f"A learned vector is added to each token embedding: one trained row per position "
-                             f"(a {cfg.max_len} × {cfg.d_model} table; no position beyond {cfg.max_len}).")
+                             f"(a {cfg.max_len + off} × {cfg.d_model} table"
+                             + (f"; position p reads row p + {off}" if off else "")
+                             + f"; no position beyond {cfg.max_len}).")
     if cfg.pos_encoding == "rope":
         return PositionFacts("rope", "rotary (RoPE)", False,
                              f"{emb}{extra}{ln} only; rotary positions turn q and k", "token only: rotary",
@@ -184,26 +214,28 @@ def _positions(cfg: ModelConfig) -> PositionFacts:
 
 
 def _activation(cfg: ModelConfig) -> ActivationFacts:
-    b = cfg.bias
+    b = _biases(cfg)[2]
     b2 = " + b₂" if b else ""
-    if cfg.activation == "swiglu":
+    if cfg.activation in GATED:
+        gate, name = ("SiLU", "SwiGLU") if cfg.activation == "swiglu" else ("GELU", "GeGLU")
         bg, bu = (" + b_gate", " + b_up") if b else ("", "")
-        return ActivationFacts("SwiGLU", True, f"FFN(x) = (SiLU(x W_gate{bg}) ⊙ (x W_up{bu})) W₂{b2}",
-                               "SiLU(x W_gate) ⊙ (x W_up)",
-                               "W_gate and W_up (d_model × d_ff each) and W₂ (d_ff × d_model)")
-    name = {"gelu": "GELU", "relu": "ReLU"}.get(cfg.activation, cfg.activation)
-    return ActivationFacts(name, False, f"FFN(x) = {name}(x W₁{' + b₁' if b else ''}) W₂{b2}", f"after {name}",
-                           "W₁ (d_model × d_ff) and W₂ (d_ff × d_model)")
+        return ActivationFacts(name, True, f"FFN(x) = ({gate}(x W_gate{bg}) ⊙ (x W_up{bu})) W₂{b2}",
+                               f"{gate}(x W_gate) ⊙ (x W_up)",
+                               "W_gate and W_up (d_model × d_ff each) and W₂ (d_ff × d_model)", b)
+    name = {"gelu": "GELU", "relu": "ReLU", "gelu_tanh": "GELU (tanh approximation)"}.get(cfg.activation, cfg.activation)
+    sym = {"gelu_tanh": "GELU_tanh"}.get(cfg.activation, name)
+    return ActivationFacts(name, False, f"FFN(x) = {sym}(x W₁{' + b₁' if b else ''}) W₂{b2}", f"after {name}",
+                           "W₁ (d_model × d_ff) and W₂ (d_ff × d_model)", b)
 
 
 def _matrices(cfg: ModelConfig) -> tuple[Matrix, Matrix, Matrix, Matrix]:
     D, H, kv, dk, dv = cfg.d_model, cfg.n_heads, cfg.kv_heads, cfg.d_k, cfg.d_value
     hk = "h_kv" if kv != H else "h"
-    b = cfg.bias
-    return (Matrix("W_Q", D, H * dk, "d_model × h·d_k", b),
-            Matrix("W_K", D, kv * dk, f"d_model × {hk}·d_k", b),
-            Matrix("W_V", D, kv * dv, f"d_model × {hk}·d_v", b),
-            Matrix("W_O", H * dv, D, "h·d_v × d_model", b))
+    bq, bo, _ = _biases(cfg)
+    return (Matrix("W_Q", D, H * dk, "d_model × h·d_k", bq),
+            Matrix("W_K", D, kv * dk, f"d_model × {hk}·d_k", bq),
+            Matrix("W_V", D, kv * dv, f"d_model × {hk}·d_v", bq),
+            Matrix("W_O", H * dv, D, "h·d_v × d_model", bo))
 
 
 def describe(cfg: ModelConfig, *, eps_source: str = "") -> Architecture:
@@ -211,7 +243,8 @@ def describe(cfg: ModelConfig, *, eps_source: str = "") -> Architecture:
     (see eps_note); "" for models built in this app."""
     wq, wk, wv, wo = _matrices(cfg)
     norm, pos, act = _norm(cfg, eps_source), _positions(cfg), _activation(cfg)
-    encoder = not cfg.output_head or (cfg.type_vocab_size > 0)
+    encoder = (bool(_opt(cfg, "encoder", False)) or not cfg.output_head or cfg.type_vocab_size > 0
+               or bool(_opt(cfg, "mlm_head", False)))
     if encoder:
         stack = "encoder-only"
         stack_text = ("An encoder-only stack (BERT's family): each block is self-attention over the whole sentence and "
@@ -223,19 +256,72 @@ def describe(cfg: ModelConfig, *, eps_source: str = "") -> Architecture:
                       "encoder, so the queries have nothing else to read.")
     if not cfg.output_head:
         output = "no output layer (an encoder: the last hidden states go to a task head or pooling)"
+    elif _opt(cfg, "mlm_head", False):
+        output = ("a masked-LM head: a d_model × d_model layer, its activation and a LayerNorm, then logits = h · Eᵀ + b "
+                  "(fill in the blank)")
     elif cfg.tie_weights:
         output = "logits = h · Eᵀ (the output layer is tied to the token embedding E)"
     else:
         output = "logits = h · W_outᵀ (its own output matrix, V × d_model)"
-    heads = (f"{cfg.n_heads} query heads, {cfg.kv_heads} K/V heads" if cfg.kv_heads != cfg.n_heads
+    details = _details(cfg)
+    heads = (f"{cfg.n_heads} query heads, {cfg.kv_heads} K/V head{'s' if cfg.kv_heads > 1 else ''}"
+             if cfg.kv_heads != cfg.n_heads
              else f"{cfg.n_heads} heads")
     summary = (f"d_model {cfg.d_model} · {heads} · {cfg.n_layers} layers · {pos.name} positions · {norm.short} · "
-               f"{act.name} · {'biases' if cfg.bias else 'no biases'} · vocab {_n(cfg.vocab_size)}")
+               f"{act.name} · {_bias_word(cfg)} · vocab {_n(cfg.vocab_size)}")
     return Architecture(stack=stack, stack_text=stack_text, d_model=cfg.d_model, n_heads=cfg.n_heads,
                         kv_heads=cfg.kv_heads, d_k=cfg.d_k, d_v=cfg.d_value, n_layers=cfg.n_layers, d_ff=cfg.d_ff,
                         vocab_size=cfg.vocab_size, w_q=wq, w_k=wk, w_v=wv, w_o=wo,
-                        score="QKᵀ / √d_k" if cfg.scale_scores else "QKᵀ", norm=norm, positions=pos,
-                        activation=act, output=output, summary=summary)
+                        score=_score(cfg), norm=norm, positions=pos, activation=act, output=output,
+                        details=details, summary=summary)
+
+
+def _bias_word(cfg: ModelConfig) -> str:
+    bq, bo, bf = _biases(cfg)
+    if bq and bo and bf:
+        return "biases"
+    if not (bq or bo or bf):
+        return "no biases"
+    return "biases on " + ", ".join(n for n, b in (("q/k/v", bq), ("W_O", bo), ("FFN", bf)) if b)
+
+
+def _score(cfg: ModelConfig) -> str:
+    """How a query scores a key, in symbols: "QKᵀ / √d_k", "QKᵀ" (scaling off), or a family's factor."""
+    scale = _opt(cfg, "attn_scale", None)
+    if scale is not None:
+        return f"QKᵀ × {scale:.4g}"
+    return "QKᵀ / √d_k" if cfg.scale_scores else "QKᵀ"
+
+
+def _details(cfg: ModelConfig) -> tuple[str, ...]:
+    """The family's numeric details beyond the 2017 design, one sentence each (none for the
+    models built here)."""
+    out = []
+    if _opt(cfg, "family", "") == "gpt2":
+        out.append("GPT-2 stores W_Q, W_K, W_V (one fused matrix), W_O and the FFN as Conv1D layers: input × output, "
+                   "the notes' orientation; they are plain linear maps x W + b.")
+    if _opt(cfg, "attn_scale", None) is not None:
+        out.append(f"Scores are multiplied by {cfg.attn_scale:.4g}, not 1/√d_k = {cfg.d_k ** -0.5:.4g} "
+                   "(Gemma 2: query_pre_attn_scalar^−1/2).")
+    if _opt(cfg, "qk_norm", False):
+        out.append(f"Each head's q and k are RMS-normalised (γ of {cfg.d_k} each) before the rotation (Qwen3).")
+    if _opt(cfg, "attn_softcap", None) is not None:
+        c = cfg.attn_softcap
+        out.append(f"Scores are soft-capped before the mask: s → {c:g}·tanh(s / {c:g}), so none exceeds ±{c:g} (Gemma 2).")
+    if _opt(cfg, "final_softcap", None) is not None:
+        c = cfg.final_softcap
+        out.append(f"Logits are soft-capped: z → {c:g}·tanh(z / {c:g}) (Gemma 2).")
+    if _opt(cfg, "emb_scale", None) is not None:
+        out.append(f"The token embedding is multiplied by {cfg.emb_scale:.4g} ≈ √d_model before block 0 (Gemma).")
+    if cfg.window is not None:
+        layers = _opt(cfg, "window_layers", None)
+        where = ("every layer" if layers is None else
+                 ("layer " if len(layers) == 1 else "layers ") + ", ".join(map(str, layers)))
+        out.append(f"Sliding-window attention in {where}: a query sees the {cfg.window} most recent keys.")
+    if _opt(cfg, "rope_llama3", None) is not None:
+        f, lo, hi, orig = cfg.rope_llama3
+        out.append(f"Rotary frequencies rescaled for long context (Llama 3: factor {f:g}, trained at {orig:,} tokens).")
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -290,7 +376,8 @@ def _attention_terms(cfg: ModelConfig) -> tuple[list[Term], list[Term]]:
         return Term(1, "d_model²", D * D) if w[0] == "d_model" else Term(1, f"d_model·{w[0]}", D * w[1])
 
     weights = [mat(q), mat(k), mat(v), mat(o)]
-    biases = [Term(1, w[0], w[1]) for w in (q, k, v)] + [Term(1, "d_model", D)] if cfg.bias else []
+    bq, bo, _ = _biases(cfg)
+    biases = ([Term(1, w[0], w[1]) for w in (q, k, v)] if bq else []) + ([Term(1, "d_model", D)] if bo else [])
     if cfg.attn_score == "additive":
         weights.append(Term(1, "h (2 d_k² + d_k)", H * (2 * dk * dk + dk)))
     return weights, biases
@@ -307,7 +394,9 @@ def param_formulas(cfg: ModelConfig) -> list[PartFormula]:
 
     put("token_embedding", "V × d_model", cfg.vocab_size * D)
     if cfg.pos_encoding == "learned":
-        put("position_embedding", "max_len × d_model (a learned table)", cfg.max_len * D)
+        off = int(_opt(cfg, "pos_offset", 0))
+        put("position_embedding", "max_len × d_model (a learned table)" if not off else
+            f"(max_len + {off}) × d_model (a learned table; rows from {off} on are used)", (cfg.max_len + off) * D)
     else:
         put("position_embedding", {"sinusoidal": "0: sinusoidal positions are computed by a formula",
                                    "rope": "0: rotary positions turn q and k, no table",
@@ -318,22 +407,25 @@ def param_formulas(cfg: ModelConfig) -> list[PartFormula]:
     bt, bc = _sum(b) if b else ("", 0)
     names = ("W_Q, W_K, W_V, W_O" if len({t.symbol for t in w[:4]}) == 1 else
              "; ".join(f"{m.name}: {m.formula}" for m in _matrices(cfg)))
-    note = f"[{names}" + (" + biases]" if b else "; no biases]")
+    bq, bo, bf = _biases(cfg)
+    note = f"[{names}" + (" + biases]" if bq and bo else "; biases on W_Q, W_K, W_V]" if bq else
+                          "; a bias on W_O]" if bo else "; no biases]")
     put("attention", f"L × ({wt}{' + ' + bt if bt else ''})  {note}", L * (wc + bc))
 
     F = cfg.d_ff
-    n_mats = 3 if cfg.activation == "swiglu" else 2
+    n_mats = 3 if cfg.activation in GATED else 2
     ffn_w = Term(n_mats, "d_model·d_ff", D * F)
-    ffn_b = ([Term(n_mats - 1, "d_ff", F), Term(1, "d_model", D)] if cfg.bias else [])
+    ffn_b = ([Term(n_mats - 1, "d_ff", F), Term(1, "d_model", D)] if bf else [])
     ft, fc = _sum([ffn_w, *ffn_b])
     mats = "W_gate, W_up, W₂" if n_mats == 3 else "W₁, W₂"
-    put("ffn", f"L × ({ft})  [{mats}" + (" + biases]" if cfg.bias else "; no biases]"), L * fc)
+    put("ffn", f"L × ({ft})  [{mats}" + (" + biases]" if bf else "; no biases]"), L * fc)
 
     if cfg.use_norm:
         per = (2 * D, "2 d_model", "γ, β") if cfg.norm_kind == "layernorm" else (D, "d_model", "γ")
         name = "LayerNorm" if cfg.norm_kind == "layernorm" else "RMSNorm"
-        f = f"L × 2 × {per[1]} ({per[2]})" + (f" + {per[1]} (the final {name})" if cfg.final_norm else "")
-        put("layer_norm", f, L * 2 * per[0] + (per[0] if cfg.final_norm else 0))
+        k = 4 if _opt(cfg, "sandwich_norm", False) else 2  # Gemma 2: a norm after each sublayer too
+        f = f"L × {k} × {per[1]} ({per[2]})" + (f" + {per[1]} (the final {name})" if cfg.final_norm else "")
+        put("layer_norm", f, L * k * per[0] + (per[0] if cfg.final_norm else 0))
     else:
         put("layer_norm", "0: no norms", 0)
 
@@ -348,6 +440,11 @@ def param_formulas(cfg: ModelConfig) -> list[PartFormula]:
     if "embedding_norm" in parts:
         put("embedding_norm", "2 d_model (γ, β)" if cfg.norm_kind == "layernorm" else "d_model (γ)",
             2 * D if cfg.norm_kind == "layernorm" else D)
+    if "qk_norm" in parts:
+        put("qk_norm", "L × 2 × d_k (γ of the q and k RMSNorms)", L * 2 * cfg.d_k)
+    if "mlm_head" in parts:
+        put("mlm_head", "d_model² + d_model + 2 d_model + V (dense W, b; LayerNorm γ, β; the logits' bias)",
+            D * D + D + 2 * D + cfg.vocab_size)
     missing = set(parts) - set(out)
     if missing:  # a part model.config counts that has no formula here yet: say so, never guess
         for part in sorted(missing):

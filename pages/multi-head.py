@@ -27,6 +27,8 @@ st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {wi
            + ", attends, and returns Z_j; the Z_j are concatenated and mixed by W_O. This model: "
            f"{arch.biases}. Q and K must share d_k (they meet in a dot product); V may have "
            "another width d_v (fresh weights: “d_v” in the sidebar), which sets the width of Z_j and of W_O's input.")
+if arch.details:  # a family's own numeric details (soft-caps, scales, q/k norms, …), from its config
+    st.markdown("**This model's own details.** " + " ".join(arch.details))
 shape_table = pd.DataFrame(multi_head.shape_rows(cfg, T)).set_index("step")
 st.dataframe(shape_table, width="stretch", height=38 + 35 * len(shape_table))  # every row visible
 
