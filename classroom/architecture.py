@@ -13,23 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.config import ModelConfig, param_breakdown
+from model.config import GATED, ModelConfig, param_breakdown
 
 
-GATED = ("swiglu", "geglu")  # gated FFN units (three matrices): Llama's SwiGLU, Gemma's GeGLU
-
-
-def _opt(cfg: ModelConfig, name: str, default):
-    """An option of the pretrained families (issue 32: model.families) — biases per sublayer,
-    soft-caps, sandwich norms, … — or its default on a config that predates it. Every option's
-    default describes the models built here, so the wording is the same without it."""
-    return getattr(cfg, name, default)
 
 
 def _biases(cfg: ModelConfig) -> tuple[bool, bool, bool]:
     """(W_Q/W_K/W_V, W_O, FFN) have biases: the families' split (Qwen2: q/k/v only), else `bias`."""
-    return (bool(_opt(cfg, "bias_qkv", cfg.bias)), bool(_opt(cfg, "bias_out", cfg.bias)),
-            bool(_opt(cfg, "bias_ffn", cfg.bias)))
+    return cfg.bias_qkv, cfg.bias_out, cfg.bias_ffn
 
 
 def _n(x: int) -> str:
@@ -117,6 +108,22 @@ class Architecture:
     summary: str  # one line: "d_model 576 · 9 query heads, 3 K/V heads · 30 layers · rotary · pre-RMSNorm · …"
 
     @property
+    def d_k_text(self) -> str:
+        """Where d_k comes from: "d_k = d_model / h = 576 / 9 = 64", or the model's own head width
+        when it is not d_model / h (Qwen3, Gemma 2: "d_k = 128, the model's head_dim (d_model / h = 96)")."""
+        if self.n_heads * self.d_k == self.d_model:
+            return f"d_k = d_model / h = {self.d_model} / {self.n_heads} = {self.d_k}"
+        return (f"d_k = {self.d_k}, the model's own head width (head_dim; d_model / h would be "
+                f"{self.d_model / self.n_heads:g})")
+
+    @property
+    def d_k_markdown(self) -> str:
+        """d_k_text with the value in bold (markdown)."""
+        if self.n_heads * self.d_k == self.d_model:
+            return f"d_k = d_model / h = {self.d_model} / {self.n_heads} = **{self.d_k}**"
+        return self.d_k_text.replace(f"d_k = {self.d_k},", f"d_k = **{self.d_k}**,", 1)
+
+    @property
     def gqa(self) -> bool:
         """Grouped-query attention: fewer K/V heads than query heads."""
         return self.kv_heads < self.n_heads
@@ -159,7 +166,7 @@ def _norm(cfg: ModelConfig, eps_source: str) -> NormFacts:
     if cfg.norm_kind == "rmsnorm":
         kind, name, params, beta = "rmsnorm", "RMSNorm", "γ only", False
         formula = "y = γ · x / √(mean(x²) + ε)"
-        if _opt(cfg, "norm_unit_offset", False):  # Gemma: the stored weights are offsets from 1
+        if cfg.norm_unit_offset:  # Gemma: the stored weights are offsets from 1
             params, formula = "γ only, stored as γ − 1", "y = (1 + w) · x / √(mean(x²) + ε)"
         tag = "RMSNorm"
     else:
@@ -167,7 +174,7 @@ def _norm(cfg: ModelConfig, eps_source: str) -> NormFacts:
         formula = "y = γ · (x − μ) / √(σ² + ε) + β"
         tag = "LN"
     N = name
-    sandwich = bool(_opt(cfg, "sandwich_norm", False))
+    sandwich = bool(cfg.sandwich_norm)
     if sandwich:  # Gemma 2: a norm before and after each sublayer
         text = (f"pre-{tag} with sandwich norms: x + {N}(Attn({N}(x))), then + {N}(FFN({N}(·))) — a norm before "
                 "and after each sublayer" + (f", and a final {N} before the output layer." if cfg.final_norm else "."))
@@ -185,7 +192,7 @@ def _norm(cfg: ModelConfig, eps_source: str) -> NormFacts:
 
 
 def _positions(cfg: ModelConfig) -> PositionFacts:
-    scale = _opt(cfg, "emb_scale", None)
+    scale = cfg.emb_scale
     emb = "token embedding" if scale is None else f"token embedding × {scale:.4g} (√d_model)"
     extra = (" + token type" if cfg.type_vocab_size else "")
     ln = ", then LayerNorm" if cfg.emb_norm else ""
@@ -196,7 +203,7 @@ def _positions(cfg: ModelConfig) -> PositionFacts:
                              "A sinusoidal vector is added to each token embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), "
                              "PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) — computed, no parameters.")
     if cfg.pos_encoding == "learned":
-        off = int(_opt(cfg, "pos_offset", 0))
+        off = int(cfg.pos_offset)
         return PositionFacts("learned", "learned", True, f"{emb} + position{extra}{ln}", short_added,
                              f"A learned vector is added to each token embedding: one trained row per position "
                              f"(a {cfg.max_len + off} × {cfg.d_model} table"
@@ -243,8 +250,8 @@ def describe(cfg: ModelConfig, *, eps_source: str = "") -> Architecture:
     (see eps_note); "" for models built in this app."""
     wq, wk, wv, wo = _matrices(cfg)
     norm, pos, act = _norm(cfg, eps_source), _positions(cfg), _activation(cfg)
-    encoder = (bool(_opt(cfg, "encoder", False)) or not cfg.output_head or cfg.type_vocab_size > 0
-               or bool(_opt(cfg, "mlm_head", False)))
+    encoder = (bool(cfg.encoder) or not cfg.output_head or cfg.type_vocab_size > 0
+               or bool(cfg.mlm_head))
     if encoder:
         stack = "encoder-only"
         stack_text = ("An encoder-only stack (BERT's family): each block is self-attention over the whole sentence and "
@@ -256,7 +263,7 @@ def describe(cfg: ModelConfig, *, eps_source: str = "") -> Architecture:
                       "encoder, so the queries have nothing else to read.")
     if not cfg.output_head:
         output = "no output layer (an encoder: the last hidden states go to a task head or pooling)"
-    elif _opt(cfg, "mlm_head", False):
+    elif cfg.mlm_head:
         output = ("a masked-LM head: a d_model × d_model layer, its activation and a LayerNorm, then logits = h · Eᵀ + b "
                   "(fill in the blank)")
     elif cfg.tie_weights:
@@ -287,7 +294,7 @@ def _bias_word(cfg: ModelConfig) -> str:
 
 def _score(cfg: ModelConfig) -> str:
     """How a query scores a key, in symbols: "QKᵀ / √d_k", "QKᵀ" (scaling off), or a family's factor."""
-    scale = _opt(cfg, "attn_scale", None)
+    scale = cfg.attn_scale
     if scale is not None:
         return f"QKᵀ × {scale:.4g}"
     return "QKᵀ / √d_k" if cfg.scale_scores else "QKᵀ"
@@ -297,28 +304,28 @@ def _details(cfg: ModelConfig) -> tuple[str, ...]:
     """The family's numeric details beyond the 2017 design, one sentence each (none for the
     models built here)."""
     out = []
-    if _opt(cfg, "family", "") == "gpt2":
+    if cfg.family == "gpt2":
         out.append("GPT-2 stores W_Q, W_K, W_V (one fused matrix), W_O and the FFN as Conv1D layers: input × output, "
                    "the notes' orientation; they are plain linear maps x W + b.")
-    if _opt(cfg, "attn_scale", None) is not None:
+    if cfg.attn_scale is not None:
         out.append(f"Scores are multiplied by {cfg.attn_scale:.4g}, not 1/√d_k = {cfg.d_k ** -0.5:.4g} "
                    "(Gemma 2: query_pre_attn_scalar^−1/2).")
-    if _opt(cfg, "qk_norm", False):
+    if cfg.qk_norm:
         out.append(f"Each head's q and k are RMS-normalised (γ of {cfg.d_k} each) before the rotation (Qwen3).")
-    if _opt(cfg, "attn_softcap", None) is not None:
+    if cfg.attn_softcap is not None:
         c = cfg.attn_softcap
         out.append(f"Scores are soft-capped before the mask: s → {c:g}·tanh(s / {c:g}), so none exceeds ±{c:g} (Gemma 2).")
-    if _opt(cfg, "final_softcap", None) is not None:
+    if cfg.final_softcap is not None:
         c = cfg.final_softcap
         out.append(f"Logits are soft-capped: z → {c:g}·tanh(z / {c:g}) (Gemma 2).")
-    if _opt(cfg, "emb_scale", None) is not None:
+    if cfg.emb_scale is not None:
         out.append(f"The token embedding is multiplied by {cfg.emb_scale:.4g} ≈ √d_model before block 0 (Gemma).")
     if cfg.window is not None:
-        layers = _opt(cfg, "window_layers", None)
+        layers = cfg.window_layers
         where = ("every layer" if layers is None else
                  ("layer " if len(layers) == 1 else "layers ") + ", ".join(map(str, layers)))
         out.append(f"Sliding-window attention in {where}: a query sees the {cfg.window} most recent keys.")
-    if _opt(cfg, "rope_llama3", None) is not None:
+    if cfg.rope_llama3 is not None:
         f, lo, hi, orig = cfg.rope_llama3
         out.append(f"Rotary frequencies rescaled for long context (Llama 3: factor {f:g}, trained at {orig:,} tokens).")
     return tuple(out)
@@ -394,7 +401,7 @@ def param_formulas(cfg: ModelConfig) -> list[PartFormula]:
 
     put("token_embedding", "V × d_model", cfg.vocab_size * D)
     if cfg.pos_encoding == "learned":
-        off = int(_opt(cfg, "pos_offset", 0))
+        off = int(cfg.pos_offset)
         put("position_embedding", "max_len × d_model (a learned table)" if not off else
             f"(max_len + {off}) × d_model (a learned table; rows from {off} on are used)", (cfg.max_len + off) * D)
     else:
@@ -423,7 +430,7 @@ def param_formulas(cfg: ModelConfig) -> list[PartFormula]:
     if cfg.use_norm:
         per = (2 * D, "2 d_model", "γ, β") if cfg.norm_kind == "layernorm" else (D, "d_model", "γ")
         name = "LayerNorm" if cfg.norm_kind == "layernorm" else "RMSNorm"
-        k = 4 if _opt(cfg, "sandwich_norm", False) else 2  # Gemma 2: a norm after each sublayer too
+        k = 4 if cfg.sandwich_norm else 2  # Gemma 2: a norm after each sublayer too
         f = f"L × {k} × {per[1]} ({per[2]})" + (f" + {per[1]} (the final {name})" if cfg.final_norm else "")
         put("layer_norm", f, L * k * per[0] + (per[0] if cfg.final_norm else 0))
     else:

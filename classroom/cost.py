@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from model.attention import attend, causal_allowed
-from model.config import ModelConfig
+from model.config import GATED, ModelConfig
 from model.layers import Block
 
 
@@ -81,7 +81,7 @@ def _linear_weights(cfg: ModelConfig) -> int:
     """Weights of one layer's W_Q, W_K, W_V, W_O and FFN (no biases): one multiply-add each per token."""
     D, F, kv = cfg.d_model, cfg.d_ff, cfg.kv_heads
     proj = D * cfg.n_heads * cfg.d_k + D * kv * cfg.d_k + D * kv * cfg.d_value + cfg.n_heads * cfg.d_value * D
-    return proj + (3 if cfg.activation == "swiglu" else 2) * D * F
+    return proj + (3 if cfg.activation in GATED else 2) * D * F
 
 
 def linear_quadratic_crossover(cfg: ModelConfig) -> int:
@@ -92,7 +92,7 @@ def linear_quadratic_crossover(cfg: ModelConfig) -> int:
 
 def crossover_formula(cfg: ModelConfig) -> str:
     """The equation linear_quadratic_crossover solves, in this model's symbols."""
-    if cfg.kv_heads == cfg.n_heads and cfg.activation != "swiglu" and cfg.n_heads * cfg.d_k == cfg.d_model \
+    if cfg.kv_heads == cfg.n_heads and cfg.activation not in GATED and cfg.n_heads * cfg.d_k == cfg.d_model \
             and cfg.d_value == cfg.d_k:
         return "4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)"
     return (f"2·T·(h·d_k + h·d_v) = 2·T·{_score_width(cfg):,} against 2·(the {_linear_weights(cfg):,} weights of "

@@ -278,7 +278,9 @@ def qkv_step(f: Focus) -> LessonStep:
         "d_k", "the lecture on causal masking and multi-head attention, self-assessment question 4",
         f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
         "(and key, and value) vector have?", "number", float(d_k),
-        f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)."
+        (f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)." if H * d_k == D else
+         f"d_k = **{d_k}**: this model sets its head width itself (head_dim), so it is not d_model / h = "
+         f"{D / H:g} (the notes' rule, 512 / 8 = 64, holds for most models).")
         + (" Usually d_v = d_k too." if d_v == d_k else f" This model's values are {d_v} wide (d_v ≠ d_k)."),
         lo=0, hi=4096, step=1)
     q_kshape = Question(

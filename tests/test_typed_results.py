@@ -39,6 +39,7 @@ ALLOWED_SUBSCRIPTS = {
     ("ui/runs.py", "extras"): "the named arrays of an .npz export",
     ("ui/runtime.py", "pio.templates"): "Plotly's template registry",
     ("ui/__init__.py", "info"): "Streamlit's page registry",
+    ("ui/live.py", "params"): "the query parameters a follower takes from the lecturer's view",
 }
 
 
@@ -73,11 +74,10 @@ def dict_returns(root: Path) -> list[tuple[str, str]]:
 
 
 def _state_aliases(tree: ast.AST) -> set[str]:
-    """Names bound to st.session_state in this file (`s = st.session_state`)."""
+    """Names bound to st.session_state or st.query_params in this file (`s = st.session_state`)."""
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and "session_state" in ast.unparse(node.value) \
-                and ast.unparse(node.value).endswith("session_state"):
+        if isinstance(node, ast.Assign) and ast.unparse(node.value).endswith(("session_state", "query_params")):
             out.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return out
 

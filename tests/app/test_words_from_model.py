@@ -34,7 +34,7 @@ def _arch_of(case_id: str):
     from ui import models
     src = next(c for c in MODEL_CASES if c.id == case_id).source()
     cfg = models.get_model(src)[0].cfg
-    return cfg, describe(cfg, eps_source=models.eps_source(src))
+    return cfg, describe(cfg, eps_source=models.eps_source(src, cfg))
 
 
 def page_text(at) -> str:
