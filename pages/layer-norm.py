@@ -25,7 +25,8 @@ st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 ove
 
 sites = {} if run.trace.embeddings.ln is None else {"embeddings · LN": run.trace.embeddings.ln}  # BERT
 sites |= {f"layer {l} · {name}": norm for l, block in enumerate(run.trace.layers)
-         for name, norm in (("ln1", block.ln1), ("ln2", block.ln2)) if norm is not None}  # label -> LayerNormTrace
+         for name, norm in (("ln1", block.ln1), ("ln1_post", block.ln1_post), ("ln2", block.ln2),
+                            ("ln2_post", block.ln2_post)) if norm is not None}  # label -> norm trace (Gemma 2: + _post)
 if run.trace.final_ln is not None:
     sites["final LN" if arch.norm.kind == "layernorm" else f"final {arch.norm.name}"] = run.trace.final_ln
 where = list(sites)

@@ -2,13 +2,15 @@
 tests/app/test_words_from_model.py. A model family added later is one more ModelCase here.
 
 Each case says how the app is pointed at the model (the link's query: `src` and, for fresh
-weights, the architecture controls) and which ModelSource that is, so the test reads the model's
-config the way the app does (ui.models.get_model) and checks every stated shape and component
-against it."""
+weights, the architecture controls; for a family, the tiny model of tests/tiny_families.py opened
+from disk) and which ModelSource that is, so the test reads the model's config the way the app does
+(ui.models.get_model) and checks every stated shape and component against it."""
 from __future__ import annotations
 
 import json
+import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from model.config import PRESETS, ModelConfig
 from model.pretrained import PRETRAINED
@@ -22,14 +24,23 @@ class ModelCase:
     query: dict = field(default_factory=dict)  # the link's query parameters that pick the model
     pretrained: str = ""  # a model.pretrained key: skipped when its package is not installed
     pages: tuple[str, ...] | None = None  # None: every page; else only these (why: see the case)
+    family: str = ""  # a tests/tiny_families.py model, built and opened from disk (needs transformers)
 
     def available(self) -> bool:
+        if self.family:
+            return importlib.util.find_spec("transformers") is not None
         return not self.pretrained or PRETRAINED[self.pretrained].installed()
 
-    def source(self):
-        """The ui.models.ModelSource the app builds for this query."""
+    def disk_query(self, folder: Path) -> dict:
+        """The link that opens this family's tiny model, built in `folder` (its resolved path)."""
+        return {"src": "disk:" + str(folder)}
+
+    def source(self, query: dict | None = None):
+        """The ui.models.ModelSource the app builds for this query (a family's: disk_query's)."""
         from ui import models
-        q = self.query
+        q = self.query if query is None else query
+        if str(q.get("src", "")).startswith("disk:"):
+            return models.ModelSource("disk", q["src"][len("disk:"):])
         if q.get("src") != FRESH:
             src = q.get("src", models.DEFAULT_SOURCE)
             return models.ModelSource("pretrained" if src in models.PRETRAINED else "checkpoint", src)
@@ -64,4 +75,7 @@ MODEL_CASES = [
                                          norm=_G2.norm, act=_G2.activation, ctx=_G2.max_len), pages=WORD_PAGES),
     ModelCase("minilm", {"src": "minilm-l6"}, pretrained="minilm-l6"),
     ModelCase("smollm2", {"src": "smollm2-135m"}, pretrained="smollm2-135m"),
+    # every family that loads from disk (issue 32), as the tiny models its parity tests build
+    *[ModelCase(f"family-{name}", family=name) for name in (
+        "gpt2", "llama", "tinyllama", "qwen2", "qwen3", "mistral", "gemma2", "bert", "roberta", "distilbert")],
 ]

@@ -10,8 +10,9 @@ On today's main this fails: SmolLM2's W_K was stated 576 × 576, its output titl
 ε was called "BERT's", its positional page opened with the sinusoidal sentence."""
 from __future__ import annotations
 
+import os
 import re
-from functools import lru_cache
+from pathlib import Path
 
 import pytest
 
@@ -23,18 +24,57 @@ from tests.model_cases import MODEL_CASES, ModelCase
 PAGES = app_pages()
 CASES = [pytest.param(c, p, id=f"{c.id}-{p.split('/')[-1][:-3]}") for c in MODEL_CASES for p in PAGES
          if c.pages is None or p in c.pages]
-BIAS_MARK = re.compile(r"\+ b(?:_O|_gate|_up|₁|₂|ias \()")  # "+ b_O", "+ b₁", "+ bias (64)": a bias of this model
 # pages about their own fixed models (not the sidebar's): their words are checked by their own tests
 OWN_MODELS = {"pages/calculator.py", "pages/variants.py", "pages/gradients.py", "pages/encoder-decoder.py",
               "pages/kv-cache.py"}
 
 
-@lru_cache(maxsize=16)
-def _arch_of(case_id: str):
-    from ui import models
-    src = next(c for c in MODEL_CASES if c.id == case_id).source()
-    cfg = models.get_model(src)[0].cfg
-    return cfg, describe(cfg, eps_source=models.eps_source(src, cfg))
+@pytest.fixture(scope="module")
+def family_folders(tmp_path_factory):
+    """{family: resolved folder} of the tiny family models, built on first use, in a folder the
+    server may open (ATTENTION_LAB_MODEL_ROOTS, as tests/app/test_disk_models.py)."""
+    root = tmp_path_factory.mktemp("word-models")
+    old = os.environ.get("ATTENTION_LAB_MODEL_ROOTS")
+    os.environ["ATTENTION_LAB_MODEL_ROOTS"] = str(root)
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            from tests.tiny_families import build
+            built[name] = build(name, root / name).resolve()
+        return built[name]
+    yield get
+    if old is None:
+        os.environ.pop("ATTENTION_LAB_MODEL_ROOTS", None)
+    else:
+        os.environ["ATTENTION_LAB_MODEL_ROOTS"] = old
+
+
+@pytest.fixture(scope="module")
+def sessions(family_folders):
+    """One app session per model case, opened once and reused page after page: (AppTest, cfg,
+    Architecture read as the app reads them)."""
+    cache: dict = {}
+
+    def get(case: ModelCase):
+        if case.id not in cache:
+            from ui import disk_models, models
+            query = case.disk_query(family_folders(case.family)) if case.family else case.query
+            at = app_test(default_timeout=300)
+            for k, v in query.items():
+                at.query_params[k] = v
+            at.run()
+            assert not errors(at), errors(at)
+            if case.family:  # the link starts loading the model; the run after the load shows it
+                job = disk_models.registry().job(query["src"][len("disk:"):])
+                assert job is not None and job.done.wait(120), [e.value for e in at.error]
+                at.run()
+                assert at.session_state["src"] == query["src"], [e.value for e in at.error]
+            src = case.source(query)
+            cfg = models.get_model(src)[0].cfg
+            cache[case.id] = (at, cfg, describe(cfg, eps_source=models.eps_source(src, cfg)))
+        return cache[case.id]
+    return get
 
 
 def page_text(at) -> str:
@@ -65,15 +105,13 @@ def _alternatives(cfg):
     return out
 
 
-def open_case(case: ModelCase, page: str):
+def open_case(sessions, case: ModelCase, page: str):
     if not case.available():
-        pytest.skip(f"SKIPPED LOUDLY: {case.pretrained} is not installed (requirements-models.txt)")
-    at = app_test(default_timeout=300)
-    for k, v in case.query.items():
-        at.query_params[k] = v
+        pytest.skip(f"SKIPPED LOUDLY: {case.pretrained or 'transformers'} is not installed "
+                    "(requirements-models.txt / requirements-dev.txt)")
+    at, cfg, arch = sessions(case)
     if page == "pages/lesson.py":
-        at.query_params["lesson_step"] = "1"
-    at.run()
+        at.session_state["lesson_step"] = 1
     at.switch_page(page).run()
     assert not errors(at), errors(at)
     if page == "pages/lesson.py":  # reveal step 1 (its text states X and the norm)
@@ -81,22 +119,22 @@ def open_case(case: ModelCase, page: str):
         if show:
             show[0].click().run()
             assert not errors(at), errors(at)
-    return at
+    return at, cfg, arch
 
 
 @pytest.mark.parametrize("case,page", CASES)
-def test_page_words_match_the_model(case: ModelCase, page: str) -> None:
-    at = open_case(case, page)
-    cfg, arch = _arch_of(case.id)
+def test_page_words_match_the_model(sessions, case: ModelCase, page: str) -> None:
+    at, cfg, arch = open_case(sessions, case, page)
     text = page_text(at)
     assert "BERT's; PyTorch's default" not in text  # the old ε sentence, whatever the model
-    if case.query.get("src") != "fresh weights (your architecture)":
+    if case.query.get("src") != "fresh weights (your architecture)" or case.family:
         assert arch.summary in text  # the sidebar states the model from its config
     if page in OWN_MODELS:
         return
-    if not cfg.bias:
-        m = BIAS_MARK.search(text)
-        assert m is None, f"a bias stated for a model without biases: …{text[max(0, m.start() - 80): m.end() + 40]}…"
+    for absent, mark in ((not cfg.bias_out, r"\+ b_O"), (not cfg.bias_ffn, r"\+ b(?:₁|₂|_gate|_up)"),
+                         (not (cfg.bias_qkv or cfg.bias_out), r"\+ bias \(")):
+        m = re.search(mark, text) if absent else None
+        assert m is None, f"a bias stated that the model does not have: …{text[max(0, m.start() - 80): m.end() + 40]}…"
     for field, value, alt in _alternatives(cfg):
         own = describe(cfg)
         if field == "pos_encoding" and alt.positions.sentence != own.positions.sentence:
@@ -116,9 +154,9 @@ def check_multi_head(at, cfg, arch, text):
     assert w_k[0] == f"{cfg.d_model} × {cfg.kv_heads * cfg.d_k}"  # SmolLM2: 576 × 192
     w_o = rows["W_O"]
     assert w_o[0] == f"{cfg.n_heads * cfg.d_value} × {cfg.d_model}"
-    assert all(b == ("+ bias (" if cfg.bias else "no bias") or (cfg.bias and b.startswith("+ bias ("))
-               for b in (w_k[1], w_o[1]))
-    assert f"Output = {arch.output_formula}  (" in text and ("+ b_O" in arch.output_formula) == cfg.bias
+    for (_, b), has in ((w_k, cfg.bias_qkv), (w_o, cfg.bias_out)):
+        assert b.startswith("+ bias (") if has else b == "no bias"
+    assert f"Output = {arch.output_formula}  (" in text and ("+ b_O" in arch.output_formula) == cfg.bias_out
     assert f"X is the {arch.positions.input_x}" in text
     params = next(d.value for d in at.dataframe if "parameters" in d.value.columns)  # the current model's
     for f in param_formulas(cfg):
@@ -147,6 +185,12 @@ def check_flow(at, cfg, arch, text):
     dashed = [s for s in f["layout"].get("shapes", []) if (s.get("line") or {}).get("dash") == "dash"]
     has_cross_gap = any("cross-attention: none" in n for n in names)
     assert has_cross_gap == (arch.stack == "decoder-only") == (len(dashed) == 1)
+    flat = " ".join(names)
+    assert ("ln1_post" in flat and "ln2_post" in flat) == cfg.sandwich_norm  # Gemma 2's sandwich norms drawn
+    assert ("(√d_model)" in flat) == (cfg.emb_scale is not None)
+    assert ("soft-capped" in flat) == (cfg.attn_softcap is not None or cfg.final_softcap is not None)
+    assert ("masked-LM head" in flat) == cfg.mlm_head
+    assert f"scores {arch.score}, masked" in flat
 
 
 def check_lesson(at, cfg, arch, text):
@@ -163,3 +207,10 @@ def check_lesson(at, cfg, arch, text):
 CHECKS = {"pages/multi-head.py": check_multi_head, "pages/layer-norm.py": check_layer_norm,
           "pages/positional.py": check_positional, "pages/ffn-output.py": check_ffn, "pages/flow.py": check_flow,
           "pages/lesson.py": check_lesson}
+
+
+def test_every_family_is_a_case():
+    """A family added to the engine's tiny models (tests/tiny_families.py) must be a case here."""
+    pytest.importorskip("transformers")
+    from tests.tiny_families import FAMILY_NAMES
+    assert [c.family for c in MODEL_CASES if c.family] == list(FAMILY_NAMES)
