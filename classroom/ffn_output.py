@@ -176,3 +176,17 @@ def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> 
     order = np.argsort(-p, kind="stable")
     return FillIn(masked_ids=masked, top_ids=order[:k], top_p=p[order[:k]], true_id=true, true_p=float(p[true]),
                   true_rank=int(np.nonzero(order == true)[0][0]) + 1)
+
+
+def neighbours_note(source_kind: str) -> str:
+    """The end of the embedding-neighbours caption: what the rows of E are, by where the model
+    comes from (ui.models.ModelSource.kind). Fresh weights are random rows (no pattern to find);
+    a model trained here learned them from the built-in corpus; a pretrained one from its own."""
+    if source_kind == "fresh":
+        return " (fresh weights: random rows, so no pattern)."
+    if source_kind == "pretrained":
+        return ": a pretrained model learned these rows from billions of words, so try cat, king, Paris or apple."
+    if source_kind == "session":
+        return ": this model learned these rows from its training text."
+    return (": this model learned these rows from the built-in corpus (a few thousand short sentences), so words "
+            "of one kind (fruit, animals, colours) can end up close.")

@@ -50,7 +50,7 @@ with l2:
                         log_x=True, log_y=True),
              "cost_flops", table=curve,
              alt=f"The T² part overtakes the linear part at T ≈ {cost.linear_quadratic_crossover(cfg):,} for this model "
-                 "(where 4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)).")
+                 f"(where {cost.crossover_formula(cfg)}).")
 
 st.subheader("Measured: one block on this machine")
 st.caption("Theory says the T² part wins at long lengths. Here is where it actually does on this server: one "

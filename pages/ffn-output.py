@@ -8,7 +8,7 @@ from classroom.embeddings import mean_loss, next_token_losses
 from labels import md_escape, token_label, token_labels, visible
 from ui import state
 from ui.ffn_output import embedding_neighbours, ffn_position_check, fill_blank, output_layer_view
-from ui.models import trained_causal
+from ui.models import architecture, trained_causal
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, matrix_heatmap, topk_heatmap
@@ -20,16 +20,10 @@ cfg = run.cfg
 idx = token_labels(run.labels, plain=True)
 
 st.subheader("Position-wise feed-forward network")
-b2 = " + b₂" if cfg.bias else ""
-if cfg.activation == "swiglu":  # Llama: a gated unit, two up-projections, no biases in SmolLM2
-    act_name = "SwiGLU"
-    bg, bu = (" + b_gate", " + b_up") if cfg.bias else ("", "")
-    formula = f"FFN(x) = W₂ · (SiLU(W_gate x{bg}) ⊙ (W_up x{bu})){b2}"
-else:
-    act_name = cfg.activation.upper()
-    formula = f"FFN(x) = W₂ · {act_name}(W₁ x{' + b₁' if cfg.bias else ''}){b2}"
-st.caption(f"{formula}, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} "
-           "and back, applied to every position separately with the same weights.")
+arch = architecture(run.source, cfg)  # this model's FFN in words (classroom/architecture.py)
+act = arch.activation
+st.caption(f"{act.ffn_formula}, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} and back ({act.matrices}), "
+           "applied to every position separately with the same weights.")
 layers = list(range(cfg.n_layers))
 state.bound("ffn_layer", 0)
 state.fix("ffn_layer", layers)
@@ -37,7 +31,7 @@ layer = st.selectbox("Layer", layers, key="ffn_layer")
 ffn = run.trace.layers[layer].ffn  # FFNTrace (numpy, B = 1)
 hidden = ffn.hidden_post[0]  # (T, d_ff)
 show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], annotate=False,
-                        title=f"Hidden activations after {act_name} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
+                        title=f"Hidden activations, {act.hidden} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
 diff = ffn_position_check(run, layer)
@@ -55,12 +49,9 @@ def neighbours_section() -> None:
     typed = word.strip() if len(run.vocab) > 1000 else word.strip().lower()  # real vocabularies keep case ("Paris")
     nb = embedding_neighbours(run.source, typed, 8)
     if nb.row_label is not None:
-        real = len(run.vocab) > 1000
         st.caption(f"Cosine similarity of the row of **{md_escape(nb.row_label)}** in the token-embedding matrix E "
                    f"({len(run.vocab):,} × {cfg.d_model}) with every other row (special tokens left out): words used "
-                   "alike end up close" + (": a pretrained model learned these rows from billions of words, so try "
-                                           "cat, king, Paris or apple." if real else
-                                           " (fresh weights: random rows, so no pattern)."))
+                   "alike end up close" + ffn_output.neighbours_note(run.source.kind if run.source else ""))
         show_fig(bar_compare(nb.tokens, {"cosine": nb.cosines}, tokens=False, text_format=".2f",
                              title=f"Nearest neighbours of “{visible(nb.row_label)}” in E (cosine)", yaxis="cosine similarity"),
                  "emb_neighbours", table=pd.DataFrame({"token": nb.tokens, "cosine": nb.cosines}).set_index("token"))
@@ -174,6 +165,9 @@ else:
                 f"|V| = {len(crun.vocab)} zeros with a single 1 at the output index of the true next token. The "
                 f"cross-entropy −Σ y_i log p_i then keeps one term, −log p(target). The mean over the "
                 f"{len(losses)} positions, **{mean_loss(losses):.4f}** nats, is the loss training minimises.")
+    st.caption(f"A one-hot target has exactly |V| cells, one per vocabulary entry ({len(crun.vocab)} here). The notes' "
+               "recap of training (004) draws the one-hot vector of “am” with 7 cells for its 6-word vocabulary "
+               "(a, am, I, thanks, student, <eos>: indices 0–5): it should be [0, 1, 0, 0, 0, 0].")
     st.dataframe(ce.style.format({"p(target)": "{:.4f}", "loss −log p": "{:.4f}"}),
                  width="stretch")
 

@@ -121,9 +121,9 @@ def test_ffn_page_writes_swiglu_as_the_gated_unit_it_is():
     "W2 · SWIGLU(W1 x + b1) + b2", a one-matrix formula with biases the model does not have."""
     at = start("pages/ffn-output.py")
     text = text_of(at)
-    assert "FFN(x) = W₂ · (SiLU(W_gate x) ⊙ (W_up x))" in text
+    assert "FFN(x) = (SiLU(x W_gate) ⊙ (x W_up)) W₂" in text
     assert "b₁" not in text and "SWIGLU(" not in text
-    assert any("after SwiGLU" in (f["layout"]["title"]["text"] if isinstance(f["layout"].get("title"), dict) else "")
+    assert any("SiLU(x W_gate) ⊙ (x W_up)" in (f["layout"]["title"]["text"] if isinstance(f["layout"].get("title"), dict) else "")
                for f in figures(at))
 
 
@@ -135,3 +135,15 @@ def test_top_k_predictions_read_as_text_not_byte_level_spelling():
     cells = [t for tr in topk["data"] for t in (tr.get("text") or []) for t in (t if isinstance(t, list) else [t])]
     assert cells and not any(c in str(cell) for cell in cells for c in "ĠĊ"), cells[:10]
     assert any(str(cell).startswith("·Paris") for cell in cells), cells[:10]
+
+
+def test_lesson_reads_the_shared_kv_head_under_gqa():
+    """Issue 34: the lesson took attn.k[0, head]: with 9 query heads and 3 K/V heads, query head 5
+    reads K/V head 1 (and head 3+ indexed past the 3 K/V heads). Step 2 names the shared head and
+    quotes its key."""
+    at = start("pages/lesson.py", lesson_step=2, lesson_head=5)
+    show = [b for b in at.button if (b.key or "").startswith("lesson_show_")]
+    show[0].click().run()
+    assert not errors(at), errors(at)
+    text = text_of(at)
+    assert "head 5 reads K/V head 1" in text
