@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from labels import md_escape, token_labels
+from labels.units import MIB, human_bytes
 from ui import flash, state
 from ui.runs import current_run
 from ui.show import show_fig
@@ -114,11 +115,11 @@ show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
                          "T × T scores (float32)": mem.full_scores_mb,
                          "T × tile scores (float32)": mem.tile_scores_mb},
                     title=f"Peak memory, one head, d_k = {flash.MEMORY_D}, key tile {mem_tile}",
-                    xaxis="sequence length T", yaxis="MB", log_x=True, log_y=True,
+                    xaxis="sequence length T", yaxis="MiB", log_x=True, log_y=True,
                     dashed=["T × T scores (float32)", "T × tile scores (float32)"]),
          "flash_memory", table=flash.memory_frame(mem),
          alt="Log–log lines: plain attention's peak memory grows as T² (slope 2), the tiled loop's as T (slope 1).")
-st.caption(f"At T = {int(Ts[-1]):,}: plain {mem.plain_mb[-1]:.1f} MB, tiled {mem.tiled_mb[-1]:.1f} MB "
+st.caption(f"At T = {int(Ts[-1]):,}: plain {human_bytes(mem.plain_mb[-1] * MIB)}, tiled {human_bytes(mem.tiled_mb[-1] * MIB)} "
            f"(max |difference| {mem.max_diff[-1]:.1e}). Measured with torch's profiler "
            "(`profile_memory=True`: every tensor allocation and free, summed in time order; "
            "model.flash.measure_peak_bytes), once per server. Plain attention holds the scores and the softmax "

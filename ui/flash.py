@@ -47,6 +47,6 @@ def memory_curve(tile: int) -> MemoryCurve:
 
 def memory_frame(curve: MemoryCurve) -> pd.DataFrame:
     """The measurement as a table, one row per sequence length T (the chart's data download)."""
-    return pd.DataFrame({"T": curve.lengths, "plain peak (MB)": curve.plain_mb, "tiled peak (MB)": curve.tiled_mb,
-                         "T × T scores (MB)": curve.full_scores_mb, "T × tile scores (MB)": curve.tile_scores_mb,
+    return pd.DataFrame({"T": curve.lengths, "plain peak (MiB)": curve.plain_mb, "tiled peak (MiB)": curve.tiled_mb,
+                         "T × T scores (MiB)": curve.full_scores_mb, "T × tile scores (MiB)": curve.tile_scores_mb,
                          "max |tiled − plain|": curve.max_diff}).set_index("T")

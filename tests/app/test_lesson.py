@@ -213,3 +213,23 @@ def test_lesson_answers_notes_001_q1_and_q4_live():
     at.button(key="lq_k_shape__check").click().run()
     ok = " ".join(m.value for m in at.success)
     assert "Z (10, 128)" in ok and "weights (10, 10)" in ok and "same last dimension" in ok, ok
+
+
+def test_show_without_predicting_gives_the_answer_not_you_said_none():
+    """Issue 33: after "Show them without predicting" every question answered "You said None." in
+    red. With no answer given there is nothing to mark wrong: the answer and the explanation, as
+    information."""
+    for step in ("1", "3"):
+        at = open_lesson(reveal=True, lesson_step=step)
+        assert not any("You said" in e.value for e in at.error), [e.value for e in at.error]
+        answers = [i.value for i in at.info if i.value.startswith("The answer: ")]
+        assert answers, [i.value for i in at.info]
+        assert not at.error
+    # a prediction is still judged: the last option is wrong or right, and the message says which
+    at = open_lesson(reveal=False, lesson_step="3")
+    for q in [r for r in at.radio if (r.key or "").endswith("__answer")]:
+        q.set_value(q.options[-1]).run()
+    for b in [b for b in at.button if (b.key or "").endswith("__check")]:
+        b.click().run()
+    judged = [s.value for s in at.success if s.value.startswith("Right.")] + [e.value for e in at.error if "You said" in e.value]
+    assert judged and not any("None" in j for j in judged)
