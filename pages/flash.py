@@ -108,7 +108,21 @@ st.subheader("Memory: T × tile instead of T × T")
 state.bound("flash_mem_tile", 64)
 state.fix("flash_mem_tile", list(flash.MEMORY_TILES), 64)
 mem_tile = st.select_slider("Key tile size for the measurement", list(flash.MEMORY_TILES), key="flash_mem_tile")
-mem = flash.memory_curve(int(mem_tile))
+mem = flash.memory_curve(int(mem_tile))  # measured once per server, in the background
+
+
+@st.fragment(run_every=1.0)
+def memory_pending() -> None:
+    """Until the measurement is done: a note, checked every second; then the whole page once more."""
+    if flash.memory_curve(int(mem_tile)) is not None:
+        st.rerun(scope="app")
+    st.info(f"Measuring the peak memory of plain and tiled attention up to T = {flash.MEMORY_TS[-1]:,} (key tile "
+            f"{mem_tile}), once per server: the chart appears here in a few seconds.", icon=":material/hourglass_top:")
+
+
+if mem is None:
+    memory_pending()
+    state.end_page()
 Ts = mem.lengths
 show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
                          "tiled attention (measured)": mem.tiled_mb,
