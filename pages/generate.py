@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from classroom.generate import Settings, cache_growth
-from labels import md_escape
+from labels import md_escape, visible
 from labels.units import human_bytes
 from ui import generate as G
 from ui import state
@@ -139,7 +139,7 @@ def show_attention(gen) -> None:
     who = f"the new token “{ctx[-1]}”" if gen.records else f"the prompt's last token “{ctx[-1]}”"
     show_fig(bar_compare(ctx, {"weight": att[layer, head]}, yaxis="attention weight", height=300,
                          text_format=".2f" if len(ctx) <= 16 else None,
-                         title=f"Where “{md_escape(ctx[-1])}” looks (layer {layer}, head {head})"),
+                         title=f"Where “{visible(ctx[-1])}” looks (layer {layer}, head {head})"),
              "gen_attention", table=pd.DataFrame({"token": ctx, "weight": att[layer, head]}),
              alt=f"Bar per token of the context: the attention weight {md_escape(who)} gives it.")
 

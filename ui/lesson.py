@@ -11,7 +11,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from classroom.lesson import LessonStep, Question
-from labels import md_escape
 from viz.attention import head_heatmap
 from viz.common import DIVERGING_SCALE
 
@@ -169,7 +168,7 @@ def question(q: Question, key: str) -> bool:
                   on_click=_set, args=(revealed_key, True))
         return False
     if given is None:  # revealed with "Show them without predicting": no answer to judge (issue 33)
-        answer = fmt(q.answer, 2) if q.kind == "number" else md_escape(q.answer)
+        answer = fmt(q.answer, 2) if q.kind == "number" else q.answer  # as the options and the explanation write it
         st.info(f"The answer: **{answer}**. {q.explanation}", icon=":material/lightbulb:")
     elif q.check(given):
         st.success(f"Right. {q.explanation}", icon=":material/check_circle:")
