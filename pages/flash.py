@@ -122,22 +122,22 @@ def memory_pending() -> None:
 
 if mem is None:
     memory_pending()
-    state.end_page()
-Ts = mem.lengths
-show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
-                         "tiled attention (measured)": mem.tiled_mb,
-                         "T × T scores (float32)": mem.full_scores_mb,
-                         "T × tile scores (float32)": mem.tile_scores_mb},
-                    title=f"Peak memory, one head, d_k = {flash.MEMORY_D}, key tile {mem_tile}",
-                    xaxis="sequence length T", yaxis="MiB", log_x=True, log_y=True,
-                    dashed=["T × T scores (float32)", "T × tile scores (float32)"]),
-         "flash_memory", table=flash.memory_frame(mem),
-         alt="Log–log lines: plain attention's peak memory grows as T² (slope 2), the tiled loop's as T (slope 1).")
-st.caption(f"At T = {int(Ts[-1]):,}: plain {human_bytes(mem.plain_mb[-1] * MIB)}, tiled {human_bytes(mem.tiled_mb[-1] * MIB)} "
-           f"(max |difference| {mem.max_diff[-1]:.1e}). Measured with torch's profiler "
-           "(`profile_memory=True`: every tensor allocation and free, summed in time order; "
-           "model.flash.measure_peak_bytes), once per server. Plain attention holds the scores and the softmax "
-           "(2 × T × T); the tiled loop holds a T × tile block, its exponentials, the accumulator and the output.")
-st.caption("Time is another story: this loop runs in Python, one small matrix product per tile. FlashAttention "
-           "is fast on GPUs because it is one fused kernel whose tiles stay in on-chip memory; here it is a "
-           "teaching copy (benchmarks/bench_flash.py measures both).")
+else:
+    Ts = mem.lengths
+    show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
+                             "tiled attention (measured)": mem.tiled_mb,
+                             "T × T scores (float32)": mem.full_scores_mb,
+                             "T × tile scores (float32)": mem.tile_scores_mb},
+                        title=f"Peak memory, one head, d_k = {flash.MEMORY_D}, key tile {mem_tile}",
+                        xaxis="sequence length T", yaxis="MiB", log_x=True, log_y=True,
+                        dashed=["T × T scores (float32)", "T × tile scores (float32)"]),
+             "flash_memory", table=flash.memory_frame(mem),
+             alt="Log–log lines: plain attention's peak memory grows as T² (slope 2), the tiled loop's as T (slope 1).")
+    st.caption(f"At T = {int(Ts[-1]):,}: plain {human_bytes(mem.plain_mb[-1] * MIB)}, tiled {human_bytes(mem.tiled_mb[-1] * MIB)} "
+               f"(max |difference| {mem.max_diff[-1]:.1e}). Measured with torch's profiler "
+               "(`profile_memory=True`: every tensor allocation and free, summed in time order; "
+               "model.flash.measure_peak_bytes), once per server. Plain attention holds the scores and the softmax "
+               "(2 × T × T); the tiled loop holds a T × tile block, its exponentials, the accumulator and the output.")
+    st.caption("Time is another story: this loop runs in Python, one small matrix product per tile. FlashAttention "
+               "is fast on GPUs because it is one fused kernel whose tiles stay in on-chip memory; here it is a "
+               "teaching copy (benchmarks/bench_flash.py measures both).")
