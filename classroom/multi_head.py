@@ -150,6 +150,11 @@ class KVSavingsRow:
     context: int  # the context length of cache_mb
     cache_mb: float  # KV cache for `context` tokens, MB (1e6 bytes)
 
+    @property
+    def cache_bytes(self) -> int:
+        """KV cache for `context` tokens, bytes (the page writes it with labels.units.human_bytes)."""
+        return self.cache_bytes_per_token * self.context
+
 
 def savings(cfg: ModelConfig, context: int = 2048) -> list[KVSavingsRow]:
     """Rows comparing this model's K/V heads with full multi-head attention (one K/V head per

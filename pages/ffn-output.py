@@ -7,8 +7,9 @@ from classroom import ffn_output
 from classroom.embeddings import mean_loss, next_token_losses
 from labels import md_escape, token_label, token_labels, visible
 from ui import state
-from ui.ffn_output import embedding_neighbours, ffn_position_check, fill_blank, output_layer_view
-from ui.models import architecture, trained_causal
+from ui.ffn_output import (embedding_neighbours, ffn_position_check, fill_blank, fill_blank_capability,
+                          nearest_rows, output_layer_view)
+from ui.models import architecture
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, matrix_heatmap, topk_heatmap
@@ -62,6 +63,40 @@ def neighbours_section() -> None:
         st.info(f"{md_escape(word)!s} is not in this model's vocabulary of {len(run.vocab):,} words; try apple, cat or red.")
 
 
+def hide_position() -> int:
+    """The word to hide (fill in the blank): any token but the special ones."""
+    choices = [i for i in range(run.T) if not ffn_output.is_special_token(run.labels[i])]
+    state.bound("fb_pos", choices[len(choices) // 2] if choices else 0)
+    state.fix("fb_pos", choices or [0])
+    return st.selectbox("Hide this word", choices or [0], key="fb_pos",
+                        format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+
+
+def encoder_fill_blank() -> None:
+    """A masked LM's encoder without its MLM head (MiniLM): say so, and show the closest honest view."""
+    st.subheader("Fill in the blank? Not without an MLM head")
+    st.markdown("MiniLM reads `[MASK]` like BERT, but this checkpoint (a sentence-embedding model) ships the encoder "
+                "only: there is **no MLM head**, the layer that turns the final vector at a masked position into a "
+                "score for every word of the vocabulary. So it cannot guess a hidden word, and this page shows no "
+                "probabilities. The closest honest view is below: the rows of the token-embedding matrix E nearest "
+                "(cosine) to the final vector at the hidden position. They are **not guesses**; where the hidden "
+                "word's own row ranks shows how far that vector is from a prediction. To see fill in the blank, "
+                "pick the masked LM in the sidebar, or open a BERT or RoBERTa checkpoint that keeps its MLM head.")
+    pos = hide_position()
+    res = nearest_rows(run.source, tuple(run.ids), int(pos), 5)
+    st.code(" ".join("[MASK]" if i == pos else run.labels[i] for i in range(run.T)), language=None, wrap_lines=True)
+    rows = [run.vocab[i] for i in res.top_ids]
+    show_fig(bar_compare(rows, {"cosine": res.top_cos}, tokens=False, text_format=".3f", yaxis="cosine similarity",
+                         title="Rows of E nearest to the final vector at [MASK] (not predictions)"),
+             "fb_nearest", table=pd.DataFrame({"row of E": rows, "cosine": res.top_cos}),
+             alt="Bars: the cosine similarity of the five nearest rows of the embedding matrix; no MLM head, no probabilities.")
+    st.markdown(f"The hidden word **{md_escape(run.labels[pos])}**: its row has cosine {res.true_cos:.3f} and ranks "
+                f"**{res.true_rank:,}** of the {res.compared:,} rows compared (special tokens left out).")
+
+
+fill_cap = fill_blank_capability(run.source)
+
+
 if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show what its last layer gives
     st.subheader("What the last layer produces")
     st.info("This model has no output layer (no language-model head), so it cannot predict tokens: no logits, "
@@ -88,19 +123,17 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
                f"its first values are [{', '.join(f'{v:.3f}' for v in last.mean[:6])}, …] "
                f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
                "classification read as the whole sentence's summary.")
+    if fill_cap == ffn_output.ENCODER_ONLY:
+        encoder_fill_blank()
     neighbours_section()
     state.end_page()
 
-if trained_causal(run.source.name) is False and run.source.kind == "checkpoint":  # the masked LM
+if fill_cap == ffn_output.MLM_HEAD:  # a masked LM with its head: the toy masked LM, a BERT from disk
     st.subheader("Fill in the blank: what a masked language model is for")
     st.markdown("This model was trained like BERT: some words of each sentence were replaced by `<mask>`, and the "
                 "model learned to guess them **from both sides**. It does not predict the next word, so this page "
                 "shows no next-token table and no perplexity. Pick a word to hide:")
-    choices = [i for i in range(run.T) if run.labels[i] not in ("<bos>", "<eos>", "<pad>")]
-    state.bound("fb_pos", choices[len(choices) // 2] if choices else 0)
-    state.fix("fb_pos", choices or [0])
-    pos = st.selectbox("Hide this word", choices or [0], key="fb_pos",
-                       format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+    pos = hide_position()
     res = fill_blank(run.source, tuple(run.ids), int(pos), 5)
     guesses = [run.vocab[i] for i in res.top_ids]
     shown = " ".join("____" if i == pos else run.labels[i] for i in range(run.T))

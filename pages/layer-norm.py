@@ -5,13 +5,14 @@ import pandas as pd
 import streamlit as st
 
 from classroom import layer_norm
-from labels import token_labels
+from labels import md_escape, token_labels
 from ui import state
 from ui.layer_norm import get_norm_placement
 from ui.models import architecture
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, histogram_compare, line_chart, matrix_heatmap
+from viz.layer_norm import residual_norm_heatmap
 
 st.title("Layer norm & residuals")
 show_code("model.layers.layer_norm", "model.layers.RMSNorm.forward", "model.layers.Block.forward", what="norms and residuals")
@@ -96,8 +97,21 @@ else:
 
 st.subheader("The residual stream across layers")
 names, norms = layer_norm.residual_norms(run.trace)
-show_fig(matrix_heatmap(norms.T, run.labels, names, title="‖residual stream‖ per token and stage", colorscale="Viridis",
-                        zmid=None, annotate=norms.size <= 150, fmt=".1f", value_name="L2 norm"),
+big = layer_norm.norm_outliers(norms)
+scales = ["linear", "log"]
+state.bound("ln_resid_scale", "log" if big.tokens else "linear")
+state.fix("ln_resid_scale", scales)
+if big.tokens:  # issue 33: SmolLM2's first token (~20,000) painted every other cell the same colour
+    who = ", ".join(f"{i}:{md_escape(run.labels[i])}" for i in big.tokens[:5]) + (" …" if len(big.tokens) > 5 else "")
+    st.info(f"Token{'s' if len(big.tokens) > 1 else ''} **{who}** reach{'' if len(big.tokens) > 1 else 'es'} a norm of "
+            f"**{big.peak.max():,.0f}**, {big.ratio:,.0f}× the other tokens' typical {big.typical:,.0f}. Large language "
+            "models grow a few huge features on the first token (“massive activations”, Sun et al. 2024); many heads "
+            "then park their attention on it (a first-token sink). On a linear colour scale every other cell would get "
+            "the same colour, so the scale is logarithmic (the cells still show the norms).", icon=":material/info:")
+scale = st.radio("Colour scale", scales, key="ln_resid_scale", horizontal=True,
+                 help="log: colours by the norm's order of magnitude, so small and huge norms both stay readable.")
+show_fig(residual_norm_heatmap(norms, run.labels, names, log=scale == "log",
+                               title="‖residual stream‖ per token and stage" + (" (log colour scale)" if scale == "log" else "")),
          "ln_resid", table=pd.DataFrame(norms.T, index=stats.index, columns=names),
          alt="Each sublayer adds its output to the stream (x + f(x)): the identity path carries the signal and the gradient.")
 st.markdown(f"This model is **{arch.norm.short}**: {arch.norm.placement_text}")

@@ -6,6 +6,7 @@ import streamlit as st
 
 from classroom import multi_head
 from labels import md_escape, token_label, token_labels
+from labels.units import human_bytes
 from model.config import PRESETS, param_count
 from ui import state
 from ui.models import architecture
@@ -42,10 +43,10 @@ if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 
     kv_rows = multi_head.savings(cfg)
     sv = pd.DataFrame({"K/V heads per layer": [r.kv_heads for r in kv_rows], "K and V projection parameters": [r.kv_params for r in kv_rows],
                        "KV cache per token (bytes)": [r.cache_bytes_per_token for r in kv_rows],
-                       f"KV cache for {kv_rows[0].context:,} tokens (MB)": [r.cache_mb for r in kv_rows]},
+                       f"KV cache for {kv_rows[0].context:,} tokens": [human_bytes(r.cache_bytes) for r in kv_rows]},
                       index=pd.Index([r.variant for r in kv_rows], name="variant"))
-    st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}",
-                                  sv.columns[-1]: "{:,.1f}"}), width="stretch")
+    st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}"}),
+                 width="stretch")
     st.caption(f"What sharing saves: the KV cache that generation keeps (2 × {cfg.n_layers} layers × K/V heads × "
                f"{dk} × 4 bytes per token) is {H // cfg.kv_heads}× smaller, and so are the K and V projections. "
                "Llama 2/3, Mistral and SmolLM2 use it; one K/V head for all (multi-query attention) is the extreme.")

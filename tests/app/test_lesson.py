@@ -281,3 +281,21 @@ def test_notes_000_q7_is_answered_with_the_models_own_softmax():
     p = model.trace(torch.tensor([ids]), causal=at.session_state["mask"] == "causal").probs[0, T - 1].numpy()
     assert int(m.group(1).replace(",", "")) == cfg.vocab_size
     assert abs(float(m.group(3)) - p.max()) < 6e-5 and abs(float(m.group(4)) - 1) < 1e-4
+def test_show_without_predicting_gives_the_answer_not_you_said_none():
+    """Issue 33: after "Show them without predicting" every question answered "You said None." in
+    red. With no answer given there is nothing to mark wrong: the answer and the explanation, as
+    information."""
+    for step in ("1", "3"):
+        at = open_lesson(reveal=True, lesson_step=step)
+        assert not any("You said" in e.value for e in at.error), [e.value for e in at.error]
+        answers = [i.value for i in at.info if i.value.startswith("The answer: ")]
+        assert answers, [i.value for i in at.info]
+        assert not at.error
+    # a prediction is still judged: the last option is wrong or right, and the message says which
+    at = open_lesson(reveal=False, lesson_step="3")
+    for q in [r for r in at.radio if (r.key or "").endswith("__answer")]:
+        q.set_value(q.options[-1]).run()
+    for b in [b for b in at.button if (b.key or "").endswith("__check")]:
+        b.click().run()
+    judged = [s.value for s in at.success if s.value.startswith("Right.")] + [e.value for e in at.error if "You said" in e.value]
+    assert judged and not any("None" in j for j in judged)
