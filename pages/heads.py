@@ -4,7 +4,7 @@ import streamlit as st
 from ui import circuits as sink
 from ui import state
 from ui.runs import current_run, layer_allowed
-from ui.show import download_npz, heads_table, matrix_table, show_code, show_fig
+from ui.show import download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import head_grid, head_heatmap
 from viz.heads import token_lines_html
@@ -30,10 +30,8 @@ with c3:
 
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
-pats = sink.labels_of(run, w, hide)  # one HeadPattern per head (the sink named apart when hidden)
 keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
 shown = sink.hidden(run, w) if hide else w  # (H, T, T): as computed, or the derived sink-hidden view
-subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
           "Each head's title names its pattern and the score that decided it.")
@@ -41,9 +39,18 @@ if hide:
     sink.derived_note(run)
 if not st.session_state.get("present"):
     st.caption(legend)
-show_fig(head_grid(shown, run.labels, allowed=allowed, subtitles=subtitles, hidden_keys=keys,
-                   title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else "")),
-         "heads_grid", table=lambda: heads_table(shown, run.labels, layer), filename=f"layer{layer}_heads",
+
+
+def grid():
+    """The grid of this run's layer: the same for every session showing it (ui.show.shared_fig)."""
+    pats = sink.labels_of(run, w, hide)  # one HeadPattern per head (the sink named apart when hidden)
+    return head_grid(shown, run.labels, allowed=allowed, subtitles=[f"head {h} · {p.title()}" for h, p in enumerate(pats)],
+                     hidden_keys=keys,
+                     title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else ""))
+
+
+show_fig(shared_fig(run, ("heads_grid", layer, hide), grid), "heads_grid",
+         table=lambda: heads_table(shown, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
 if st.session_state.get("present"):
     st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen
@@ -111,4 +118,4 @@ def detail_body(run, layer: int, w, allowed, pats, keys=None) -> None:
 
 head_detail()
 show_code("model.attention.attend", "model.attention.masked_softmax", what="attention weights")
-del run, w, shown, allowed, pats  # the trace is not kept alive by this page's namespace (see head_detail)
+del run, w, shown, allowed  # the trace is not kept alive by this page's namespace (see head_detail)

@@ -27,6 +27,7 @@ and token, its view and poll) when the store comes back empty (a Redis restart w
 """
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import threading
@@ -48,6 +49,11 @@ POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow with
 SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone, or of a pushed follower
 NUDGE_EVERY = 0.2  # seconds between a server process's reads of the rooms its followers follow
 KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
+# Follower runs that apply a new view go through a first-come, first-served gate (classroom/live/gate.py):
+# FOLLOW_SLOTS at a time per server process, each waiting at most FOLLOW_WAIT seconds.
+FOLLOW_SLOTS = int(os.environ.get("ATTN_LAB_FOLLOW_SLOTS", "2"))
+FOLLOW_WAIT = 20.0
+GATE = L.Gate(slots=max(1, FOLLOW_SLOTS)) if FOLLOW_SLOTS > 0 else None
 LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
 SS = "_live"  # session_state: this session's LiveSession
 NOTICES = "_live_notices"
@@ -78,6 +84,7 @@ class LiveSession:
     applied: tuple | None = None  # students: (epoch, version) of the view applied
     pending_page: str | None = None  # students: the page to switch to in this run
     settling: bool = False  # students: the next completed run records the baseline
+    gated: bool = False  # students: this session holds a slot of GATE (released when its run completes)
     baseline: tuple | None = None  # students: (page, params) at the end of the run after the last apply
     poll_key: tuple | None = None
     poll: L.Poll | None = None  # the current poll (a student's copy, or the lecturer's own)
@@ -199,6 +206,8 @@ def _follow(ls: LiveSession) -> None:
         return
     ls.applied = rs.view_key
     if view is not None:
+        if GATE is not None and not ls.gated:
+            ls.gated = GATE.enter(_sid(), FOLLOW_WAIT)  # the followers' runs in turn (see FOLLOW_SLOTS)
         _apply(ls, view)
 
 
@@ -236,7 +245,13 @@ def end_run() -> None:
     """app.py, after the run's URL sync: the lecturer publishes; a follower who changed something
     explores alone."""
     ls = _ls()
-    if ls is None or ls.ended:
+    if ls is None:
+        return
+    if ls.gated and not _fragment_rerun():
+        # the run that applied a view (or the page it switched to) is complete: the next follower's turn
+        GATE.leave(_sid())
+        ls.gated = False
+    if ls.ended:
         return
     if ls.role == "lecturer":
         _publish(ls)
@@ -453,9 +468,11 @@ def join_link(code: str) -> str:
     return f"{base_url()}/?room={code}"
 
 
+@functools.lru_cache(maxsize=64)
 def qr_svg(text: str) -> str:
     """An offline QR code of `text` (segno, pure Python) as SVG: black on white (scannable in the
-    dark theme too), error correction M."""
+    dark theme too), error correction M. Made once per link (the lecturer's every run drew it again:
+    ~7 % of a run)."""
     return segno.make(text, error="m", micro=False).svg_inline(scale=10, border=4, dark="#000000",
                                                                  light="#ffffff")
 

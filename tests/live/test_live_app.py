@@ -369,3 +369,27 @@ def test_the_nudger_asks_only_sessions_that_are_behind(monkeypatch):
     s.set_poll(code, h, Poll("p", PollQuestion(prompt="?", kind="choice", answer="a", options=("a", "b"))))
     asked.clear()
     assert n.tick() == 3 and {a for a, _ in asked} == {"up", "behind", "alone"}  # a new poll: everyone
+
+
+def test_a_follower_applies_a_view_through_the_gate_and_gives_its_slot_back(room_store, monkeypatch):
+    """A follower's run that applies the lecturer's new view takes a slot of the followers' gate
+    (ui/live.GATE) and gives it back when the run completes; a run with nothing new takes none."""
+    from ui import live
+    entered: list[str] = []
+    enter = live.GATE.enter
+    monkeypatch.setattr(live.GATE, "enter", lambda owner, timeout: entered.append(owner) or enter(owner, timeout))
+    lec, code = start_class()
+    stu = student(code)
+    lec.sidebar.text_input(key="text").input("the gate lets me in .").run()
+    before = len(entered)
+    stu.run()
+    assert stu.session_state["text"] == "the gate lets me in ."
+    assert len(entered) == before + 1 and entered[-1] == stu.session_state["_live_sid"]
+    assert live.GATE.holders() == 0 and not stu.session_state["_live"].gated
+    stu.run()  # nothing new: no slot taken
+    assert len(entered) == before + 1
+    # a page switch: the slot is held through the switched-to page's run, then given back
+    lec.switch_page("pages/overview.py").run()
+    stu.run()
+    assert [t.value for t in stu.title] == ["All heads overview"]
+    assert live.GATE.holders() == 0 and not stu.session_state["_live"].gated
