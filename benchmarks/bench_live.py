@@ -79,8 +79,9 @@ class Student:
 
 
 class PushbackWS:
-    """The client's WebSocket with one message put back: a run the server started by itself (a
-    pushed fragment rerun, ui/live._Nudger) is read by StClient.receive from its first message on."""
+    """The client's WebSocket with one message put back: a run the server started by itself (none
+    does today: server push was measured and removed) is read by StClient.receive from its first
+    message on."""
 
     def __init__(self, ws):
         self.ws, self.back = ws, []
