@@ -34,6 +34,11 @@ def use_2017_preset() -> None:
                             act=p.activation, dv=0)
 
 
+def dv_title(v: int) -> str:
+    """The d_v list's option labels: the same in every run (d_k is named in the list's label)."""
+    return "= d_k" if v == 0 else str(v)
+
+
 def source_options() -> list[str]:
     names = list(models.shipped_checkpoints())
     names += list(models.PRETRAINED)  # listed even when its package is missing: picking it says how to install it
@@ -102,6 +107,9 @@ def render() -> None:
         st.text_input("Sentence", key="text",
                       help="Any text; press Enter to apply. The toy models lower-case it and split it into words "
                            "and punctuation; the real models use their own tokenizers.")
+        if not state.url_fits("text"):
+            st.caption(f"This text is too long for a link, even compressed (links hold up to "
+                       f"{state.URL_ZIPPED_CHARS:,} characters): a copied link opens with the default sentence.")
         options = source_options()
         default_src = models.DEFAULT_SOURCE if models.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL
@@ -130,9 +138,12 @@ def render() -> None:
                          help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
                 st.radio("FFN activation", ["gelu", "relu"], key="act", horizontal=True,
                          help="GELU (GPT-2, BERT) or ReLU (the 2017 paper) between the FFN's two layers.")
+                # The options' labels must not depend on d_k: the browser sends the label back, and a
+                # label from before d_model changed ("= d_k (16)") matched no option (issue 33: a
+                # crash on the next click). d_k is in the widget's label instead, which may change.
                 d_k = s["d"] // s["h"]
-                st.selectbox("d_v (value width per head)", state.DV_CHOICES, key="dv",
-                             format_func=lambda v: f"= d_k ({d_k})" if v == 0 else str(v),
+                st.selectbox(f"d_v (value width per head; d_k = {d_k})", state.DV_CHOICES, key="dv",
+                             format_func=dv_title,
                              help="Q and K must share d_k (their dot product); V may be narrower or wider: "
                                   "each head then returns Z_j of width d_v, and W_O reads h·d_v numbers.")
                 st.number_input("Seed", 0, 9999, key="seed")
