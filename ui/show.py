@@ -40,8 +40,10 @@ def present_fonts(fig: go.Figure) -> None:
     fig.update_layout(font_size=PRESENT_FONT_PX)
     fig.update_xaxes(tickfont_size=PRESENT_FONT_PX)
     fig.update_yaxes(tickfont_size=PRESENT_FONT_PX)
+    _open_row_gaps(fig)  # before the panel titles grow: it reads their sizes
+    dflt_font = _ann_default(fig, "font")
     for ann in fig.layout.annotations or ():
-        size = ann.font.size if ann.font and ann.font.size else 12
+        size = ann.font.size if ann.font and ann.font.size else (dflt_font.size if dflt_font and dflt_font.size else 12)
         ann.font.size = max(size, PRESENT_FONT_PX)
     m = fig.layout.margin
     title = fig.layout.title
@@ -73,6 +75,59 @@ def present_fonts(fig: go.Figure) -> None:
                 ann.xshift = ann.xshift * grow_lb
             if yref == "paper" and ann.yshift and ann.yshift < 0:
                 ann.yshift = ann.yshift * grow_lb
+
+
+def _ann_default(fig: go.Figure, name: str):
+    """An annotation property every annotation inherits from the figure's template (viz.common.hoist_shared)."""
+    tpl = fig.layout.template
+    return getattr(tpl.layout.annotationdefaults, name, None) if tpl and tpl.layout else None
+
+
+LINE_EM = 1.3  # Plotly's line height, in font sizes
+
+
+def _open_row_gaps(fig: go.Figure) -> None:
+    """A grid of panels with a title over each (the heads grid, the overview): presentation mode
+    grows the titles from 12 px to PRESENT_FONT_PX, and a three-line title then reached down onto
+    the panels of the row above it (issue 33: SmolLM2's 9 heads at 1280 x 720). Open every gap
+    between rows by what the tallest title grew, keeping each panel's height: the chart grows by
+    (rows - 1) x that, and every y domain and paper-anchored annotation moves up by the gaps
+    below it."""
+    ykeys = [k for k in fig.layout.to_plotly_json() if k.startswith("yaxis") and fig.layout[k].domain]
+    rows = sorted({tuple(fig.layout[k].domain) for k in ykeys}, key=lambda d: d[1])  # bottom row first
+    if len(rows) < 2 or not fig.layout.height:
+        return
+    tops = [d[1] for d in rows]
+    dflt_font, dflt_anchor, dflt_yref = (_ann_default(fig, n) for n in ("font", "yanchor", "yref"))
+    grow = 0.0
+    for ann in fig.layout.annotations or ():
+        yref = ann.yref or dflt_yref
+        anchor = ann.yanchor or dflt_anchor
+        if yref != "paper" or anchor != "bottom" or ann.y is None or not any(abs(ann.y - t) < 1e-6 for t in tops[:-1]):
+            continue  # not the title of a panel with a row above it
+        size = ann.font.size if ann.font and ann.font.size else (dflt_font.size if dflt_font and dflt_font.size else 12)
+        lines = str(ann.text or "").count("<br>") + 1
+        grow = max(grow, lines * LINE_EM * (PRESENT_FONT_PX - size))
+    if grow <= 0:
+        return
+    grow = float(int(grow) + 2)
+    m = fig.layout.margin
+    plot = fig.layout.height - (m.t or 0) - (m.b or 0)
+    if plot <= 0:
+        return
+    new_plot = plot + grow * (len(rows) - 1)
+
+    def move(y: float) -> float:  # paper y -> paper y of the taller chart
+        below = sum(t < y - 1e-9 for t in tops)
+        return round((y * plot + below * grow) / new_plot, 6)
+
+    for k in ykeys:
+        a, b = fig.layout[k].domain
+        fig.layout[k].domain = [move(a), move(b)]
+    for ann in fig.layout.annotations or ():
+        if (ann.yref or dflt_yref) == "paper" and ann.y is not None and 0 <= ann.y <= 1:
+            ann.y = move(ann.y)
+    fig.update_layout(height=fig.layout.height + grow * (len(rows) - 1))
 
 
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,

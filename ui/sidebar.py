@@ -11,8 +11,14 @@ from . import models, session_models, state, train
 PRESENT_CSS = """
 <style>
 html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
-h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-size: 1.6rem !important;}
-.block-container {max-width: 100% !important; padding-top: 3.5rem !important;}
+[data-testid="stMain"] h1 {font-size: 2.6rem !important;} [data-testid="stMain"] h2 {font-size: 2.0rem !important;}
+[data-testid="stMain"] h3 {font-size: 1.6rem !important;}
+/* the sidebar (folded when the mode is turned on) keeps a heading of ordinary size: "Attention Lab"
+   at 2 rem filled its first screen (issue 33) */
+[data-testid="stSidebar"] h2 {font-size: 1.2rem !important;}
+/* the page's side padding (5 rem, 110 px at this size) goes to the charts */
+.block-container {max-width: 100% !important; padding-top: 3.5rem !important;
+                  padding-left: 1.5rem !important; padding-right: 1.5rem !important;}
 /* the exit button sits in Streamlit's header bar, left of its menu: no page height spent on it, so
    more of the first chart is above the fold at 1280 x 720 */
 .st-key-present_exit {position: fixed !important; top: 0.45rem; right: 3.6rem; z-index: 1000001;
@@ -88,6 +94,11 @@ def check_pretrained(options: list[str], default_src: str) -> None:
 
 def render() -> None:
     s = st.session_state
+    # Presentation mode folds the sidebar when it is turned on (the toggle left it open, a third of a
+    # 1280 px projector), and the arrow at the top left opens it again; leaving the mode unfolds it.
+    # (Streamlit applies a changed initial_sidebar_state unless the user folded or opened the sidebar
+    # by hand in this browser: that choice wins.)
+    st.set_page_config(initial_sidebar_state="collapsed" if s.get("present") else "auto")
     if s.get("present"):
         st.html(PRESENT_CSS)  # static CSS only, no user text
         # Presentation mode keeps the sidebar (page menu, sentence box; Streamlit's own arrow folds
