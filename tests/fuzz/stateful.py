@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from tests.fuzz.cases import ADVERSARIAL
-from tests.helpers import app_test, errors, figures
+from tests.helpers import app_test, figures
 
 OPTION_TYPES = {"selectbox", "radio", "multiselect", "button_group"}  # send labels back
 VALUE_TYPES = {"slider", "select_slider", "number_input", "checkbox", "toggle", "text_input", "text_area"}
@@ -87,6 +87,8 @@ class Session:
     """An AppTest session whose option widgets send back the labels a browser holds."""
 
     def __init__(self, timeout: float = 120, query: dict | None = None):
+        from streamlit import config
+        config.set_option("client.showErrorDetails", "full")  # the failure report names the error
         self.at = app_test(default_timeout=int(timeout))
         for k, v in (query or {}).items():
             self.at.query_params[k] = v
@@ -321,9 +323,9 @@ def _finite_problems(fig: dict) -> list[str]:
 
 def screen_problems(at) -> list[str]:
     out = []
-    errs = errors(at)
-    if errs:
-        out.append(f"exception: {errs[0][:400]}")
+    if at.exception:
+        e = at.exception[0].proto
+        out.append(f"exception: {e.type}: {e.message[:400]} (at {' / '.join(list(e.stack_trace)[-2:])[:300]})")
     for k, fig in enumerate(figures(at)):
         out += [f"figure {k}: {p}" for p in _finite_problems(fig)]
     texts = [str(m.value) for m in (*at.markdown, *at.caption, *at.title, *at.header, *at.subheader,
