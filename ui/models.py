@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from classroom.architecture import Architecture, describe
 from model import checkpoint
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
@@ -17,7 +18,7 @@ from model.pretrained import load_pretrained
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
-from . import state
+from . import disk_models, state
 from .session_models import session_models
 
 CHECKPOINTS = checkpoint.CHECKPOINT_DIR
@@ -28,10 +29,16 @@ DEFAULT_SOURCE = "causal-lm"
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: str  # "checkpoint" | "fresh" | "session" | "pretrained"
-    name: str  # checkpoint directory name, the digest of a session-trained model, or a PRETRAINED key
+    kind: str  # "checkpoint" | "fresh" | "session" | "pretrained" | "disk"
+    name: str  # checkpoint directory name, the digest of a session-trained model, a PRETRAINED key, or
+    #            the resolved path of a model opened from disk (ui/disk_models.py)
     cfg_json: str = ""  # fresh weights: the ModelConfig as JSON
     seed: int = 0
+
+    @property
+    def real(self) -> bool:
+        """A real pretrained model (a shipped package's, or one opened from disk), not a toy."""
+        return self.kind in ("pretrained", "disk")
 
 
 @st.cache_resource
@@ -87,9 +94,17 @@ def pretrained_error(name: str) -> str | None:
     return None
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
 def get_model(source: ModelSource) -> tuple[Transformer, Tokenizer]:
-    """Shared by every session: never mutate the returned model (train a copy)."""
+    """Shared by every session: never mutate the returned model (train a copy). A model opened
+    from disk comes from the server's registry of them (ui/disk_models.py), which bounds how many
+    are kept; the others from _cached_model."""
+    if source.kind == "disk":
+        return disk_models.model_of(disk_models.value_of(source.name))
+    return _cached_model(source)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _cached_model(source: ModelSource) -> tuple[Transformer, Tokenizer]:
     if source.kind == "pretrained":
         return pretrained_model(source.name)  # already eval, requires_grad False
     if source.kind == "checkpoint":
@@ -112,6 +127,9 @@ def trained_causal(src: str) -> bool | None:
     model whose objective is not recorded)."""
     if src in PRETRAINED:
         return bool(PRETRAINED[src].causal)
+    if disk_models.is_disk(src):  # a model opened from disk: its config says whether it is an encoder
+        enc = disk_models.encoder(src)
+        return None if enc is None else not enc
     meta = shipped_checkpoints().get(src)
     if meta is not None:
         objective = (meta.get("extra") or {}).get("objective")
@@ -129,8 +147,43 @@ def current_source() -> ModelSource:
         return ModelSource("checkpoint", src)
     if src in PRETRAINED:
         return ModelSource("pretrained", src)
+    if disk_models.is_disk(src) and src in disk_models.options():
+        return ModelSource("disk", disk_models.path_of(src))
     sid = s.get("_session_model_ids", {}).get(src)
     if sid and sid in session_models():
         return ModelSource("session", sid)
     return ModelSource("checkpoint", DEFAULT_SOURCE) if DEFAULT_SOURCE in shipped_checkpoints() else \
         ModelSource("fresh", "fresh", json.dumps(state.fresh_config(len(fresh_tokenizer())).to_dict(), sort_keys=True), 0)
+
+
+# Where a loaded model's ε was read (classroom.architecture.eps_note): by the format of its files.
+EPS_FIELDS = {"bert": "{title}'s config.json (layer_norm_eps)",
+              "llama-gguf": "{title}'s GGUF metadata (llama.attention.layer_norm_rms_epsilon)"}
+
+
+# A model opened from disk: the config.json field its family's importer reads ε from (model.families)
+DISK_EPS_FIELDS = {"gpt2": "layer_norm_epsilon", "bert": "layer_norm_eps", "roberta": "layer_norm_eps",
+                   "llama": "rms_norm_eps", "qwen2": "rms_norm_eps", "qwen3": "rms_norm_eps",
+                   "mistral": "rms_norm_eps", "gemma2": "rms_norm_eps"}
+
+
+def eps_source(source: ModelSource | None, cfg: ModelConfig | None = None) -> str:
+    """Where the model's ε comes from: the pretrained model's own file and field, or "" for the
+    models built in this app (checkpoints trained here, fresh weights: the config's default)."""
+    if source is not None and source.kind == "disk" and cfg is not None:
+        name = source.name.rsplit("/", 1)[-1]
+        if source.name.endswith(".gguf"):
+            return f"{name}'s GGUF metadata (attention.layer_norm_rms_epsilon)"
+        if cfg.family == "distilbert":  # DistilBERT's config.json has no ε: the importer uses its fixed 1e-12
+            return "DistilBERT's fixed value (its config.json has no ε)"
+        field = DISK_EPS_FIELDS.get(cfg.family)
+        return f"{name}'s config.json ({field})" if field else f"{name}'s own files"
+    if source is None or source.kind != "pretrained" or source.name not in PRETRAINED:
+        return ""
+    entry = PRETRAINED[source.name]
+    return EPS_FIELDS.get(entry.family, "{title}'s own files").format(title=entry.title.split(" · ")[0])
+
+
+def architecture(source: ModelSource | None, cfg: ModelConfig) -> Architecture:
+    """The current model in words (classroom.architecture.describe), with ε's provenance."""
+    return describe(cfg, eps_source=eps_source(source, cfg))

@@ -4,9 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from classroom.examples import ATTENTION_EXAMPLES
+from labels import md_escape
 from model.config import PRESETS
 
-from . import models, session_models, state, train
+from . import disk_models, live, models, session_models, state, train
 
 PRESENT_CSS = """
 <style>
@@ -29,7 +30,7 @@ html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
 """
 
 
-ARCH_KEYS = ("d", "h", "L", "pe", "norm", "act", "dv", "seed")  # the architecture of fresh weights
+ARCH_KEYS = ("d", "h", "L", "pe", "norm", "act", "dv", "ctx", "seed")  # the architecture of fresh weights
 
 
 def use_2017_preset() -> None:
@@ -45,9 +46,19 @@ def dv_title(v: int) -> str:
     return "= d_k" if v == 0 else str(v)
 
 
+def use_gpt2_preset() -> None:
+    """GPT-2 small's shapes (model.config PRESETS["gpt2-small"]) into the architecture widgets:
+    d_model 768, 12 heads (d_k = 64), 12 layers, GELU, pre-LN, learned positions, context 1,024.
+    The vocabulary stays the toy one (fresh weights tokenize with it)."""
+    p = PRESETS["gpt2-small"]
+    st.session_state.update(d=p.d_model, h=p.n_heads, L=p.n_layers, pe=p.pos_encoding, norm=p.norm,
+                            act=p.activation, dv=0, ctx=p.max_len)
+
+
 def source_options() -> list[str]:
     names = list(models.shipped_checkpoints())
     names += list(models.PRETRAINED)  # listed even when its package is missing: picking it says how to install it
+    names += disk_models.options()  # models opened from disk on this server (every session sees them)
     names += list(st.session_state.get("_session_model_ids", {}))
     return names + [state.FRESH]
 
@@ -55,7 +66,11 @@ def source_options() -> list[str]:
 def source_title(option: str) -> str:
     """What the Model list shows: a pretrained model's title; other options as they are (the
     value, which is also what the URL holds, stays the short key: src=minilm-l6)."""
-    return models.PRETRAINED[option].title if option in models.PRETRAINED else option
+    if option in models.PRETRAINED:
+        return models.PRETRAINED[option].title
+    if disk_models.is_disk(option):
+        return disk_models.title(option)
+    return option
 
 
 def model_mask_default(src: str) -> str:
@@ -124,11 +139,14 @@ def render() -> None:
         options = source_options()
         default_src = models.DEFAULT_SOURCE if models.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL
+        disk_models.follow_link(default_src)  # a link to a model on disk not loaded yet: load it
         state.fix("src", options, default_src)
         check_pretrained(options, default_src)
         st.selectbox("Model", options, key="src", format_func=source_title,
                      help="A trained checkpoint shipped with the app, a pretrained model (MiniLM-L6), a model "
-                          "you trained or uploaded, or fresh random weights with the architecture below.")
+                          "opened from disk on this server, a model you trained or uploaded, or fresh random "
+                          "weights with the architecture below.")
+        disk_models.panel()
         fresh = s["src"] == state.FRESH
         heads = state.valid_heads(s["d"])
         state.fix("h", heads, 4 if 4 in heads else heads[-1])  # before the model is built from them
@@ -139,11 +157,15 @@ def render() -> None:
                 st.button("Preset: 2017 paper (base)", key="preset_2017", on_click=use_2017_preset,
                           help="d_model 512, 8 heads (d_k = d_v = 64), 6 layers, ReLU feed-forward of 2048, "
                                "post-LN, sinusoidal positions: the base model of “Attention Is All You Need”.")
+                st.button("Preset: GPT-2 small", key="preset_gpt2", on_click=use_gpt2_preset,
+                          help="d_model 768, 12 heads (d_k = 64), 12 layers, GELU, pre-LN, learned positions, context "
+                               "1,024: GPT-2 small's shapes with random weights and this app's small vocabulary "
+                               "(about 86M parameters; the first build takes a few seconds).")
                 st.selectbox("d_model", state.D_MODELS, key="d")
                 st.selectbox("Heads", heads, key="h",
                              help="Only head counts that divide d_model and leave each head at least 4 dimensions "
                                   "are offered (d_k = d_model / heads ≥ 4).")
-                st.slider("Layers", 1, 6, key="L")
+                st.slider("Layers", 1, state.MAX_LAYERS, key="L")
                 st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True)
                 st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True,
                          help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
@@ -157,6 +179,8 @@ def render() -> None:
                              format_func=dv_title,
                              help="Q and K must share d_k (their dot product); V may be narrower or wider: "
                                   "each head then returns Z_j of width d_v, and W_O reads h·d_v numbers.")
+                st.selectbox("Context (max_len)", state.CONTEXTS, key="ctx",
+                             help="How many positions the model has (the learned position table's rows). GPT-2 small: 1,024.")
                 st.number_input("Seed", 0, 9999, key="seed")
         else:
             # A trained model's architecture is fixed: it is stated, not offered as (disabled)
@@ -167,8 +191,13 @@ def render() -> None:
             if entry is not None:
                 st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
-            st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
-                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · {cfg.activation} · vocab {cfg.vocab_size}. "
+            elif disk_models.is_disk(s["src"]):
+                n = model.num_parameters()
+                st.caption(f"Opened from {md_escape(disk_models.path_of(s['src']))} "
+                           f"({md_escape(cfg.architecture or cfg.family)}); "
+                           f"{f'{n / 1e6:.1f}M' if n >= 100_000 else f'{n:,}'} parameters, "
+                           f"{4 * n / 1e6:,.1f} MB in float32.")
+            st.caption(f"{models.architecture(models.current_source(), cfg).summary}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
         t_max = min(state.T_LIMIT, cfg.max_len)
         if s["T"] > t_max:
@@ -199,6 +228,7 @@ def render() -> None:
                   help="Large text and chart labels for a projector. A link with ?present=true opens in it with "
                        "this sidebar folded (the arrow at the top left opens it); \"Exit presentation mode\" at the "
                        "top of the page leaves it.")
+    live.render()  # the "Live class" section, and the join card / follower's banner above the page
 
 
 def _leave_presentation() -> None:
@@ -219,6 +249,6 @@ def example_buttons() -> None:
         for i, (label, text) in enumerate(ATTENTION_EXAMPLES):
             st.button(label, key=f"example_{i}", on_click=_use_example, args=(text,), help=text)
     if st.session_state.get("text") in {t for _, t in ATTENTION_EXAMPLES} and \
-            models.current_source().kind != "pretrained":
+            not models.current_source().real:
         st.caption("This toy model's small vocabulary knows few of these words (they become unknown tokens): "
                    f"pick \"{models.PRETRAINED['minilm-l6'].title}\" as the model in the sidebar to see a real one.")

@@ -15,7 +15,10 @@ import streamlit as st
 from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig
 from model.config import valid_heads  # noqa: F401  (the sidebar's head rule: the app's one rule)
 
-DEFAULT_TEXT = "the keys to the cabinet are on the table ."
+# The default sentence, for every model: the toy vocabularies split "table." into "table" "." (the same
+# ids as the training corpus's "table ."), while a space before the full stop made SmolLM2 read " ." ("·.",
+# perplexity 230 against 111 without it; issue 33).
+DEFAULT_TEXT = "the keys to the cabinet are on the table."
 FRESH = "fresh weights (your architecture)"
 D_MODELS = list(D_MODEL_CHOICES)  # the app's one list of d_model choices (model.config)
 MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
@@ -26,8 +29,10 @@ URL_TEXT_CHARS = 1_500  # a longer text (any bound text box) travels in the URL 
 # link, and the sidebar says so (url_fits).
 URL_ZIPPED_CHARS = 6_000
 ZIPPED = ".z"  # suffix of a compressed value's URL key: text.z=<base64url(deflate(utf-8))>
-T_MIN, T_MAX = 2, 256  # T_MAX: the fresh-weights models' max_len
-T_LIMIT = 512  # the longest any model in the app allows (MiniLM's 512 positions): the slider's and the URL's bound
+T_MIN, T_MAX = 2, 256  # T_MAX: the fresh-weights models' default max_len
+CONTEXTS = [256, 512, 1024]  # fresh weights' context (max_len) choices; 1024: GPT-2 small
+T_LIMIT = 1024  # the longest any model in the app allows (GPT-2 small's context): the slider's and the URL's bound
+MAX_LAYERS = 12  # fresh weights: up to GPT-2 small's 12 layers
 DV_CHOICES = [0, 4, 8, 16, 32, 64]  # value width per head for fresh weights; 0 = d_k (the usual)
 
 
@@ -118,7 +123,8 @@ SPECS: dict[str, Spec] = {
     "src": Spec("causal-lm", str),  # validated against the available sources at render time
     "d": Spec(64, _one_of(D_MODELS)),
     "h": Spec(4, _one_of(list(HEAD_CHOICES))),
-    "L": Spec(2, _int_in(1, 6)),
+    "L": Spec(2, _int_in(1, MAX_LAYERS)),
+    "ctx": Spec(T_MAX, _one_of(CONTEXTS)),
     "T": Spec(64, _int_in(T_MIN, T_LIMIT)),
     "mask": Spec("causal", _one_of(["causal", "bidirectional"])),
     "pe": Spec("sinusoidal", _one_of(["sinusoidal", "learned"])),
@@ -127,6 +133,8 @@ SPECS: dict[str, Spec] = {
     "dv": Spec(0, _one_of(DV_CHOICES)),
     "seed": Spec(0, _int_in(0, 9999)),
     "present": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
+    # the attention views' "Hide the sink" switch (ui/circuits.py: sink_switch): shared by every page
+    "hide_sink": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
 }
 
 
@@ -266,6 +274,7 @@ def end_page() -> NoReturn:
     """End the page here (in place of st.stop() on pages). Inside a fragment, where app.py's
     handler is not on the stack, Streamlit's own st.stop()."""
     try:
+        # Streamlit internals, imported here: if a release moves them, only this check falls back
         from streamlit.runtime.scriptrunner_utils.script_run_context import RunLocation, ThreadState
         in_fragment = ThreadState.get().run_location == RunLocation.FRAGMENT
     except Exception:  # a Streamlit without these internals: assume a fragment (st.stop is safe)
@@ -282,6 +291,23 @@ def begin_run() -> None:
         _registry()[key] = spec
 
 
+# Called after every sync_url (ui/live.py: a live class's lecturer publishes the view from fragment
+# reruns too). Registered by the module that needs it; state.py imports nothing above it.
+AFTER_SYNC: list[Callable[[], None]] = []
+
+
+def reload_from_url(keep: tuple[str, ...] = ()) -> None:
+    """Forget every value taken from the URL so far (except `keep`): the following reads take them
+    from the URL again, validated, as in a fresh session opening the link. A live class's follower
+    applies the lecturer's link this way (ui/live.py). Call before any widget is drawn."""
+    s = st.session_state
+    loaded = s.get("_url_loaded", set())
+    for key in loaded - set(keep):
+        s.pop(key, None)
+    s["_url_loaded"] = loaded & set(keep)
+    s.pop("_url_fixed", None)
+
+
 def sync_url() -> None:
     """Write the bound values that differ from their defaults to the URL (end of every run)."""
     loaded = st.session_state.get("_url_loaded", set())
@@ -296,6 +322,8 @@ def sync_url() -> None:
             params[key + shown[0]] = shown[1]
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)
+    for hook in AFTER_SYNC:
+        hook()
 
 
 def show_url_notices() -> None:
@@ -308,5 +336,5 @@ def show_url_notices() -> None:
 def fresh_config(vocab_size: int) -> ModelConfig:
     s = st.session_state
     return ModelConfig(vocab_size=vocab_size, d_model=s["d"], n_heads=s["h"], n_layers=s["L"],
-                       max_len=T_MAX, pos_encoding=s["pe"], norm=s["norm"], activation=s["act"],
+                       max_len=s["ctx"], pos_encoding=s["pe"], norm=s["norm"], activation=s["act"],
                        d_v=s["dv"])

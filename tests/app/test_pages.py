@@ -68,6 +68,8 @@ ROUND_TRIP = {
     "pages/intervene.py": {"iv_heads": ["L0 H1", "L1 H2"], "iv_mode": "mean", "iv_layer": 0, "iv_how": "flow",
                            "iv_tok": 2},
     "pages/model-view.py": {"mv_tok": 3, "mv_layer": 1},
+    "pages/circuits.py": {"circ_sink_layer": 0, "circ_sink_head": 3},
+    "pages/gradients.py": {"grad_dk": 64, "grad_keys": 8, "grad_depth": 3},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",
                 "text_area", "multiselect", "checkbox", "toggle")

@@ -57,6 +57,8 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
     want = "Step 2: “" + kalo.split()[1] + "”"
     page.wait_for_function("(w) => { const t = document.querySelector('[data-testid=stPlotlyChart] .gtitle'); "
                            "return !!t && t.textContent.startsWith(w); }", arg=want, timeout=30_000)
+    title = page.locator('[data-testid="stPlotlyChart"]').first.locator(".gtitle").text_content()
+    assert title.startswith(want)
     assert exceptions(page) == 0
 
 
