@@ -186,7 +186,9 @@ def _value_step(node, r: random.Random, where: str, short: bool, t_cap: int | No
         kind = r.choice(SHORT_TEXTS if short else list(ADVERSARIAL))
         text = ADVERSARIAL[kind](r)
         cap = node.proto.max_chars or None
-        return Step("value", key, text[:cap] if cap else text, where, typed=True)
+        # a box in a form (the live class's "Join a class" code) is consumed by its submit: the
+        # form empties it on purpose, so what was typed there is not checked afterwards
+        return Step("value", key, text[:cap] if cap else text, where, typed=not node.proto.form_id)
     if t == "select_slider":
         opts = list(node.options)
         if isinstance(node.value, (list, tuple)):
