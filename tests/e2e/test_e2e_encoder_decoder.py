@@ -38,8 +38,8 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
     assert exceptions(page) == 0
     assert translation(page).endswith("woru gran ta kasa vek ta ni miso lit ke vidu .")
     # charts arrive one by one (the first can be there before the last): wait for all, then count
-    charts_drawn(page, 8)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() == 8  # 7 Transformer charts + the RNN section's
+    charts_drawn(page, 10)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 10  # 7 Transformer charts, the RNN section's, the bottleneck's two
     screenshot(page, "encoder_decoder_default")
 
     sentence = "a happy child finds the red ball near a tall tree ."
@@ -49,8 +49,9 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
         "(k) => [...document.querySelectorAll('h4')].some(h => h.innerText.endsWith(k))", arg=kalo, timeout=60_000)
     assert translation(page).endswith(kalo)
     assert exceptions(page) == 0
-    ticks = page.locator('[data-testid="stPlotlyChart"]').last.locator(X_TICKS).all_text_contents()
-    assert "2:child" in ticks  # the cross-attention grid's source axis follows the new sentence
+    beside = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="RNN: additive attention")
+    ticks = beside.locator(X_TICKS).all_text_contents()
+    assert "2:child" in ticks  # the RNN-vs-Transformer alignment's source axis follows the new sentence
     # the step slider moves the bar chart to the next word
     page.get_by_role("slider", name="Step").focus()
     rerun(page, lambda: page.keyboard.press("ArrowRight"))
