@@ -4,7 +4,7 @@ import streamlit as st
 from ui import circuits as sink
 from ui import state
 from ui.runs import current_run, layer_allowed
-from ui.show import download_npz, heads_table, matrix_table, show_code, show_fig
+from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import head_grid, head_heatmap
 from viz.heads import token_lines_html
@@ -43,7 +43,7 @@ if not st.session_state.get("present"):
     st.caption(legend)
 show_fig(head_grid(shown, run.labels, allowed=allowed, subtitles=subtitles, hidden_keys=keys,
                    title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else "")),
-         "heads_grid", table=lambda: heads_table(shown, run.labels, layer), filename=f"layer{layer}_heads",
+         "heads_grid", table=deferred(heads_table, shown, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
 if st.session_state.get("present"):
     st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen
@@ -78,8 +78,9 @@ def detail_body(run, layer: int, w, allowed, pats, keys=None) -> None:
     H = w.shape[0]
     state.bound("head", 0)
     state.fix("head", list(range(H)))
-    h = st.selectbox("Head", list(range(H)), key="head",
-                     format_func=lambda i: f"head {i} · {pats[i].title()}")
+    title = lambda i: f"head {i} · {pats[i].title()}"  # noqa: E731  (the title follows the pattern)
+    state.follow_labels("head", list(range(H)), title)
+    h = st.selectbox("Head", list(range(H)), key="head", format_func=title)
     # lazy tabs: only the open tab's content is computed and sent (a tab switch reruns this fragment)
     state.bound("head_tab", "Heatmap")
     state.fix("head_tab", TABS)
@@ -110,5 +111,5 @@ def detail_body(run, layer: int, w, allowed, pats, keys=None) -> None:
 
 
 head_detail()
-show_code("model.attention.attend", "model.attention.masked_softmax", what="attention weights")
+show_code(*ATTENTION_CODE, what="attention weights: q kᵀ, scaling, mask, softmax")
 del run, w, shown, allowed, pats  # the trace is not kept alive by this page's namespace (see head_detail)

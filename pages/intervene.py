@@ -12,7 +12,7 @@ from ui import intervene as IV
 from ui import state
 from ui.generate import token_texts
 from ui.runs import current_run
-from ui.show import show_code, show_fig
+from ui.show import deferred, show_code, show_fig
 from viz.attention import compare_grid
 from viz.charts import bar_compare, matrix_heatmap
 
@@ -27,9 +27,11 @@ run = current_run()
 cfg = run.cfg
 L, H, T = cfg.n_layers, cfg.n_heads, run.T
 options = [f"L{l} H{h}" for l in range(L) for h in range(H)]
-if "iv_heads" not in st.session_state:
-    st.session_state["iv_heads"] = []
+# the chosen heads and the views below are in the URL: a copied link shows the same intervention (issue 33)
+state.bound_list("iv_heads")
 st.session_state["iv_heads"] = [o for o in st.session_state["iv_heads"] if o in options]
+state.bound("iv_mode", "zero")
+state.fix("iv_mode", ["zero", "mean"])
 c1, c2 = st.columns([3, 1])
 picked = c1.multiselect("Heads to switch off", options, key="iv_heads",
                         help="Empty = no intervention. Pick from the list or from the ranking below.")
@@ -39,6 +41,11 @@ mode = c2.radio("Replace Z_h by", ["zero", "mean"], key="iv_mode", horizontal=Tr
 heads = tuple((int(o.split()[0][1:]), int(o.split()[1][1:])) for o in picked)
 res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode, _clean=run.trace)
 labels = run.labels
+
+
+def tok_title(i: int) -> str:
+    return token_label(i, labels[i], sep=": ")
+
 
 if not heads:
     st.info("No head switched off: pick heads above (or use the ranking below) to see what changes.")
@@ -68,6 +75,7 @@ if heads:
              "iv_hidden", table=pd.DataFrame(dh, index=[f"layer {l}" for l in range(L)], columns=token_labels(labels, plain=True)),
              alt=f"Rows before layer {first} are zero: an ablation only changes what comes after it.")
     later = list(range(first, L))
+    state.bound("iv_layer", later[-1])
     state.fix("iv_layer", later, later[-1])
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     lay = c1.selectbox("Attention maps of layer", later, key="iv_layer",
@@ -79,13 +87,14 @@ if heads:
         sink.derived_note(run)
     show_fig(compare_grid(w_before, w_after, labels, names=("before", "after"),
                           hidden_keys=sink.sink_keys(run) if hide else None),
-             "iv_diff", table=lambda: pd.DataFrame((res.w_ablated[lay] - res.w_clean[lay]).reshape(H * T, T)),
+             "iv_diff", table=deferred(pd.DataFrame, (res.w_ablated[lay] - res.w_clean[lay]).reshape(H * T, T)),
              alt="Layer by layer the attention of later heads moves once their input changed; the ablated head's own "
                  "weights are unchanged (only its output is replaced).")
 
 st.subheader("Which heads matter? Ablate each one alone")
 st.caption("Every head is switched off on its own (" + ("drop in log p of the top prediction at the last position"
            if cfg.output_head else "change of the last layer's output, mean over tokens") + f"); {L * H} heads, in batches.")
+state.bound("iv_rank", False)
 if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch of heads."):
     bar = st.progress(0.0, text="Ablating heads…")
     imp = IV.importance(run.source, tuple(run.ids), run.causal, mode, progress=lambda f: bar.progress(f))
@@ -108,6 +117,8 @@ if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch 
 
 st.subheader("Attention rollout and attention flow across layers")
 W_all = layer_weights(run.trace)  # (L, H, T, T)
+state.bound("iv_how", "rollout")
+state.fix("iv_how", ["rollout", "flow"])
 how = st.radio("Combine the layers by", ["rollout", "flow"], key="iv_how", horizontal=True,
                help="rollout: multiply the layers' matrices. flow: the maximum flow through the layers' graph.")
 st.caption("Abnar & Zuidema (2020): per layer, the heads' attention is averaged and mixed with the residual path, "
@@ -128,8 +139,10 @@ with r1:
                             title=f"{'Rollout' if how == 'rollout' else 'Attention flow'} over {L} layers ({T} × {T})"),
              "iv_rollout", table=pd.DataFrame(R, index=token_labels(labels, plain=True), columns=token_labels(labels, plain=True)))
 with r2:
+    state.bound("iv_tok", T - 1)
     state.fix("iv_tok", list(range(T)), T - 1)
-    ti = st.selectbox("Token", list(range(T)), key="iv_tok", format_func=lambda i: token_label(i, labels[i], sep=": "))
+    state.follow_labels("iv_tok", list(range(T)), tok_title)  # a token's label follows the sentence
+    ti = st.selectbox("Token", list(range(T)), key="iv_tok", format_func=tok_title)
     show_fig(bar_compare(labels, {"share": R[ti]}, yaxis="share of the input", height=320,
                          title=f"What flows into {visible(labels[ti])}"), "iv_rollout_tok",
              table=pd.DataFrame({"share": R[ti]}, index=token_labels(labels, plain=True)))
@@ -144,8 +157,8 @@ el = e1.selectbox("Layer", list(range(L)), key="iv_e_layer")
 state.fix("iv_e_head", list(range(H)), 0)
 eh = e2.selectbox("Head", list(range(H)), key="iv_e_head")
 state.fix("iv_e_query", list(range(T)), T - 1)
-eq = e3.selectbox("Query token", list(range(T)), key="iv_e_query",
-                  format_func=lambda i: token_label(i, labels[i], sep=": "))
+state.follow_labels("iv_e_query", list(range(T)), tok_title)
+eq = e3.selectbox("Query token", list(range(T)), key="iv_e_query", format_func=tok_title)
 current = np.asarray(run.trace.layers[el].attn.weights[0, eh, eq], dtype=np.float64)  # (T,)
 cols = token_labels(labels, plain=True)
 edited = st.data_editor(pd.DataFrame([np.round(current, 4)], columns=cols, index=["weight"]),

@@ -55,10 +55,6 @@ st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thum
            + (f"**≈** marks a borderline label " if H <= 9 else "The table marks borderline labels ")
            + f"(within {BORDERLINE} of the threshold, {n_border} of {L * H} heads here): another sentence may flip them. "
            "Hover a thumbnail for the token pair and weight.")
-show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start,
-                       hidden_keys=sink.sink_keys(run) if hide else None),
-         "overview_grid", filename="all_heads", table=lambda: table,
-         alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
 rows = []
 for l in range(L):
     for h, p in enumerate(pats[l]):
@@ -70,6 +66,10 @@ for l in range(L):
                      **({} if p.sink is None else {"sink (hidden)": round(p.sink, 4)}),
                      **{k: round(v, 4) for k, v in p.scores.items()}})
 table = pd.DataFrame(rows)
+show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start,
+                       hidden_keys=sink.sink_keys(run) if hide else None),
+         "overview_grid", filename="all_heads", table=table,
+         alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
 st.subheader("Labels and scores")
 st.caption("Each pattern has its own threshold (broad/uniform needs 0.9, previous-token 0.4, …), so the label is "
            "decided by the **margin** = score − threshold, not by the largest raw score: a head can have broad/uniform "
