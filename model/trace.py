@@ -37,7 +37,7 @@ def _to_numpy_tree(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{f.name: _to_numpy_tree(_stored(obj, f.name))
+        return dataclasses.replace(obj, **{f.name: _to_numpy_tree(stored(obj, f.name))
                                            for f in dataclasses.fields(obj) if f.init})
     if isinstance(obj, tuple):
         return tuple(_to_numpy_tree(x) for x in obj)
@@ -46,7 +46,7 @@ def _to_numpy_tree(obj: Any) -> Any:
     return obj
 
 
-def _stored(obj: Any, name: str) -> Any:
+def stored(obj: Any, name: str) -> Any:
     """A field's value as stored: a `derived` field not read yet stays None (the numpy tree then
     computes it on first read, from its numpy inputs, with the same op) instead of being computed
     here."""

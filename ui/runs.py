@@ -17,11 +17,13 @@ from classroom.embeddings import display_vocab
 from labels import md_escape
 from model.config import ModelConfig
 from model.trace import ForwardTrace
+from model.batcher import TraceBatcher
 from model.batching import pad_batch
 
 from . import state
 from .budget_cache import BudgetCache
 from .models import ModelSource, current_source, get_model
+from .runtime import batcher_settings
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ def special_ids(tok) -> set[int]:
 TRACES = BudgetCache(max_entries=48)
 
 
+# sessions' traces asked for at the same moment share a forward (model/batcher.py; ui/runtime.py
+# says how: ATTN_LAB_BATCH)
+BATCHER = TraceBatcher(**batcher_settings())
+
+
 def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
     return TRACES.get(("run", source, text, causal, max_len), lambda: _run(source, text, causal, max_len))
@@ -88,7 +95,7 @@ def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
-    tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
+    tr = BATCHER.trace(model, ids, causal)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
                unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=tr.numpy(),

@@ -67,3 +67,22 @@ def slim_plotly_template() -> str:
 
 
 slim_plotly_template()
+
+
+# Sessions' traces of one model asked for at the same moment share one batched forward
+# (model/batcher.py). ATTN_LAB_BATCH: "pad" (the default: sentences of different lengths padded
+# into one forward), "exact" (only sentences of the same length together: bit-identical to each
+# one's own forward), "off" (every trace alone). ATTN_LAB_BATCH_SLOTS: forwards of one model at
+# once (default: one per core, each on the one intra-op thread above). Measured in
+# docs/benchmarks.md ("SmolLM2 for a class").
+BATCH_MODES = ("pad", "exact", "off")
+
+
+def batcher_settings() -> dict:
+    mode = os.environ.get("ATTN_LAB_BATCH", "pad")
+    if mode not in BATCH_MODES:
+        raise ValueError(f"ATTN_LAB_BATCH must be one of {', '.join(BATCH_MODES)}; got {mode!r}")
+    slots = int(os.environ.get("ATTN_LAB_BATCH_SLOTS", os.cpu_count() or 1))
+    if mode == "off":
+        return dict(slots=1, max_rows=1, pad=False)
+    return dict(slots=max(1, slots), pad=mode == "pad")

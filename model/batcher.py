@@ -1,0 +1,190 @@
+"""Tracing for many threads at once (a class's sessions): requests for the same model that meet in
+the queue go through one batched forward, and each caller gets its own sentence's trace.
+
+Why: a forward pass over a few tokens reads every weight once for those few rows; SmolLM2-135M's
+matrices (~420 MB of float32 read per pass) dominate a 15-token trace, so B sentences in one pass
+cost far less than B passes (benchmarks/bench_batching.py measures it on this machine).
+
+How (continuous batching, no timer): a request runs at once when fewer than `slots` forwards of its
+model are under way, so a lone user never waits for a batch to fill. Requests arriving while the
+slots are busy queue; when a forward ends, the thread that ran it takes what has queued since as
+the next batch (oldest first, up to `max_rows` sentences / `max_tokens` padded tokens), so under
+load every forward carries everyone who arrived during the previous one. The caller threads do the
+work themselves (no thread of the batcher's own): the thread that holds a slot runs batches until
+its own trace is done, then hands the slot to the oldest waiting request's thread.
+
+Exact: the rows of a batch are padded on the right (model.batching.pad_batch) and traced with the
+key_padding_mask; model.batching.unbatch cuts each sentence's trace out as a copy (the batch is
+freed once every caller has its copy). With `pad=False` only sentences of the same length share a
+forward: no padding, no mask, the same ops on the same shapes, bit for bit the trace a sentence
+gets alone (float32 matmuls of 4 rows and more give each row the same bits whatever the number of
+rows; a sentence of 1-3 tokens is traced alone, where the kernels differ). With padding, each row's
+softmax and attention products run over the padded length (a different summation order), which
+changes the last bits: ~1e-7 on small models, ~2e-6 on SmolLM2's weights (whose residual stream
+reaches 2e4). A model whose attention has variants other than rotary positions (a window, ALiBi,
+the additive score) is traced alone, as is any request when a batch fails (each caller then
+traces its own sentence and gets its own error, if any).
+
+Pure Python and torch: no Streamlit (ui/runs.py holds the process's batcher).
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from .batching import pad_batch, unbatch
+from .layers import Rotary
+from .trace import ForwardTrace
+from .transformer import Transformer
+
+MIN_BATCH_TOKENS = 4  # shorter sentences are traced alone (pad=False: the 1-3 row matmuls differ in the last bit)
+
+
+def batchable(model) -> bool:
+    """Whether sentences for this model may share a forward: a Transformer whose attention layers
+    have no variant other than rotary positions (unbatch knows their fields)."""
+    return isinstance(model, Transformer) and all(
+        type(h) is Rotary for blk in model.blocks for h in blk.attn.variants.all)
+
+
+@dataclass(eq=False)
+class _Request:
+    ids: tuple[int, ...]
+    done: threading.Event = field(default_factory=threading.Event)
+    lead: bool = False  # handed a slot: run batches until this request is done
+    batch: ForwardTrace | None = None  # the batched trace holding this request's row
+    row: int = 0
+    alone: bool = False  # the batch failed: trace this sentence alone
+    rows: int = 1  # sentences in the forward that served it (for the statistics)
+
+
+@dataclass
+class _Queue:
+    pending: deque = field(default_factory=deque)
+    running: int = 0  # slots in use
+
+
+class TraceBatcher:
+    """trace(model, ids, causal) -> the ForwardTrace of ids (one sentence, B = 1) that
+    model.trace(torch.tensor([ids]), causal=causal) gives; thread-safe, batched with concurrent
+    callers of the same model and mask. slots: forwards of one model at once (one per core, with
+    the app's one torch thread); pad: pad sentences of different lengths into one batch."""
+
+    def __init__(self, slots: int = 2, max_rows: int = 16, max_tokens: int = 1024, pad: bool = True):
+        if slots < 1 or max_rows < 1 or max_tokens < 1:
+            raise ValueError("slots, max_rows and max_tokens must be at least 1")
+        self.slots, self.max_rows, self.max_tokens, self.pad = slots, max_rows, max_tokens, pad
+        self._lock = threading.Lock()
+        self._queues: dict[tuple, _Queue] = {}
+        self._models: dict[int, object] = {}  # id -> model, while it has a queue (ids stay unique)
+        self.forwards = 0  # batched forwards run (statistics, benchmarks)
+        self.rows_traced = 0  # sentences they carried
+
+    def trace(self, model, ids, causal: bool = True) -> ForwardTrace:
+        ids = tuple(int(i) for i in ids)
+        if self.max_rows == 1 or not batchable(model) or len(ids) < MIN_BATCH_TOKENS:
+            return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
+        key = (id(model), bool(causal))
+        req = _Request(ids)
+        with self._lock:
+            q = self._queues.get(key)
+            if q is None:
+                q = self._queues[key] = _Queue()
+                self._models[id(model)] = model
+            q.pending.append(req)
+            if q.running < self.slots:
+                q.running += 1
+                req.lead = True
+        while True:
+            with self._lock:  # the request's fields change under the lock, then `done` wakes it
+                lead, req.lead = req.lead, False
+                finished = req.batch is not None or req.alone
+                if not lead and not finished:
+                    req.done.clear()
+            if lead:  # a slot: run batches (this one's included) until it is done
+                self._serve(key, model, causal, req)
+            elif finished:
+                break
+            else:
+                req.done.wait()
+        if req.alone:
+            return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
+        batch, req.batch = req.batch, None  # this thread's reference to the batch goes with the cut
+        if batch.ids.shape[0] == 1:
+            return batch
+        return unbatch(batch, req.row, len(ids))
+
+    def _take(self, q: _Queue) -> list[_Request]:
+        """The next batch (caller holds the lock): the oldest request, then every pending one
+        that fits (pad=False: of the same length), up to max_rows sentences / max_tokens tokens."""
+        first = q.pending[0]
+        batch, longest, distinct = [first], len(first.ids), {first.ids}
+        for r in list(q.pending)[1:]:
+            if len(distinct) >= self.max_rows:
+                break
+            if not self.pad and len(r.ids) != len(first.ids):
+                continue
+            new = r.ids not in distinct
+            t = max(longest, len(r.ids))
+            if new and (len(distinct) + 1) * t > self.max_tokens:
+                continue
+            batch.append(r)
+            longest = t
+            distinct.add(r.ids)
+        for r in batch:
+            q.pending.remove(r)
+        return batch
+
+    def _serve(self, key: tuple, model, causal: bool, own: _Request) -> None:
+        """Hold a slot: run batches from the queue until `own` is done, then pass the slot to the
+        oldest waiting request (or give it back)."""
+        q = self._queues[key]
+        try:
+            while True:
+                with self._lock:
+                    if own.batch is not None or own.alone or not q.pending:
+                        break
+                    batch = self._take(q)
+                self._run(model, causal, batch)
+        finally:
+            with self._lock:
+                nxt = next((r for r in q.pending if not r.lead), None)
+                if nxt is not None:
+                    nxt.lead = True  # the slot passes on: it stays counted in q.running
+                    nxt.done.set()
+                else:
+                    q.running -= 1
+                    if q.running == 0:
+                        del self._queues[key]
+                        if not any(k[0] == key[0] for k in self._queues):
+                            self._models.pop(key[0], None)
+
+    def _run(self, model, causal: bool, reqs: list[_Request]) -> None:
+        """One forward for these requests (identical sentences share a row); each is woken with
+        the batch and its row, or told to trace alone when the batch fails."""
+        rows: dict[tuple[int, ...], int] = {}
+        for r in reqs:
+            rows.setdefault(r.ids, len(rows))
+        seqs = list(rows)
+        try:
+            if len(seqs) == 1:
+                tr = model.trace(torch.tensor([seqs[0]], dtype=torch.long), causal=causal)
+            else:
+                b = pad_batch([list(s) for s in seqs], pad_id=0)
+                padded = any(n != b.ids.shape[1] for n in b.lengths)
+                tr = model.trace(b.ids, causal=causal, key_padding_mask=b.key_padding_mask if padded else None)
+        except Exception:  # each caller traces alone and meets its own error, if any
+            with self._lock:
+                for r in reqs:
+                    r.alone = True
+                    r.done.set()
+            return
+        with self._lock:
+            self.forwards += 1
+            self.rows_traced += len(seqs)
+            for r in reqs:
+                r.batch, r.row, r.rows = tr, rows[r.ids], len(seqs)
+                r.done.set()
