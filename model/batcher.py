@@ -13,17 +13,20 @@ load every forward carries everyone who arrived during the previous one. The cal
 work themselves (no thread of the batcher's own): the thread that holds a slot runs batches until
 its own trace is done, then hands the slot to the oldest waiting request's thread.
 
-Exact: the rows of a batch are padded on the right (model.batching.pad_batch) and traced with the
-key_padding_mask; model.batching.unbatch cuts each sentence's trace out as a copy (the batch is
-freed once every caller has its copy). With `pad=False` only sentences of the same length share a
-forward: no padding, no mask, the same ops on the same shapes, bit for bit the trace a sentence
-gets alone (float32 matmuls of 4 rows and more give each row the same bits whatever the number of
-rows; a sentence of 1-3 tokens is traced alone, where the kernels differ). With padding, each row's
-softmax and attention products run over the padded length (a different summation order), which
-changes the last bits: ~1e-7 on small models, ~2e-6 on SmolLM2's weights (whose residual stream
-reaches 2e4). A model whose attention has variants other than rotary positions (a window, ALiBi,
-the additive score) is traced alone, as is any request when a batch fails (each caller then
-traces its own sentence and gets its own error, if any).
+Exact (the default, pad=False): only sentences of the same length share a forward, unpadded, so
+each one runs through the same ops on the same shapes as alone, and its trace (every field, the
+derived ones included) is bit for bit the trace of its own forward, whatever else was in the batch:
+float32 matmuls over 4 rows or more give each row the same bits whatever the number of rows
+(checked on SmolLM2 over 4-64 tokens and 2-16 sentences; tests/model/test_batch_trace.py checks
+every family). A sentence of 1-3 tokens is traced alone (its own matmul of 1-3 rows takes
+another kernel). With pad=True sentences of different lengths are padded on the right
+(model.batching.pad_batch) and traced with the key_padding_mask: each row's softmax and attention
+products then run over the padded length, a different summation order, which changes the last
+bits (~1e-7 on the toy models; up to ~8e-6 of a field's scale on SmolLM2, whose residual stream
+reaches 2e4). Either way model.batching.unbatch cuts each sentence's trace out as a copy (the batch
+is freed once every caller has its copy). A model whose attention has variants other than rotary
+positions (a window, ALiBi, the additive score) is traced alone, as is every request of a batch
+that fails (each caller then traces its own sentence and meets its own error, if any).
 
 Pure Python and torch: no Streamlit (ui/runs.py holds the process's batcher).
 """
@@ -41,13 +44,20 @@ from .trace import ForwardTrace
 from .transformer import Transformer
 
 MIN_BATCH_TOKENS = 4  # shorter sentences are traced alone (pad=False: the 1-3 row matmuls differ in the last bit)
+# Elementwise kernels with exp/erf (SiLU, GELU) take a different path for the last elements of a
+# tensor (fewer than two vectors of 16 floats), so a sentence's values there match its own
+# forward's only where each row's width is a whole number of such steps: exact batching needs an
+# FFN width that is a multiple of this (every model the app ships: 256, 1536; a toy width of 48 is not).
+EXACT_WIDTH = 64
 
 
-def batchable(model) -> bool:
+def batchable(model, exact: bool = False) -> bool:
     """Whether sentences for this model may share a forward: a Transformer whose attention layers
-    have no variant other than rotary positions (unbatch knows their fields)."""
+    have no variant other than rotary positions (unbatch knows their fields); exact: and whose
+    FFN width is a multiple of EXACT_WIDTH (bit-identical traces, see above)."""
     return isinstance(model, Transformer) and all(
-        type(h) is Rotary for blk in model.blocks for h in blk.attn.variants.all)
+        all(type(h) is Rotary for h in blk.attn.variants.all)
+        and (not exact or blk.ffn.fc1.out_features % EXACT_WIDTH == 0) for blk in model.blocks)
 
 
 @dataclass(eq=False)
@@ -73,7 +83,7 @@ class TraceBatcher:
     callers of the same model and mask. slots: forwards of one model at once (one per core, with
     the app's one torch thread); pad: pad sentences of different lengths into one batch."""
 
-    def __init__(self, slots: int = 2, max_rows: int = 16, max_tokens: int = 1024, pad: bool = True):
+    def __init__(self, slots: int = 2, max_rows: int = 16, max_tokens: int = 1024, pad: bool = False):
         if slots < 1 or max_rows < 1 or max_tokens < 1:
             raise ValueError("slots, max_rows and max_tokens must be at least 1")
         self.slots, self.max_rows, self.max_tokens, self.pad = slots, max_rows, max_tokens, pad
@@ -85,7 +95,7 @@ class TraceBatcher:
 
     def trace(self, model, ids, causal: bool = True) -> ForwardTrace:
         ids = tuple(int(i) for i in ids)
-        if self.max_rows == 1 or not batchable(model) or len(ids) < MIN_BATCH_TOKENS:
+        if self.max_rows == 1 or len(ids) < MIN_BATCH_TOKENS or not batchable(model, exact=not self.pad):
             return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
         key = (id(model), bool(causal))
         req = _Request(ids)

@@ -4,12 +4,11 @@ mask lab's batch run, ui/runs.py) and training (training/batching.py) both pad w
 masks it leads to, step by step, are classroom.mask_lab.mask_steps."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 
-from .trace import stored
+from .trace import derived_slots
 
 
 @dataclass(frozen=True)
@@ -109,23 +108,28 @@ def unbatch(tr, row: int, n: int):
             return tuple(node(o) for o in obj)
         if obj is None:
             return None
-        rules = CUTS.get(type(obj).__name__)
+        cls = type(obj)
+        rules = CUTS.get(cls.__name__)
         if rules is None:
-            raise ValueError(f"no rule to unbatch a {type(obj).__name__}")
-        out = {}
-        for f in dataclasses.fields(obj):
-            spec = rules.get(f.name)
+            raise ValueError(f"no rule to unbatch a {cls.__name__}")
+        # the node's stored values (a derived field in its slot, None until read), each cut by the
+        # rule of its field; the new node gets them the same way (no __init__ per node)
+        slots = {s: s[1:] for s in derived_slots(cls)}
+        new = object.__new__(cls)
+        d = new.__dict__
+        for k, value in obj.__dict__.items():
+            name = slots.get(k, k)
+            spec = rules.get(name)
             if spec is None:
-                raise ValueError(f"no rule to unbatch {type(obj).__name__}.{f.name} (add it to model.batching.CUTS)")
-            value = stored(obj, f.name)
+                raise ValueError(f"no rule to unbatch {cls.__name__}.{name} (add it to model.batching.CUTS)")
             if spec == "node":
-                out[f.name] = node(value)
+                d[k] = node(value)
             elif spec == "allowed":
-                out[f.name] = allowed
+                d[k] = allowed
             elif spec == "fully_masked":  # no row of a sentence's own pass is fully masked
-                out[f.name] = no_rows.expand(1, value.shape[1], n)
+                d[k] = no_rows.expand(1, value.shape[1], n)
             else:
-                out[f.name] = cut(value, spec)
-        return dataclasses.replace(obj, **out)
+                d[k] = cut(value, spec)
+        return new
 
     return node(tr)

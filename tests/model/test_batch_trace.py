@@ -1,0 +1,147 @@
+"""model.batching.unbatch: a sentence's trace cut out of a batched trace is the trace of its own
+forward, every field (derived ones included), every family the engine has: toy causal and
+bidirectional (sinusoidal), learned positions with post-LN, Llama-style (RMSNorm, SwiGLU, rotary
+positions, grouped-query attention) and BERT-style (embedding LayerNorm, token types, no output
+layer). Padded batches (the short sentence in the middle) to 1e-6 of each field's scale (the
+largest |value|, at least 1: the padded row's softmax and attention products sum over more keys, in
+another order); batches of one length, as the batcher makes them by default, bit for bit. The cut is a copy: nothing of the batch stays alive."""
+import numpy as np
+import pytest
+import torch
+
+from model import ModelConfig, Transformer
+from model.batcher import batchable
+from model.batching import CUTS, pad_batch, unbatch
+from model.trace import flat_arrays
+
+FAMILIES = {
+    "toy": dict(vocab_size=40, d_model=16, n_heads=4, n_layers=2, max_len=32),
+    "learned-post-ln": dict(vocab_size=40, d_model=16, n_heads=2, n_layers=2, max_len=32,
+                            pos_encoding="learned", norm="post", activation="relu"),
+    "llama": dict(vocab_size=40, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=32,
+                  pos_encoding="rope", norm_kind="rmsnorm", activation="swiglu", bias=False,
+                  tie_weights=False, d_ff=64),
+    "bert": dict(vocab_size=40, d_model=16, n_heads=4, n_layers=2, max_len=32, pos_encoding="learned",
+                 norm="post", emb_norm=True, type_vocab_size=2, output_head=False),
+}
+CASES = [(f, c) for f in FAMILIES for c in (True, False)]
+SENTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15, 16, 17, 18, 19]]  # the shortest in the middle
+
+
+def model_of(family: str) -> Transformer:
+    return Transformer(ModelConfig(**FAMILIES[family]), seed=7)
+
+
+def every_field(tr) -> dict[str, np.ndarray]:
+    """Every field of a trace as arrays, derived fields read (flat_arrays reads each attribute)."""
+    return flat_arrays(tr)
+
+
+def assert_same_trace(got, want, exact: bool) -> None:
+    a, b = every_field(got), every_field(want)
+    assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
+    for k in b:
+        assert a[k].shape == b[k].shape and a[k].dtype == b[k].dtype, (k, a[k].shape, b[k].shape, a[k].dtype)
+        if exact:
+            assert np.array_equal(a[k], b[k], equal_nan=True), k
+        elif a[k].dtype.kind == "f":  # to 1e-6 of the field's scale (-inf where masked: equal)
+            finite = np.isfinite(b[k])
+            scale = max(1.0, float(np.abs(b[k][finite]).max())) if finite.any() else 1.0
+            np.testing.assert_allclose(a[k], b[k], rtol=0, atol=1e-6 * scale, err_msg=k)
+        else:
+            assert np.array_equal(a[k], b[k]), k
+    # plain attributes too: the mask kind, the scale, no KV cache
+    assert (got.causal, got.past_length, got.key_padding_mask) == (want.causal, want.past_length, None)
+    assert [lt.attn.scale for lt in got.layers] == [lt.attn.scale for lt in want.layers]
+
+
+@pytest.mark.parametrize("family,causal", CASES)
+def test_padded_batch_gives_each_sentence_its_own_trace(family, causal):
+    m = model_of(family)
+    b = pad_batch(SENTS, pad_id=0)
+    assert b.ids.shape == (3, 7) and not bool(b.key_padding_mask.all())  # padding: rows 1 and 2
+    tb = m.trace(b.ids, causal=causal, key_padding_mask=b.key_padding_mask)
+    for row, s in enumerate(SENTS):
+        u = unbatch(tb, row, len(s))
+        alone = m.trace(torch.tensor([s]), causal=causal)
+        assert u.ids.tolist() == [s]  # its own sentence, not a neighbour's
+        assert_same_trace(u, alone, exact=False)
+
+
+@pytest.mark.parametrize("family,causal", CASES)
+def test_batch_of_one_length_is_bit_identical(family, causal):
+    m = model_of(family)
+    ids = torch.tensor([[5, 6, 7, 8, 9], [9, 8, 7, 6, 5], [20, 21, 22, 23, 24], [5, 6, 7, 8, 1]])
+    tb = m.trace(ids, causal=causal)  # no padding, no mask: what the batcher runs by default
+    for row in range(4):
+        assert_same_trace(unbatch(tb, row, 5), m.trace(ids[row:row + 1], causal=causal), exact=True)
+
+
+def test_a_derived_field_read_on_the_batch_is_cut_too():
+    m = model_of("toy")
+    b = pad_batch(SENTS, pad_id=0)
+    tb = m.trace(b.ids, key_padding_mask=b.key_padding_mask)
+    tb.probs, tb.layers[0].attn.scores, tb.layers[1].ln1.normalized  # noqa: B018  read before the cut
+    u = unbatch(tb, 1, 3)
+    assert u.__dict__["_probs"] is not None and tuple(u.__dict__["_probs"].shape) == (1, 3, 40)
+    assert_same_trace(u, m.trace(torch.tensor([SENTS[1]])), exact=False)
+
+
+def storages(tr) -> set[int]:
+    """The data pointers of the storages of every tensor a trace holds."""
+    out = set()
+    stack = [tr]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, torch.Tensor):
+            out.add(o.untyped_storage().data_ptr())
+        elif isinstance(o, tuple):
+            stack.extend(o)
+        elif hasattr(o, "__dataclass_fields__"):
+            stack.extend(vars(o).values())
+    return out
+
+
+def test_the_cut_is_a_copy_that_keeps_nothing_of_the_batch():
+    m = model_of("llama")
+    b = pad_batch(SENTS, pad_id=0)
+    tb = m.trace(b.ids, key_padding_mask=b.key_padding_mask)
+    u = unbatch(tb, 0, 7)  # the longest row: its slices of (B, T, .) fields are contiguous views
+    # the model's own tensors (norm gammas) and the config's constant kv_head index are shared by
+    # every trace by design; nothing else may be
+    model_owned = {p.untyped_storage().data_ptr() for p in m.parameters()}
+    model_owned.add(tb.layers[0].attn.kv_head.untyped_storage().data_ptr())
+    shared = (storages(u) & storages(tb)) - model_owned
+    assert shared == set(), "the cut trace shares memory with the batch"
+    # fields that share one tensor in the batch (a block's input is the previous block's output)
+    # still share one copy
+    assert u.layers[1].input is u.layers[0].resid_out and u.layers[0].ffn.gate is u.layers[0].ffn.hidden_pre
+
+
+def test_refuses_what_it_cannot_cut():
+    m = model_of("toy")
+    tb = m.trace(torch.tensor([[5, 6, 7, 8]] * 2))
+    with pytest.raises(ValueError, match="outside the batch"):
+        unbatch(tb, 2, 4)
+    b = pad_batch([[5, 6], [7, 8, 9]], pad_id=0)
+    padded = m.trace(b.ids, key_padding_mask=b.key_padding_mask)
+    with pytest.raises(ValueError, match="padding inside"):
+        unbatch(padded, 0, 3)
+    ablated = m.trace(torch.tensor([[5, 6, 7, 8]] * 2), ablate_heads=[(0, 1)])
+    with pytest.raises(ValueError, match="interventions"):
+        unbatch(ablated, 0, 4)
+    alibi = Transformer(ModelConfig(**FAMILIES["toy"], alibi=True, pos_encoding="none"), seed=1)
+    assert not batchable(alibi) and batchable(m) and batchable(model_of("llama"))
+    with pytest.raises(ValueError, match="attention biases"):
+        unbatch(alibi.trace(torch.tensor([[5, 6, 7, 8]] * 2)), 0, 4)
+
+
+def test_every_trace_field_has_a_rule():
+    """A field added to a trace class must say how it is cut (else unbatch refuses the trace and
+    the batcher traces alone): the rules name exactly the classes' fields."""
+    import dataclasses
+
+    from model import trace as T
+    for cls in (T.ForwardTrace, T.EmbeddingTrace, T.BlockTrace, T.LayerNormTrace, T.NormTrace, T.FFNTrace,
+                T.AttentionTrace):
+        assert set(CUTS[cls.__name__]) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
