@@ -86,7 +86,18 @@ def profile(src: str, sessions: int, reruns: int, rate: int = 100, env: dict | N
     """One server, one load under py-spy. Returns {parts: {part: samples}, reruns, samples, rate,
     cpu_s, wall, p50, p90, errors, frames: Counter of leaf frames}."""
     query = f"src={src}" if src else ""
-    with Server("app.py", env=env) as s, tempfile.TemporaryDirectory() as tmp:
+    s = Server("app.py", env=env).start()
+    try:
+        return _profile(s, query, src, sessions, reruns, rate, label, raw)
+    finally:
+        try:
+            s.stop()
+        except subprocess.TimeoutExpired:
+            print(f"warning: the server (pid {s.pid}) did not stop in 20 s", file=sys.stderr)
+
+
+def _profile(s: Server, query: str, src: str, sessions: int, reruns: int, rate: int, label: str, raw: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(warm(s.url, "", query))
         out = Path(tmp) / "spy.txt"
         spy = subprocess.Popen([py_spy(), "record", "--pid", str(s.pid), "--rate", str(rate), "--format", "raw",
@@ -94,13 +105,16 @@ def profile(src: str, sessions: int, reruns: int, rate: int = 100, env: dict | N
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # py-spy attached
         c0 = cpu_seconds(s.pid)
-        res = asyncio.run(load(s.url, [""], sessions, reruns, label or f"heads, {src or 'toy'}", s.pid, query=query))
-        c1 = cpu_seconds(s.pid)
-        spy.send_signal(signal.SIGINT)
         try:
-            spy.wait(60)
-        except subprocess.TimeoutExpired:
-            spy.kill()
+            res = asyncio.run(load(s.url, [""], sessions, reruns, label or f"heads, {src or 'toy'}", s.pid,
+                                   query=query))
+            c1 = cpu_seconds(s.pid)
+        finally:
+            spy.send_signal(signal.SIGINT)
+            try:
+                spy.wait(60)
+            except subprocess.TimeoutExpired:
+                spy.kill()
         if raw and out.exists():
             Path(raw).write_text(out.read_text())
         parts: collections.Counter = collections.Counter()

@@ -49,12 +49,17 @@ MIN_BATCH_TOKENS = 4  # shorter sentences are traced alone (pad=False: the 1-3 r
 # forward's only where each row's width is a whole number of such steps: exact batching needs an
 # FFN width that is a multiple of this (every model the app ships: 256, 1536; a toy width of 48 is not).
 EXACT_WIDTH = 64
+# With more than one intra-op thread the kernels split a batch's work at other places than a single
+# sentence's (SmolLM2 at 2 threads: rows of 5 tokens differ), so exact batching needs the app's one
+# thread (ui/runtime.py).
 
 
 def batchable(model, exact: bool = False) -> bool:
     """Whether sentences for this model may share a forward: a Transformer whose attention layers
     have no variant other than rotary positions (unbatch knows their fields); exact: and whose
-    FFN width is a multiple of EXACT_WIDTH (bit-identical traces, see above)."""
+    FFN width is a multiple of EXACT_WIDTH, with one torch thread (bit-identical traces, see above)."""
+    if exact and torch.get_num_threads() != 1:
+        return False
     return isinstance(model, Transformer) and all(
         all(type(h) is Rotary for h in blk.attn.variants.all)
         and (not exact or blk.ffn.fc1.out_features % EXACT_WIDTH == 0) for blk in model.blocks)

@@ -175,3 +175,19 @@ def test_exact_mode_traces_odd_widths_alone():
     b.trace(model, [5, 6, 7, 8, 9])
     assert b.forwards == 0  # traced alone, outside the batcher's queue
     TraceBatcher(slots=1, pad=True).trace(model, [5, 6, 7, 8, 9])
+
+
+def test_exact_mode_needs_one_torch_thread():
+    """With two intra-op threads the kernels split a batch's work elsewhere than a sentence's:
+    exact mode then traces alone."""
+    from model.batcher import batchable
+    model = Transformer(ModelConfig(**CFG), seed=5)
+    assert torch.get_num_threads() == 1 and batchable(model, exact=True)
+    torch.set_num_threads(2)
+    try:
+        assert not batchable(model, exact=True) and batchable(model, exact=False)
+        b = TraceBatcher(slots=1)
+        b.trace(model, [5, 6, 7, 8, 9])
+        assert b.forwards == 0
+    finally:
+        torch.set_num_threads(1)
