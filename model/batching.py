@@ -100,6 +100,9 @@ def unbatch(tr, row: int, n: int):
             index = tuple(slice(row, row + 1) if c == "B" else slice(0, n) if c == "T" else slice(None) for c in spec)
             if x.dim() != len(spec):
                 raise ValueError(f"a field of shape {tuple(x.shape)} does not have the axes {spec!r}")
+            # a tensor of its own per field (torch's allocator aligns it as a forward's output): one
+            # buffer for all fields was no faster here, and a field at an unaligned offset makes the
+            # matmul of a derived field (q @ k^T on first read) take another path and differ in the last bit
             memo[key] = x[index].clone(memory_format=torch.contiguous_format)
         return memo[key]
 
