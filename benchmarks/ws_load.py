@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import statistics
 import threading
@@ -258,17 +259,24 @@ TOY = ""  # the default model (ui.models.DEFAULT_SOURCE): no src in the URL
 
 
 def run_models(sessions: int = 30, reruns: int = 20, srcs: tuple[str, ...] = (TOY, "smollm2-135m"),
-               page: str = "") -> list[LoadResult]:
+               page: str = "", batch: tuple[str, ...] = ("",), rounds: int = 1) -> list[LoadResult]:
     """The same load on one page (default: heads) with each model in `srcs`, picked by the link's
     query (?src=...; TOY = the default model), one fresh server each, one after the other in the
-    same invocation."""
+    same invocation. batch: the pretrained models' runs once per ATTN_LAB_BATCH mode given ("" =
+    the app's default; model/batcher.py); rounds > 1 repeats the whole sequence (toy, then each
+    model and mode), so that the machine's load hits every side alike; results are in run order."""
     out = []
-    for src in srcs:
-        query = f"src={src}" if src else ""
-        label = f"heads page, {src or 'default model (' + default_source() + ')'}"
-        with Server("app.py") as s:
-            asyncio.run(warm(s.url, page, query))
-            out.append(asyncio.run(load(s.url, [page], sessions, reruns, label, s.pid, query=query)))
+    for _ in range(rounds):
+        for src in srcs:
+            for mode in (batch if src else ("",)):
+                query = f"src={src}" if src else ""
+                label = f"heads page, {src or 'default model (' + default_source() + ')'}"
+                if mode:
+                    label += f", ATTN_LAB_BATCH={mode}"
+                with Server("app.py", env={"ATTN_LAB_BATCH": mode} if mode else None) as s:
+                    asyncio.run(warm(s.url, page, query))
+                    out.append(asyncio.run(load(s.url, [page], sessions, reruns, label, s.pid, query=query)))
+                print(out[-1].summary(), f"(load average {os.getloadavg()[0]:.1f})", flush=True)
     return out
 
 
@@ -306,15 +314,22 @@ def main() -> None:
                     "(empty = the default page, heads)")
     ap.add_argument("--src", default="", help="a pretrained model (e.g. smollm2-135m): load the heads page "
                     "with the default model and then with this one (?src=...), instead of bare app vs app")
+    ap.add_argument("--batch", default="", help="with --src: comma-separated ATTN_LAB_BATCH modes "
+                    "(exact, pad, off) to run the pretrained model with, each on its own server")
+    ap.add_argument("--no-baseline", action="store_true", help="with --src: skip the default model's run")
+    ap.add_argument("--rounds", type=int, default=1, help="with --src: repeat the sequence (alternating sides)")
     a = ap.parse_args()
     from benchmarks.report import table
     if a.src:
-        results = run_models(a.sessions, a.reruns, (TOY, a.src))
+        srcs = (a.src,) if a.no_baseline else (TOY, a.src)
+        results = run_models(a.sessions, a.reruns, srcs, batch=tuple(a.batch.split(",")) if a.batch else ("",),
+                             rounds=a.rounds)
         for r in results:
-            print(r.summary())
             for e in r.errors[:5]:
                 print("  error:", e)
-        print(table(model_rows(results)))
+        if not a.no_baseline:
+            for i in range(0, len(results), len(results) // a.rounds):
+                print(table(model_rows(results[i:i + len(results) // a.rounds])))
         return
     bare, app = run_pair(a.sessions, a.reruns, a.pages.split(",") if a.pages else None)
     print(bare.summary())

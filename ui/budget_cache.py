@@ -108,7 +108,7 @@ class BudgetCache:
         self.budget = budget if budget is not None else int(float(mb or DEFAULT_BUDGET_MB) * 2**20)
         self.max_entries = max_entries
         self._size = size
-        self._items: OrderedDict[Hashable, list] = OrderedDict()  # key -> [value, bytes]
+        self._items: OrderedDict[Hashable, list] = OrderedDict()  # key -> [value, bytes, Footprint or None]
         self._lock = threading.Lock()
         self._pending: dict[Hashable, threading.Lock] = {}
         self.bytes = 0
@@ -135,21 +135,24 @@ class BudgetCache:
                 raise
             with self._lock:
                 self._pending.pop(key, None)
-                item = [value, n]
-                self._items[key] = item
+                self._items[key] = [value, n, fp]
                 self.bytes += n
                 self._evict()
             if fp is not None:
-                fp.grow(lambda v: self._grown(key, item, fp, v))
+                # the callback holds the cache, the key and the footprint, never the value: the
+                # trace's nodes keep it (model.trace.on_derived), and a callback that held the value
+                # would keep every trace ever cached alive
+                fp.grow(lambda v: self._grown(key, fp, v))
             return value
 
-    def _grown(self, key: Hashable, item: list, fp: Footprint, value: Any) -> None:
+    def _grown(self, key: Hashable, fp: Footprint, value: Any) -> None:
         """A derived field of a cached value was computed (model.trace.on_derived): count it, and
         evict others if the cache is now over budget (the entry was just read: it counts as the
         most recently used). Nothing if the entry has left the cache."""
         with self._lock:
             added = fp.add(value)
-            if added and self._items.get(key) is item:
+            item = self._items.get(key)
+            if added and item is not None and item[2] is fp:
                 item[1] += added
                 self.bytes += added
                 self._items.move_to_end(key)
@@ -158,7 +161,7 @@ class BudgetCache:
     def _evict(self) -> None:
         """Drop least recently used entries until within budget and count (caller holds the lock)."""
         while len(self._items) > 1 and (self.bytes > self.budget or len(self._items) > self.max_entries):
-            _, (_, m) = self._items.popitem(last=False)
+            _, (_, m, _) = self._items.popitem(last=False)
             self.bytes -= m
 
     def __len__(self) -> int:
