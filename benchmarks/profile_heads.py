@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.stclient import server_pid_cpu_s
 from benchmarks.ws_load import load, warm
 from deploy.server import ROOT, Server
 
@@ -70,12 +71,6 @@ def part_of(stack: str) -> str:
     return OTHER
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def py_spy() -> str:
     exe = Path(sys.executable).with_name("py-spy")
     return str(exe) if exe.exists() else "py-spy"
@@ -104,11 +99,11 @@ def _profile(s: Server, query: str, src: str, sessions: int, reruns: int, rate: 
                                 "--full-filenames", "--nonblocking", "--output", str(out)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # py-spy attached
-        c0 = cpu_seconds(s.pid)
+        c0 = server_pid_cpu_s(s.pid)
         try:
             res = asyncio.run(load(s.url, [""], sessions, reruns, label or f"heads, {src or 'toy'}", s.pid,
                                    query=query))
-            c1 = cpu_seconds(s.pid)
+            c1 = server_pid_cpu_s(s.pid)
         finally:
             spy.send_signal(signal.SIGINT)
             try:

@@ -319,3 +319,11 @@ def server_pid_rss_kb(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def server_pid_cpu_s(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used, in seconds, from /proc."""
+    import os
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

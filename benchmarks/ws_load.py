@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from benchmarks.stclient import StClient, server_pid_rss_kb
+from benchmarks.stclient import StClient, server_pid_cpu_s, server_pid_rss_kb
 from deploy.server import ROOT, Server
 
 WORDS = ["cat", "dog", "bird", "child", "teacher", "robot", "king", "queen", "river", "table",
@@ -59,6 +59,13 @@ class LoadResult:
     rss_start_mb: float = 0.0
     rss_peak_mb: float = 0.0
     rss_end_mb: float = 0.0
+    cpu_s: float = 0.0  # server CPU time (all threads) during the timed phase
+
+    @property
+    def cpu_ms_per_rerun(self) -> float:
+        """Server core-milliseconds per finished rerun: what a rerun costs, whatever share of the
+        cores the server got (on a shared machine wall-clock rates depend on the neighbours)."""
+        return 1000 * self.cpu_s / len(self.times) if self.times else float("nan")
 
     def q(self, p: float) -> float:
         if not self.times:
@@ -83,7 +90,7 @@ class LoadResult:
         return (f"{self.label}: {self.sessions} sessions x {self.reruns} reruns: p50 {self.p50:.2f} s, "
                 f"p90 {self.p90:.2f} s, {self.throughput:.1f} reruns/s, errors {len(self.errors)}, "
                 f"RSS {self.rss_start_mb:.0f} -> peak {self.rss_peak_mb:.0f} -> {self.rss_end_mb:.0f} MB, "
-                f"{kb:.0f} kB/rerun")
+                f"{kb:.0f} kB/rerun, server CPU {self.cpu_ms_per_rerun:.0f} core-ms/rerun")
 
 
 class RssSampler:
@@ -158,8 +165,10 @@ async def load(url: str, pages: list[str], sessions: int, reruns: int, label: st
     try:
         await loaded.wait()
         t0 = time.perf_counter()
+        c0 = server_pid_cpu_s(pid) if pid else 0.0
         await asyncio.gather(*tasks)
         res.wall = time.perf_counter() - t0
+        res.cpu_s = server_pid_cpu_s(pid) - c0 if pid else 0.0
     finally:
         if sampler:
             sampler.__exit__()
@@ -302,6 +311,9 @@ def model_rows(results: list[LoadResult]) -> list[dict]:
                  ok=not r.errors and not base.errors),
             dict(benchmark=n, metric="server RSS peak (MB)", app=r.rss_peak_mb, bare=base.rss_peak_mb,
                  ratio=r.rss_peak_mb / base.rss_peak_mb if base.rss_peak_mb else None, target=""),
+            dict(benchmark=n, metric="server CPU per rerun (core-ms)", app=r.cpu_ms_per_rerun,
+                 bare=base.cpu_ms_per_rerun, ratio=r.cpu_ms_per_rerun / base.cpu_ms_per_rerun,
+                 target="(reported: a rerun's cost, whatever the neighbours)"),
         ]
     return out
 
