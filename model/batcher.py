@@ -23,8 +23,8 @@ another kernel). With pad=True sentences of different lengths are padded on the 
 (model.batching.pad_batch) and traced with the key_padding_mask: each row's softmax and attention
 products then run over the padded length, a different summation order, which changes the last
 bits (~1e-7 on the toy models; up to ~8e-6 of a field's scale on SmolLM2, whose residual stream
-reaches 2e4). Either way model.batching.unbatch cuts each sentence's trace out as a copy (the batch
-is freed once every caller has its copy). A model whose attention has variants other than rotary
+reaches 2e4). Either way model.batching.unbatch cuts each sentence's trace out as a copy, and the
+batch is freed before anyone is woken. A model whose attention has variants other than rotary
 positions (a window, ALiBi, the additive score) is traced alone, as is every request of a batch
 that fails (each caller then traces its own sentence and meets its own error, if any).
 
@@ -70,8 +70,7 @@ class _Request:
     ids: tuple[int, ...]
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # handed a slot: run batches until this request is done
-    batch: ForwardTrace | None = None  # the batched trace holding this request's row
-    row: int = 0
+    result: ForwardTrace | None = None  # this sentence's trace (cut out of its batch)
     alone: bool = False  # the batch failed: trace this sentence alone
     rows: int = 1  # sentences in the forward that served it (for the statistics)
 
@@ -88,7 +87,7 @@ class TraceBatcher:
     callers of the same model and mask. slots: forwards of one model at once (one per core, with
     the app's one torch thread); pad: pad sentences of different lengths into one batch."""
 
-    def __init__(self, slots: int = 2, max_rows: int = 16, max_tokens: int = 1024, pad: bool = False):
+    def __init__(self, slots: int = 2, max_rows: int = 8, max_tokens: int = 1024, pad: bool = False):
         if slots < 1 or max_rows < 1 or max_tokens < 1:
             raise ValueError("slots, max_rows and max_tokens must be at least 1")
         self.slots, self.max_rows, self.max_tokens, self.pad = slots, max_rows, max_tokens, pad
@@ -116,7 +115,7 @@ class TraceBatcher:
         while True:
             with self._lock:  # the request's fields change under the lock, then `done` wakes it
                 lead, req.lead = req.lead, False
-                finished = req.batch is not None or req.alone
+                finished = req.result is not None or req.alone
                 if not lead and not finished:
                     req.done.clear()
             if lead:  # a slot: run batches (this one's included) until it is done
@@ -127,10 +126,8 @@ class TraceBatcher:
                 req.done.wait()
         if req.alone:
             return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
-        batch, req.batch = req.batch, None  # this thread's reference to the batch goes with the cut
-        if batch.ids.shape[0] == 1:
-            return batch
-        return unbatch(batch, req.row, len(ids))
+        tr, req.result = req.result, None
+        return tr
 
     def _take(self, q: _Queue) -> list[_Request]:
         """The next batch (caller holds the lock): the oldest request, then every pending one
@@ -160,7 +157,7 @@ class TraceBatcher:
         try:
             while True:
                 with self._lock:
-                    if own.batch is not None or own.alone or not q.pending:
+                    if own.result is not None or own.alone or not q.pending:
                         break
                     batch = self._take(q)
                 self._run(model, causal, batch)
@@ -179,7 +176,10 @@ class TraceBatcher:
 
     def _run(self, model, causal: bool, reqs: list[_Request]) -> None:
         """One forward for these requests (identical sentences share a row); each is woken with
-        the batch and its row, or told to trace alone when the batch fails."""
+        its sentence's trace, or told to trace alone when the batch fails. The thread that ran the
+        forward cuts every row out (model.batching.unbatch) before waking anyone, so the batch is
+        freed right away: the batch and its copies are in memory together only here, for one
+        batch per slot, however many sessions wait (100 sessions: see docs/benchmarks.md)."""
         rows: dict[tuple[int, ...], int] = {}
         for r in reqs:
             rows.setdefault(r.ids, len(rows))
@@ -191,6 +191,8 @@ class TraceBatcher:
                 b = pad_batch([list(s) for s in seqs], pad_id=0)
                 padded = any(n != b.ids.shape[1] for n in b.lengths)
                 tr = model.trace(b.ids, causal=causal, key_padding_mask=b.key_padding_mask if padded else None)
+            cuts = {s: tr for s in seqs} if len(seqs) == 1 else {s: unbatch(tr, rows[s], len(s)) for s in seqs}
+            del tr
         except Exception:  # each caller traces alone and meets its own error, if any
             with self._lock:
                 for r in reqs:
@@ -201,5 +203,5 @@ class TraceBatcher:
             self.forwards += 1
             self.rows_traced += len(seqs)
             for r in reqs:
-                r.batch, r.row, r.rows = tr, rows[r.ids], len(seqs)
+                r.result, r.rows = cuts[r.ids], len(seqs)
                 r.done.set()

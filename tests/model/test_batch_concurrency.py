@@ -98,7 +98,7 @@ def test_exact_mode_batches_sentences_of_one_length(causal):
 
 
 def test_pad_mode_takes_every_length_into_one_forward():
-    model, b = GatedModel(), TraceBatcher(slots=1, pad=True)
+    model, b = GatedModel(), TraceBatcher(slots=1, pad=True, max_rows=16)
     sents = sentences(12)
     out = run_together(b, model, sents)
     for tr, s in zip(out, sents):
@@ -191,3 +191,35 @@ def test_exact_mode_needs_one_torch_thread():
         assert b.forwards == 0
     finally:
         torch.set_num_threads(1)
+
+
+def test_the_batch_is_freed_before_its_callers_wake():
+    """The thread that ran a batch cuts every sentence out and drops the batch before it wakes
+    anyone: what a caller holds is its own copy, and no batch outlives its forward."""
+    import weakref
+
+    batches: list = []
+
+    class Recording(GatedModel):
+        def trace(self, ids, **kw):
+            tr = super().trace(ids, **kw)
+            if ids.shape[0] > 1:
+                batches.append(weakref.ref(tr))
+            return tr
+
+    model, b = Recording(), TraceBatcher(slots=1)
+    alive_after_return: list[int] = []
+    sents = sentences(8, lengths=(6,))
+    orig = b.trace
+
+    def trace_and_look(*a, **kw):
+        tr = orig(*a, **kw)
+        alive_after_return.append(sum(r() is not None for r in batches))
+        return tr
+
+    b.trace = trace_and_look
+    out = run_together(b, model, sents)
+    assert len(batches) == 1 and model.calls == [1, 7]
+    assert alive_after_return == [0] * 8  # no caller ever saw the batch alive
+    for tr, s in zip(out, sents):
+        assert_own_trace(model, tr, s, True, exact=True)
