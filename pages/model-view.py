@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from labels import token_label
+from ui import circuits as sink
 from ui import state
 from ui.runs import current_run
 from ui.show import show_code, show_fig
@@ -17,6 +18,9 @@ show_code("model.attention.attend", what="the weights the lines are drawn from")
 run = current_run()
 L, H, T = run.cfg.n_layers, run.cfg.n_heads, run.T
 w = np.stack([lt.attn.weights[0] for lt in run.trace.layers])  # (L, H, T, T)
+if sink.sink_switch():  # the derived view: no lines to the sink, each row renormalised over the rest
+    w = sink.hidden(run, w)
+    sink.derived_note(run)
 st.caption("Each small panel is one head: tokens on the left look at tokens on the right, and a line's strength "
            "grows with the attention weight (weights under 0.05 are not drawn). Hover a token, in the column of "
            "names or on the left half of any panel, to see only its lines in every head; pick one below to keep it.")

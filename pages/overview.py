@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.patterns import BORDERLINE, label_heads
+from model.patterns import BORDERLINE
+from ui import circuits as sink
 from ui import state
 from ui.runs import current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
@@ -18,8 +19,11 @@ show_code("model.patterns.pattern_scores_all", "model.patterns._label", what="th
 example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
+hide = sink.sink_switch()
 w_all = np.stack([block.attn.weights[0] for block in run.trace.layers])  # (L, H, T, T)
-pats = label_heads(w_all, run.special_keys)  # [layer][head] -> HeadPattern
+pats = sink.labels_of(run, w_all, hide)  # [layer][head] -> HeadPattern (the sink named apart when hidden)
+if hide:
+    sink.derived_note(run)
 if L > PER_PAGE + 2:
     groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
     state.bound("ov_layers", groups[0])
@@ -31,15 +35,17 @@ else:
     first = 0
 shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
 w = w_all[shown.start:shown.stop]  # (L_shown, H, T, T)
+if hide:
+    w = sink.hidden(run, w)  # the derived view: the sink's columns out, rows renormalised
 allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in shown])
 def wide_label(p) -> str:
     """Few heads, wide thumbnails: the full pattern name ("previous-token ≈0.42", "other ≈self/diagonal")."""
     mark = "≈" if p.borderline() else ""
     return (f"{p.kind} {mark}{p.score:.2f}" if p.kind != "other" else
-            "other" + (f" {mark}{p.nearest}" if mark else ""))
+            "other" + (f" {mark}{p.nearest}" if mark else "")) + ("" if p.sink is None else f" · sink {p.sink:.2f}")
 
 
-subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9)}"
+subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9, sink_sep='<br>')}"
              for l in shown for h in range(H)]
 n_border = sum(p.borderline() for row in pats for p in row)
 st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thumbnail's title names the head and "
@@ -49,7 +55,8 @@ st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thum
            + (f"**≈** marks a borderline label " if H <= 9 else "The table marks borderline labels ")
            + f"(within {BORDERLINE} of the threshold, {n_border} of {L * H} heads here): another sentence may flip them. "
            "Hover a thumbnail for the token pair and weight.")
-show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start),
+show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start,
+                       hidden_keys=sink.sink_keys(run) if hide else None),
          "overview_grid", filename="all_heads", table=lambda: table,
          alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
 rows = []
@@ -59,7 +66,9 @@ for l in range(L):
         rows.append({"layer": l, "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
                      "its threshold": p.threshold, "margin": round(p.margin, 4),
                      "borderline": "≈" if p.borderline() else "", "runner-up": ru,
-                     "runner-up margin": round(ru_margin, 4), **{k: round(v, 4) for k, v in p.scores.items()}})
+                     "runner-up margin": round(ru_margin, 4),
+                     **({} if p.sink is None else {"sink (hidden)": round(p.sink, 4)}),
+                     **{k: round(v, 4) for k, v in p.scores.items()}})
 table = pd.DataFrame(rows)
 st.subheader("Labels and scores")
 st.caption("Each pattern has its own threshold (broad/uniform needs 0.9, previous-token 0.4, …), so the label is "

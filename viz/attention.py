@@ -16,16 +16,56 @@ from .common import (DIVERGING_SCALE, FONT, MASK_COLORS, MASKED_COLOR, NEG_INF, 
 FONT = {**FONT, "size": 14}  # attention figures: larger (projector); colour from the theme (dark theme too)
 NO_CHIP = "rgba(0,0,0,0)"  # an annotation's default background (none)
 CELL_TEXT_MAX = 32  # numbers/symbols drawn inside cells only up to this many rows/columns (readable)
+# "Hide the sink" (a derived view): the hidden keys' columns are blank like masked cells, but drawn in
+# their own colour (a light peach under the heatmap), so "hidden" never reads as "masked" (grey)
+HIDDEN_COLOR = "#f5cdb6"
+HIDDEN_BAR = "weight<br>(sink hidden)"  # the colour bar's title in the derived view
+
+
+def _hidden(hidden_keys, Tk: int) -> np.ndarray | None:
+    """hidden_keys as a bool (Tk,) array (None stays None); ValueError for another shape."""
+    if hidden_keys is None:
+        return None
+    h = np.asarray(hidden_keys, dtype=bool)
+    if h.shape != (Tk,):
+        raise ValueError(f"hidden_keys must be a bool array of shape ({Tk},), one flag per key; got {h.shape}")
+    return h
+
+
+def hide_columns(z: np.ndarray, hidden: np.ndarray | None) -> np.ndarray:
+    """z (..., Tk) with the hidden keys' columns NaN (no colour, no hover): z itself, changed."""
+    if hidden is not None and hidden.any():
+        z[..., hidden] = np.nan
+    return z
+
+
+def hidden_shapes(hidden: np.ndarray | None, n_rows: int, refs: Sequence[tuple[str, str]]) -> list[dict]:
+    """One rectangle per panel and run of hidden key columns, under the heatmap (layer "below"), in
+    HIDDEN_COLOR: what a hidden sink column shows instead of a colour."""
+    if hidden is None or not hidden.any():
+        return []
+    idx = np.nonzero(hidden)[0]
+    runs, start = [], idx[0]
+    for a, b in zip(idx, idx[1:]):
+        if b != a + 1:
+            runs.append((start, a))
+            start = b
+    runs.append((start, idx[-1]))
+    return [dict(type="rect", xref=xr, yref=yr, x0=float(a) - 0.5, x1=float(b) + 0.5, y0=-0.5, y1=n_rows - 0.5,
+                 layer="below", fillcolor=HIDDEN_COLOR, line=dict(width=0)) for xr, yr in refs for a, b in runs]
 
 
 def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequence[str] | None = None,
                  allowed: np.ndarray | None = None, title: str = "", zmin: float | None = 0.0,
                  zmax: float | None = 1.0, colorscale: str = WEIGHT_SCALE, zmid: float | None = None,
                  value_name: str = "weight", height: int | None = None,
-                 cell_text: np.ndarray | None = None) -> go.Figure:
+                 cell_text: np.ndarray | None = None, hidden_keys: np.ndarray | None = None) -> go.Figure:
     """One (Tq, Tk) matrix. Masked cells (allowed False) are NaN -> grey background.
-    cell_text: optional (Tq, Tk) strings drawn in the cells (e.g. "−∞" on masked scores)."""
+    cell_text: optional (Tq, Tk) strings drawn in the cells (e.g. "−∞" on masked scores).
+    hidden_keys: optional bool (Tk,), the columns of a hidden sink (the derived view): blank, in
+    HIDDEN_COLOR."""
     w = as_array(weights, 2, "weights", "(Tq, Tk)")
+    hidden = _hidden(hidden_keys, w.shape[1])
     key_labels = labels if key_labels is None else key_labels
     check_labels(labels, w.shape[0], "labels (queries)")
     check_labels(key_labels, w.shape[1], "key_labels")
@@ -36,12 +76,14 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
                      textfont=dict(size=11))
     n = max(w.shape)
     ml, mb = label_margins(x, y, x_title=True, y_title=True)  # fixed margins: no automargin passes
+    layout = {} if hidden is None else {"shapes": hidden_shapes(hidden, w.shape[0], [("x", "y")])}
     return figure(
-        [dict(type="heatmap", z=masked_z(w, allowed), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid,
+        [dict(type="heatmap", z=hide_columns(masked_z(w, allowed), hidden), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid,
               colorscale=scale(colorscale) if isinstance(colorscale, str) else colorscale,
-              hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
+              hoverongaps=False, colorbar=dict(title=dict(text=value_name if hidden is None else
+                                                          HIDDEN_BAR.replace("weight", value_name)), thickness=12),
               hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **extra)],
-        dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+        dict(**layout, title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
              margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
                         automargin=False, **_ticks(y, 64)),
@@ -163,10 +205,12 @@ def _axis_titles(ml: int, mb: int) -> list[dict]:
 
 def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray | None = None,
               title: str = "", subtitles: Sequence[str] | None = None, cols: int | None = None,
-              key_labels: Sequence[str] | None = None) -> go.Figure:
-    """weights (H, Tq, Tk): every head of one layer in a grid with one shared 0..1 colour scale."""
+              key_labels: Sequence[str] | None = None, hidden_keys: np.ndarray | None = None) -> go.Figure:
+    """weights (H, Tq, Tk): every head of one layer in a grid with one shared 0..1 colour scale.
+    hidden_keys: optional bool (Tk,), a hidden sink's columns (head_heatmap)."""
     w = as_array(weights, 3, "weights", "(H, Tq, Tk)")
     H, Tq, Tk = w.shape
+    hidden = _hidden(hidden_keys, Tk)
     key_labels = labels if key_labels is None else key_labels
     check_labels(labels, Tq, "labels (queries)")
     check_labels(key_labels, Tk, "key_labels")
@@ -192,7 +236,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     for h in range(H):
         xr, yr = refs[h]
         data.append(dict(
-            type="heatmap", z=masked_z(w[h], None if allowed is None else allowed[h]),
+            type="heatmap", z=hide_columns(masked_z(w[h], None if allowed is None else allowed[h]), hidden),
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
             hovertemplate="%{fullData.name}<br>query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
     # Rows are tall enough for TICKS_ALL_MAX labels; a panel is only a 1/cols of the chart wide, so the
@@ -211,9 +255,12 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
                              pad=dict(t=8, l=4)) if title else None,
                   font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text="weight"), thickness=14)),
+                                 colorbar=dict(title=dict(text="weight" if hidden is None else HIDDEN_BAR),
+                                               thickness=14)),
                   height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
+    if hidden is not None:
+        layout["shapes"] = hidden_shapes(hidden, Tq, refs[:H])
     return figure(data, hoist_shared(layout, data))
 
 
@@ -230,13 +277,15 @@ def _wrap_titles(names: list[str], title_size: int, panel_px: float) -> list[str
 
 def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
                   allowed: np.ndarray | None = None, title: str = "", labels: Sequence[str] | None = None,
-                  first_layer: int = 0) -> go.Figure:
+                  first_layer: int = 0, hidden_keys: np.ndarray | None = None) -> go.Figure:
     """weights (L, H, Tq, Tk): every head of every layer as a small thumbnail (rows = layers).
     labels (T tokens): shown on hover ("query 3:cat, key 1:the"), and as tick labels on the first
     column and the bottom row when there are few tokens (≤ 12). first_layer: the number of the
-    first row (a page of a deep model shows layers first_layer … first_layer + L − 1)."""
+    first row (a page of a deep model shows layers first_layer … first_layer + L − 1).
+    hidden_keys: optional bool (Tk,), a hidden sink's columns (head_heatmap)."""
     w = as_array(weights, 4, "weights", "(L, H, Tq, Tk)")
     L, H, Tq, Tk = w.shape
+    hidden = _hidden(hidden_keys, Tk)
     if allowed is not None:
         allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), w.shape)
     names = list(subtitles) if subtitles is not None else [f"L{first_layer + l} H{h}" for l in range(L) for h in range(H)]
@@ -270,7 +319,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     for l in range(L):
         for h in range(H):
             xr, yr = refs[l * H + h]
-            z = masked_z(w[l, h], None if allowed is None else allowed[l, h])
+            z = hide_columns(masked_z(w[l, h], None if allowed is None else allowed[l, h]), hidden)
             trace = dict(type="heatmap", z=z, coloraxis="coloraxis", hoverongaps=False,
                          name=f"L{first_layer + l} H{h}", xaxis=xr, yaxis=yr,
                          hovertemplate=f"layer {first_layer + l} head {h}<br>query %{{y}}<br>key %{{x}}"
@@ -290,16 +339,21 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
         share_token_axes(data, layout, cats, cats, x_ticks={}, y_ticks={})
     layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text="weight"), thickness=12)),
+                                 colorbar=dict(title=dict(text="weight" if hidden is None else HIDDEN_BAR),
+                                               thickness=12)),
                   height=height, margin=dict(l=left, r=10, t=top, b=bottom))
+    if hidden is not None:
+        layout["shapes"] = hidden_shapes(hidden, Tq, refs[:L * H])
     return figure(data, hoist_shared(layout, data))
 
 
 def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed_a: np.ndarray | None = None,
                  allowed_b: np.ndarray | None = None, heads: Sequence[int] | None = None,
-                 names: tuple[str, str] = ("causal", "bidirectional")) -> go.Figure:
+                 names: tuple[str, str] = ("causal", "bidirectional"),
+                 hidden_keys: np.ndarray | None = None) -> go.Figure:
     """a, b (H, T, T): for each head a row [a | b | b - a]. Weights share a 0..1 scale; the
-    difference uses a diverging scale centred on 0 (symmetric range)."""
+    difference uses a diverging scale centred on 0 (symmetric range). hidden_keys: optional bool
+    (Tk,), a hidden sink's columns in all three panels (head_heatmap)."""
     a = as_array(a, 3, "a", "(H, Tq, Tk)")
     b = as_array(b, 3, "b", "(H, Tq, Tk)")
     if a.shape != b.shape:
@@ -311,8 +365,9 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
         raise ValueError(f"heads must be indices in 0..{H - 1}")
     aa = None if allowed_a is None else np.broadcast_to(np.asarray(allowed_a, bool), a.shape)
     ab = None if allowed_b is None else np.broadcast_to(np.asarray(allowed_b, bool), b.shape)
-    diff = (b.astype(np.float32) - a.astype(np.float32))
-    lim = float(np.abs(diff[heads]).max()) or 1.0
+    hidden = _hidden(hidden_keys, Tk)
+    diff = hide_columns(b.astype(np.float32) - a.astype(np.float32), hidden)
+    lim = float(np.nanmax(np.abs(diff[heads]), initial=0.0)) or 1.0
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
@@ -325,8 +380,10 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     y = x = token_labels(labels)
     data = []
     for r, h in enumerate(heads):
-        for c, (z, ax, what) in enumerate([(masked_z(a[h], None if aa is None else aa[h]), "coloraxis", "weight"),
-                                           (masked_z(b[h], None if ab is None else ab[h]), "coloraxis", "weight"),
+        for c, (z, ax, what) in enumerate([(hide_columns(masked_z(a[h], None if aa is None else aa[h]), hidden),
+                                            "coloraxis", "weight"),
+                                           (hide_columns(masked_z(b[h], None if ab is None else ab[h]), hidden),
+                                            "coloraxis", "weight"),
                                            (diff[h], "coloraxis2", "difference")]):
             xr, yr = refs[3 * r + c]
             data.append(dict(type="heatmap", z=z, coloraxis=ax, hoverongaps=False,
@@ -346,10 +403,13 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     ml, mb = label_margins(tick_subset(x, 10), tick_subset(y, 16))
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
-                                 colorbar=dict(title=dict(text="weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
+                                 colorbar=dict(title=dict(text="weight" if hidden is None else HIDDEN_BAR), thickness=12,
+                                               x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
                   height=plot_px + 50 + mb, margin=dict(l=ml, r=10, t=50, b=mb))
+    if hidden is not None:
+        layout["shapes"] = hidden_shapes(hidden, Tq, refs[:3 * len(heads)])
     return figure(data, hoist_shared(layout, data))
 
 
