@@ -25,7 +25,8 @@ products then run over the padded length, a different summation order, which cha
 bits (~1e-7 on the toy models; up to ~8e-6 of a field's scale on SmolLM2, whose residual stream
 reaches 2e4). Either way model.batching.unbatch cuts each sentence's trace out as a copy, and the
 batch is freed before anyone is woken. A model whose attention has variants other than rotary
-positions (a window, ALiBi, the additive score) is traced alone, as is every request of a batch
+positions and q/k norms (a window, ALiBi, the additive score; the soft-cap unless padding:
+ROWWISE) is traced alone, as is every request of a batch
 that fails (each caller then traces its own sentence and meets its own error, if any).
 
 Pure Python and torch: no Streamlit (ui/runs.py holds the process's batcher).
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .batching import pad_batch, unbatch
-from .layers import Rotary
+from .layers import QKNorm, Rotary, SoftCap
 from .trace import ForwardTrace
 from .transformer import Transformer
 
@@ -56,13 +57,22 @@ EXACT_WIDTH = 64
 
 def batchable(model, exact: bool = False) -> bool:
     """Whether sentences for this model may share a forward: a Transformer whose attention layers
-    have no variant other than rotary positions (unbatch knows their fields); exact: and whose
+    have no variant other than the row-wise ones (ROWWISE: unbatch knows their fields); exact: and whose
     FFN width is a multiple of EXACT_WIDTH, with one torch thread (bit-identical traces, see above)."""
     if exact and torch.get_num_threads() != 1:
         return False
+    rowwise = ROWWISE if exact else ROWWISE + (SoftCap,)
     return isinstance(model, Transformer) and all(
-        all(type(h) is Rotary for h in blk.attn.variants.all)
+        all(type(h) in rowwise for h in blk.attn.variants.all)
         and (not exact or blk.ffn.fc1.out_features % EXACT_WIDTH == 0) for blk in model.blocks)
+
+
+# Attention variants that work row by row and whose fields unbatch cuts: rotary positions (each
+# row's own positions 0 .. n-1 under right padding) and Qwen3's q/k RMSNorm (per head and token).
+# Gemma 2's soft-cap (tanh over the scores) only when padding: an elementwise tanh over a sentence's
+# (H, T, T) scores alone ends on a tail its batched run computes with the vector kernel (see
+# EXACT_WIDTH), so exact batching leaves it alone. A window, ALiBi and the additive score: alone.
+ROWWISE = (Rotary, QKNorm)
 
 
 @dataclass(eq=False)

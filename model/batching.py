@@ -50,10 +50,12 @@ def pad_batch(seqs: list[list[int]], pad_id: int, max_len: int | None = None) ->
 CUTS: dict[str, dict[str, str]] = {
     "ForwardTrace": dict(ids="BT", causal="=", key_padding_mask="kpm", embeddings="node", layers="node",
                          final_ln="node", final="BT.", logits="BT.", probs="BT.", token_type_ids="BT",
-                         positions="T", past_length="none", output_weight="="),
-    "EmbeddingTrace": dict(token="BT.", position="T.", sum="BT.", token_type="BT.", raw_sum="BT.", ln="node"),
+                         positions="T", past_length="none", output_weight="=", head="node", output_bias="=",
+                         logit_softcap="="),
+    "EmbeddingTrace": dict(token="BT.", position="T.", sum="BT.", token_type="BT.", raw_sum="BT.", ln="node",
+                           scale="="),
     "BlockTrace": dict(input="BT.", ln1="node", attn="node", resid_mid="BT.", ln2="node", ffn="node",
-                       resid_out="BT."),
+                       resid_out="BT.", ln1_post="node", ln2_post="node"),
     "LayerNormTrace": dict(input="BT.", mean="BT.", var="BT.", normalized="BT.", output="BT.", gamma="=",
                            beta="=", eps="=", rstd="BT."),
     "NormTrace": dict(input="BT.", mean_sq="BT.", normalized="BT.", output="BT.", gamma="=", kind="=", eps="="),
@@ -62,7 +64,9 @@ CUTS: dict[str, dict[str, str]] = {
                            allowed="allowed", masked="B.TT", weights="B.TT", fully_masked="fully_masked",
                            heads="B.T.", concat="BT.", output="BT.", kv_head="=", ablated="none",
                            q_pre_rope="B.T.", k_pre_rope="B.T.", bias="none", alibi_slopes="none",
-                           band="none", energies="none"),
+                           band="none", energies="none",
+                           q_pre_norm="B.T.", k_pre_norm="B.T.", softcap="="),
+    "HeadTrace": dict(input="BT.", dense="BT.", act="BT.", ln="node", output="BT."),
 }
 
 

@@ -23,6 +23,18 @@ FAMILIES = {
                   tie_weights=False, d_ff=64),
     "bert": dict(vocab_size=40, d_model=16, n_heads=4, n_layers=2, max_len=32, pos_encoding="learned",
                  norm="post", emb_norm=True, type_vocab_size=2, output_head=False),
+    # the pretrained families' options (issue 32): Qwen3's q/k norms and own head width, Llama 3.1's
+    # rotary divisors; Gemma 2 without its window (sandwich norms, embedding scale, GeGLU, both
+    # soft-caps, unit-offset norms); RoBERTa's masked-LM head (HeadTrace, logit bias, position offset)
+    "qwen3": dict(vocab_size=40, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=32, d_head=16,
+                  qk_norm=True, pos_encoding="rope", norm_kind="rmsnorm", activation="swiglu", bias=False,
+                  tie_weights=False, d_ff=64, rope_freq_factors=(1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0)),
+    "gemma2": dict(vocab_size=40, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=32, d_head=16,
+                   pos_encoding="rope", norm_kind="rmsnorm", activation="geglu", bias=False, d_ff=64,
+                   sandwich_norm=True, emb_scale=32 ** 0.5, norm_unit_offset=True, attn_softcap=3.0,
+                   final_softcap=4.0, attn_scale=0.3),
+    "roberta-mlm": dict(vocab_size=40, d_model=16, n_heads=4, n_layers=2, max_len=32, pos_encoding="learned",
+                        norm="post", emb_norm=True, type_vocab_size=1, mlm_head=True, pos_offset=2),
 }
 CASES = [(f, c) for f in FAMILIES for c in (True, False)]
 SENTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15, 16, 17, 18, 19]]  # the shortest in the middle
@@ -143,5 +155,20 @@ def test_every_trace_field_has_a_rule():
 
     from model import trace as T
     for cls in (T.ForwardTrace, T.EmbeddingTrace, T.BlockTrace, T.LayerNormTrace, T.NormTrace, T.FFNTrace,
-                T.AttentionTrace):
+                T.AttentionTrace, T.HeadTrace):
         assert set(CUTS[cls.__name__]) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
+
+
+def test_which_families_share_a_forward():
+    """Rotary positions and Qwen3's q/k norms work row by row: batched, exact or padded; Gemma 2's
+    soft-cap only padded (its tanh over a sentence's scores alone ends on a scalar tail); a window
+    never (traced alone: unbatch has no rule for its band)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # exact batching needs the app's one thread
+    try:
+        assert batchable(model_of("qwen3"), exact=True) and batchable(model_of("roberta-mlm"), exact=True)
+        assert batchable(model_of("gemma2")) and not batchable(model_of("gemma2"), exact=True)
+        windowed = Transformer(ModelConfig(**{**FAMILIES["gemma2"], "window": 3, "window_layers": (0,)}), seed=1)
+        assert not batchable(windowed) and not batchable(windowed, exact=True)
+    finally:
+        torch.set_num_threads(threads)
