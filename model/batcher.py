@@ -18,7 +18,7 @@ each one runs through the same ops on the same shapes as alone, and its trace (e
 derived ones included) is bit for bit the trace of its own forward, whatever else was in the batch:
 float32 matmuls over 4 rows or more give each row the same bits whatever the number of rows
 (checked on SmolLM2 over 4-64 tokens and 2-16 sentences; tests/model/test_batch_trace.py checks
-every family). A sentence of 1-3 tokens is traced alone (its own matmul of 1-3 rows takes
+every family exact batching accepts: batchable). A sentence of 1-3 tokens is traced alone (its own matmul of 1-3 rows takes
 another kernel). With pad=True sentences of different lengths are padded on the right
 (model.batching.pad_batch) and traced with the key_padding_mask: each row's softmax and attention
 products then run over the padded length, a different summation order, which changes the last
@@ -50,6 +50,13 @@ MIN_BATCH_TOKENS = 4  # shorter sentences are traced alone (pad=False: the 1-3 r
 # forward's only where each row's width is a whole number of such steps: exact batching needs an
 # FFN width that is a multiple of this (every model the app ships: 256, 1536; a toy width of 48 is not).
 EXACT_WIDTH = 64
+# Keys and values must reach the score and value matmuls as a tensor of their own: grouped-query
+# attention copies them (model.layers.repeat_kv). Without it they are strided views of the
+# projection, (B, H, T, d) over (B, T, H, d), and torch multiplies such views of one sentence
+# (B = 1 folds into a strided 3-D batched gemm) on another path than B of them (copied first):
+# the app's default toy model (4 heads, d_k 16) differs in the last bit at 5 and 7 tokens. So
+# exact batching needs grouped-query attention (SmolLM2, and every checked length and batch: 4-64
+# tokens, 2-8 sentences); models with one K/V head per query head batch only padded (pad=True).
 # With more than one intra-op thread the kernels split a batch's work at other places than a single
 # sentence's (SmolLM2 at 2 threads: rows of 5 tokens differ), so exact batching needs the app's one
 # thread (ui/runtime.py).
@@ -58,13 +65,15 @@ EXACT_WIDTH = 64
 def batchable(model, exact: bool = False) -> bool:
     """Whether sentences for this model may share a forward: a Transformer whose attention layers
     have no variant other than the row-wise ones (ROWWISE: unbatch knows their fields); exact: and whose
-    FFN width is a multiple of EXACT_WIDTH, with one torch thread (bit-identical traces, see above)."""
+    FFN width is a multiple of EXACT_WIDTH, with grouped-query attention and one torch thread
+    (bit-identical traces, see above)."""
     if exact and torch.get_num_threads() != 1:
         return False
     rowwise = ROWWISE if exact else ROWWISE + (SoftCap,)
     return isinstance(model, Transformer) and all(
         all(type(h) in rowwise for h in blk.attn.variants.all)
-        and (not exact or blk.ffn.fc1.out_features % EXACT_WIDTH == 0) for blk in model.blocks)
+        and (not exact or (blk.ffn.fc1.out_features % EXACT_WIDTH == 0
+                           and blk.attn.n_kv_heads < blk.attn.n_heads)) for blk in model.blocks)
 
 
 # Attention variants that work row by row and whose fields unbatch cuts: rotary positions (each
