@@ -38,6 +38,7 @@ from deploy.server import ROOT, Server
 # the forward; under model/patterns.py, the head labels).
 PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("tokenize", ("model/bpe.py", "model/tokenizer.py", "model/wordpiece.py", "tokenize (")),
+    ("cut out of the batch (model.batching.unbatch: copies)", ("model/batching.py",)),
     ("batcher wait/hand-off", ("model/batcher.py", "ui/batcher.py")),
     ("numpy view (trace.numpy)", ("_to_numpy_tree",)),
     ("trace cache bookkeeping (byte count)", ("budget_cache.py",)),

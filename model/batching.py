@@ -89,6 +89,7 @@ def unbatch(tr, row: int, n: int):
     if tr.key_padding_mask is not None and not bool(tr.key_padding_mask[row, :n].all()):
         raise ValueError(f"row {row} has padding inside its first {n} tokens (right padding expected)")
     memo: dict[tuple[int, str], torch.Tensor] = {}
+    indices: dict[str, tuple[slice, ...]] = {}
     allowed = single_mask(n, bool(tr.causal))  # (n, n), one tensor for every layer, as in a single pass
     no_rows = torch.zeros(n, dtype=torch.bool)  # (n,): fully_masked, expanded to (1, H, n) per layer
 
@@ -101,7 +102,10 @@ def unbatch(tr, row: int, n: int):
             return None
         key = (id(x), spec)
         if key not in memo:
-            index = tuple(slice(row, row + 1) if c == "B" else slice(0, n) if c == "T" else slice(None) for c in spec)
+            index = indices.get(spec)
+            if index is None:  # the same few specs for every field of a trace: built once per cut
+                index = indices[spec] = tuple(slice(row, row + 1) if c == "B" else slice(0, n) if c == "T"
+                                              else slice(None) for c in spec)
             if x.dim() != len(spec):
                 raise ValueError(f"a field of shape {tuple(x.shape)} does not have the axes {spec!r}")
             # a tensor of its own per field (torch's allocator aligns it as a forward's output): one

@@ -8,6 +8,7 @@ read-only numpy arrays (`ForwardTrace.numpy()`): pages read `run.trace.layers[l]
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import streamlit as st
@@ -41,6 +42,10 @@ class Run:
     source: ModelSource | None = None  # the model that computed it (for the model-level views below)
     unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
     special: tuple[int, ...] = ()  # positions of [CLS]/[SEP] (WordPiece models; none for the toy vocabularies)
+
+    # the model's own values, shared by every run of it: not counted in a cached run's bytes
+    # (ui/budget_cache.Footprint; the vocabulary is 49,152 strings on SmolLM2)
+    FOOTPRINT_SHARED: ClassVar[tuple[str, ...]] = ("cfg", "vocab", "source")
 
     @property
     def T(self) -> int:
