@@ -44,6 +44,9 @@ def _buffer(a: np.ndarray | torch.Tensor) -> tuple[tuple, int]:
     return ("n", id(base)), base.nbytes
 
 
+_ATOMS = frozenset({int, float, bool, str, bytes, complex})  # hold no buffer: not walked
+
+
 class Footprint:
     """The bytes of every distinct buffer reachable from a value (dataclasses, lists, tuples,
     dicts), counted once; `grow(callback)` then keeps the count as the value's derived trace
@@ -64,6 +67,8 @@ class Footprint:
             if key not in self.seen:
                 self.seen.add(key)
                 self.bytes += n
+        elif o is None or type(o) in _ATOMS:  # most values of a trace node that are not arrays
+            return
         elif isinstance(o, TraceNode) or (dataclasses.is_dataclass(o) and not isinstance(o, type)):
             # (isinstance first: dataclasses.is_dataclass was the hottest line of this walk under load)
             d = vars(o)  # the instance's own values (a derived field in its slot, None until read)
