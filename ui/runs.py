@@ -8,7 +8,7 @@ read-only numpy arrays (`ForwardTrace.numpy()`): pages read `run.trace.layers[l]
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 import streamlit as st
@@ -65,6 +65,13 @@ class Run:
         """What the .npz export adds to the trace's arrays."""
         return {"token_ids": np.asarray(self.ids), "token_labels": np.asarray(self.labels, dtype=str)}
 
+    def again(self) -> Callable[[], ForwardTrace]:
+        """A function that traces this run's tokens again (the same forward as _run: the same
+        values), holding its model and tokens but not the run: for what a session keeps past its
+        rerun (the .npz button's callable, ui.show.download_npz), which must not keep the trace alive."""
+        source, ids, causal = self.source, list(self.ids), self.causal
+        return lambda: _trace(source, ids, causal)
+
 
 def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], list[str], int, bool, list[str]]:
     _, tok = get_model(source)
@@ -96,14 +103,19 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     return TRACES.get(("run", source, text, causal, max_len), lambda: _run(source, text, causal, max_len))
 
 
+def _trace(source: ModelSource, ids: list[int], causal: bool) -> ForwardTrace:
+    """The trace of these tokens (numpy, read-only), through the process's batcher."""
+    model, _ = get_model(source)
+    return BATCHER.trace(model, ids, causal).numpy()
+
+
 def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
-    tr = BATCHER.trace(model, ids, causal)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=tr.numpy(),
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal),
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
