@@ -75,7 +75,7 @@ slim_plotly_template()
 # forward, but the last bits of a trace then depend on its batch: up to ~8e-6 of a field's scale on
 # SmolLM2, whose residual stream reaches 2e4), "off" (every trace alone). ATTN_LAB_BATCH_SLOTS:
 # forwards of one model at once (default: one per core, each on the one intra-op thread above).
-# Measured in docs/benchmarks.md ("SmolLM2 for a class").
+# Measured in docs/benchmarks.md ("A class on SmolLM2").
 BATCH_MODES = ("exact", "pad", "off")
 
 
