@@ -8,6 +8,7 @@ import inspect
 import io
 import re
 import textwrap
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -270,9 +271,20 @@ def download_npz(run, key: str = "npz", label: str = "Whole trace (.npz)", file_
     """The whole trace of the current input (a Run or a padded BatchRun) as .npz. Made only when
     the button is clicked (nothing is sent with the page)."""
     extras = run.export_extras()
+    again = getattr(run, "again", None)
+    if again is None:  # a padded batch (the mask lab's toy sentences): held as it is
+        def make() -> bytes:
+            return trace_npz(run.trace, **extras)
+    else:
+        # Streamlit keeps the button's callable with the session until its next run: holding the
+        # run there kept every session's last trace alive after the shared cache let it go (100
+        # sessions typing into SmolLM2: ~25 MB each). So the run is held weakly, and traced again
+        # (the same forward, the same values) if it is gone when the button is clicked.
+        ref, remake = weakref.ref(run), again()
 
-    def make() -> bytes:
-        return trace_npz(run.trace, **extras)
+        def make() -> bytes:
+            r = ref()
+            return trace_npz(r.trace if r is not None else remake(), **extras)
     what = "this forward pass (a batch: axis 0 = sentence), plus " + ", ".join(extras)
     st.download_button(label, make, file_name=file_name, mime="application/octet-stream", key=key,
                        on_click="ignore", icon=":material/download:",
