@@ -1,12 +1,13 @@
 """Attention heads: every head of one layer as a heatmap grid, a head in detail, a line view."""
 import streamlit as st
 
-from model.patterns import label_heads
 from ui import state
+from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
 from ui.show import download_npz, heads_table, matrix_table, show_code, show_fig
 from ui.sidebar import example_buttons
-from viz.attention import head_grid, head_heatmap
+from viz.attention import GRID_MAX_CELLS, head_grid, head_heatmap
+from viz.common import block_note, block_step
 from viz.heads import token_lines_html
 
 LINE_VIEW_MAX_T = 64
@@ -29,11 +30,12 @@ with c2:
 
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
-pats = label_heads(w, run.special_keys)  # one HeadPattern per head
+pats = layer_labels(run, layer)  # one HeadPattern per head (cached with the trace)
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
-          "Each head's title names its pattern and the score that decided it.")
+          "Each head's title names its pattern and the score that decided it. "
+          + block_note(block_step(run.T, GRID_MAX_CELLS), run.T))
 if not st.session_state.get("present"):
     st.caption(legend)
 show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
@@ -62,7 +64,7 @@ def head_detail() -> None:
             run = current_run(notices=False)
             layer = st.session_state["layer"]
             w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
-            detail_body(run, layer, w, layer_allowed(run, layer), label_heads(w, run.special_keys))
+            detail_body(run, layer, w, layer_allowed(run, layer), layer_labels(run, layer))
     state.sync_url()
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, legend_below_title, token_labels,
-                     visible)
+from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, auto_ticks, check_labels, legend_below_title,
+                     token_labels, visible)
 
 # Okabe-Ito: colour-blind-safe categorical colours.
 COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -89,6 +89,13 @@ def line_chart(x: Sequence[float], series: Mapping[str, Sequence[float]], *, tit
     return _layout(fig, title, height)
 
 
+def _exact(a: np.ndarray) -> np.ndarray:
+    """The values as sent to the browser: float32 when they are float32 (the trace's activations:
+    half the bytes of float64 and the very same numbers; a 512-token page sent 30 MB of float64
+    copies of float32 arrays), float64 otherwise (values computed in float64 stay exact)."""
+    return a if a.dtype == np.float32 else a.astype(np.float64)
+
+
 def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, title: str = "",
                    colorscale: str = DIVERGING_SCALE, zmid: float | None = 0.0, zmin: float | None = None,
                    zmax: float | None = None, annotate: bool | None = None, value_name: str = "value",
@@ -99,7 +106,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     """A labelled (rows, cols) matrix. Rows (and optionally columns) are tokens ("i:token");
     highlighted rows/columns get an outline (e.g. the axis a normalisation averages over);
     vlines draw separators between column blocks (e.g. heads in a concatenation)."""
-    a = as_array(z, 2, "z", "(rows, cols)").astype(np.float64)
+    a = _exact(as_array(z, 2, "z", "(rows, cols)"))
     check_labels(row_labels, a.shape[0], "row_labels")
     check_labels(col_labels, a.shape[1], "col_labels")
     y = token_labels(row_labels) if tokens_rows else [visible(r) for r in row_labels]
@@ -128,8 +135,10 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     fig.update_yaxes(autorange="reversed", type="category", title=row_title)
     # named columns (H0 … H11) side by side ran into each other in a half-width column (screenshot
     # audit, issue 21 point 7): upright from 9 columns on, one label per column
-    fig.update_xaxes(type="category", title=col_title, showticklabels=tokens_cols is False or n_c <= 64,
-                     tickangle=-60 if tokens_cols else (-90 if n_c > 8 else 0))
+    if tokens_cols:  # token columns: as many labels as the axis has room for, slanted or upright (never touching)
+        fig.update_xaxes(type="category", title=col_title, **auto_ticks("x"))
+    else:
+        fig.update_xaxes(type="category", title=col_title, tickangle=-90 if n_c > 8 else 0)
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
         fig.update_xaxes(nticks=5)
     if not tokens_rows and n_r > 24:
@@ -155,6 +164,7 @@ def histogram_compare(samples: Mapping[str, Sequence[float]], *, title: str = ""
 
 
 TEXT_ON_BRIGHT, TEXT_ON_DARK = "#1a1a1a", "#ffffff"
+TOPK_TEXT_MAX_T = 48  # up to this many positions each cell's token is written in it (rows of 34 px)
 BRIGHT_FROM = 0.5  # Cividis is light grey-yellow from about here up: dark text there
 
 
@@ -168,6 +178,7 @@ def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Seq
         raise ValueError(f"tokens must be {p.shape[0]} rows of {p.shape[1]} strings (one per cell)")
     text = [[f"{visible(t)}<br>{q:.2f}" for t, q in zip(row, prow)] for row, prow in zip(tokens, p)]
     x, y = [f"#{j + 1}" for j in range(p.shape[1])], token_labels(labels)
+    written = p.shape[0] <= TOPK_TEXT_MAX_T  # two lines of text per cell need ~34 px rows
     fig = go.Figure(go.Heatmap(
         z=p, x=x, y=y, zmin=0.0, zmax=1.0,
         colorscale=WEIGHT_SCALE, text=text, colorbar=dict(title="p", thickness=12),
@@ -176,14 +187,19 @@ def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Seq
     # (yellow) end of Cividis, white on the dark end. One fixed colour put white text on bright
     # yellow (issue 21, point 7).
     xx, yy = np.meshgrid(np.arange(p.shape[1]), np.arange(p.shape[0]))
-    fig.add_trace(go.Scatter(
-        x=[x[j] for j in xx.ravel()], y=[y[i] for i in yy.ravel()], mode="text",
-        text=[text[i][j] for i, j in zip(yy.ravel(), xx.ravel())], hoverinfo="skip", showlegend=False,
-        textfont=dict(color=[TEXT_ON_BRIGHT if q >= BRIGHT_FROM else TEXT_ON_DARK for q in p.ravel()], size=12)))
+    if written:
+        fig.add_trace(go.Scatter(
+            x=[x[j] for j in xx.ravel()], y=[y[i] for i in yy.ravel()], mode="text",
+            text=[text[i][j] for i, j in zip(yy.ravel(), xx.ravel())], hoverinfo="skip", showlegend=False,
+            textfont=dict(color=[TEXT_ON_BRIGHT if q >= BRIGHT_FROM else TEXT_ON_DARK for q in p.ravel()], size=12)))
+    else:  # a long input: the colours, and each cell's token on hover (its text would overlap its neighbours')
+        title = f"{title}<br><sup>{p.shape[0]} positions: hover a cell for its token</sup>" if title else \
+            f"<sup>{p.shape[0]} positions: hover a cell for its token</sup>"
     fig.update_yaxes(autorange="reversed", type="category",
                      title="position (next token predicted after it)" if next_token else "position (token predicted at it)")
     fig.update_xaxes(type="category", title="rank")
-    return _layout(fig, title, height or min(900, 140 + 34 * p.shape[0]))
+    # rows of 34 px hold the two lines of cell text: the chart grows with the positions written
+    return _layout(fig, title, height or (140 + 34 * p.shape[0] if written else 900))
 
 
 def pe_curves(pe: np.ndarray, dims: Sequence[int], *, title: str = "", height: int = 360) -> go.Figure:
@@ -211,7 +227,7 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
     both = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
     for c, a in ((1, l), (2, r)):
         axis = "coloraxis" if (shared_scale or c == 1) else "coloraxis2"
-        fig.add_trace(go.Heatmap(z=np.asarray(a, dtype=np.float64), coloraxis=axis,
+        fig.add_trace(go.Heatmap(z=_exact(np.asarray(a)), coloraxis=axis,
                                  hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>%{{z:.4f}}<extra></extra>"),
                       row=1, col=c)
         fig.update_yaxes(autorange="reversed", title=row_title if c == 1 else None, row=1, col=c)
