@@ -28,8 +28,8 @@ if T > FULL_MAX_T:  # long input: a window of tokens, the keys outside it summed
                       help=f"{T} tokens do not fit as lines: {WINDOW} at a time.")
     tokens = range(start, start + WINDOW)
     st.caption(f"Long input ({T} tokens): the lines of tokens {tokens.start}–{tokens.stop - 1}. A query's lines to keys "
-               f"outside the window go to the two summed rows, \"Σ before\" and \"Σ after\": their weight is the "
-               "total weight on those keys, so each query's lines still add up to 1.")
+               "outside the window go to the summed rows (\"Σ 0–…\" before it, \"Σ …\" after it): their weight is the "
+               "total weight on those keys, so each query's lines still add up to 1. The CSV holds every weight.")
 else:
     tokens = range(T)
 opts = [-1] + list(tokens)

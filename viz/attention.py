@@ -47,7 +47,7 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
                         automargin=False, **auto_ticks("y")),
              xaxis=dict(title=dict(text="key"), type="category", side="bottom", showgrid=False,
-                        automargin=False, **auto_ticks("x"))))
+                        automargin=False, **auto_ticks("x", len(x)))))
 
 
 def tick_subset(labels: Sequence[str], max_labels: int) -> list[str]:
@@ -71,7 +71,7 @@ def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequen
     2017 preset's heads grid (8 heads, T = 64) sent its 64 labels 16 times and tick values and
     texts on 18 axes (~17 kB a rerun: with the rest of the page 1.68x the float32 bytes of its
     weights; budget 1.5x). Zooming one panel zooms them all (matched axes), as in a shared-axis grid."""
-    x_ticks = auto_ticks("x") if x_ticks is None else x_ticks
+    x_ticks = auto_ticks("x", len(x)) if x_ticks is None else x_ticks
     y_ticks = auto_ticks("y") if y_ticks is None else y_ticks
     for i, tr in enumerate(data):
         if i == 0:
@@ -147,11 +147,14 @@ def _axis_titles(ml: int, mb: int) -> list[dict]:
 GRID_MAX_CELLS = 128  # a grid panel draws at most this many blocks per axis (long inputs: viz.common.block_step)
 
 
-def _title_block(title: str, note: str) -> str:
-    """A chart title with a smaller second line saying what the figure aggregates ("" = none)."""
-    if not note:
-        return title
-    return f"{title}<br><sup>{note}</sup>" if title else f"<sup>{note}</sup>"
+def _title(title: str, note: str, **placement) -> dict | None:
+    """A chart title dict: `title`, with `note` (what the figure aggregates, "" = nothing) as its
+    subtitle, or alone (in a smaller font) when there is no title. None when both are empty."""
+    if not title and not note:
+        return None
+    if not title:
+        return dict(text=note, font=dict(size=13), **placement)
+    return dict(text=title, subtitle=dict(text=note) if note else None, **placement)
 
 
 def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray | None = None,
@@ -203,10 +206,9 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     # the chart title at the very top, the panel titles (lines of ~16 px each) below it: never on top
     # of each other
     note = block_title(step, max(Tq, Tk))
-    title = _title_block(title, note)
-    top = ((40 + (16 if note else 0)) if title else 8) + 17 * lines + 8
-    layout.update(title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
-                             pad=dict(t=8, l=4)) if title else None,
+    top = ((40 + (18 if note and title else 0)) if title or note else 8) + 17 * lines + 8
+    layout.update(title=_title(title, note, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                               pad=dict(t=8, l=4)),
                   font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
                                  colorbar=dict(title=dict(text=what), thickness=14)),
@@ -284,8 +286,7 @@ def overview_grid(weights, *, subtitles: Sequence[str] | None = None,
     left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
     bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
     note = block_title(step, max(Tq, Tk))
-    title = _title_block(title, note)
-    top = ((30 + (16 if note and "<br>" in title else 0)) if title else 6) + gap_px
+    top = ((30 + (18 if note and title else 0)) if title or note else 6) + gap_px
     height = max(300, L * side + top + bottom)
     plot_px = height - top - bottom
     layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03,
@@ -313,9 +314,10 @@ def overview_grid(weights, *, subtitles: Sequence[str] | None = None,
     if cats is not None:  # token labels on hover (and ticks when few), sent once: share_token_axes
         axes(layout, x_type="category", y_type="category")
         share_token_axes(data, layout, cats, cats, x_ticks={}, y_ticks={})
-    layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+    layout.update(title=_title(title, note, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                               pad=dict(t=8, l=4)), font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text="weight"), thickness=12)),
+                                 colorbar=dict(title=dict(text=what), thickness=12)),
                   height=height, margin=dict(l=left, r=10, t=top, b=bottom))
     return figure(data, hoist_shared(layout, data))
 
@@ -382,8 +384,7 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     note = block_title(step, max(Tq, Tk))
     top = 50 + (28 if note else 0)
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
-                  title=dict(text=f"<sup>{note}</sup>", x=0, xanchor="left", y=1, yref="container", yanchor="top",
-                             pad=dict(t=8, l=4)) if note else None,
+                  title=_title("", note, x=0, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8, l=4)),
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
                                  colorbar=dict(title=dict(text=blk + "weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,

@@ -19,12 +19,14 @@ from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, auto_ticks, 
 COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 
 
-def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    """Title on its own line at the top, a horizontal legend between it and the plot (they never overlap)."""
+def _layout(fig: go.Figure, title: str, height: int, subtitle: str = "") -> go.Figure:
+    """Title on its own line at the top (a subtitle under it), a horizontal legend between it and the
+    plot (they never overlap)."""
     legend = sum(1 for t in fig.data if t.showlegend is not False) > 1
-    top = (34 if title else 10) + (30 if legend else 0)
+    top = (34 if title else 10) + (18 if title and subtitle else 0) + (30 if legend else 0)
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
-                                 pad=dict(t=8)) if title else None,
+                                 pad=dict(t=8), **(dict(subtitle=dict(text=subtitle)) if subtitle else {}))
+                      if title else None,
                       font=FONT, height=height + (30 if legend else 0), margin=dict(l=10, r=10, t=top, b=10),
                       showlegend=legend,
                       legend=legend_below_title(34 if title else 0, height + (30 if legend else 0)))
@@ -58,7 +60,9 @@ def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]]
                              text=None if text_format is None else [format(v, text_format) for v in vals],
                              textposition="outside" if text_format else None,
                              hovertemplate=f"{visible(name)}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
-    fig.update_xaxes(type="category", tickangle=-45 if len(cats) > 8 else 0)
+    # the labels that fit the axis (a long input's tokens: every n-th), level or slanted while they fit,
+    # else upright: long part names side by side ran into each other at 0°
+    fig.update_xaxes(type="category", **auto_ticks("x", len(cats), angle=-45 if len(cats) > 8 else 0))
     fig.update_yaxes(title=yaxis, type="log" if log_y else "linear")
     fig.update_layout(barmode="group")
     return _layout(fig, title, height)
@@ -136,7 +140,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     # named columns (H0 … H11) side by side ran into each other in a half-width column (screenshot
     # audit, issue 21 point 7): upright from 9 columns on, one label per column
     if tokens_cols:  # token columns: as many labels as the axis has room for, slanted or upright (never touching)
-        fig.update_xaxes(type="category", title=col_title, **auto_ticks("x"))
+        fig.update_xaxes(type="category", title=col_title, **auto_ticks("x", n_c))
     else:
         fig.update_xaxes(type="category", title=col_title, tickangle=-90 if n_c > 8 else 0)
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
@@ -192,14 +196,13 @@ def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Seq
             x=[x[j] for j in xx.ravel()], y=[y[i] for i in yy.ravel()], mode="text",
             text=[text[i][j] for i, j in zip(yy.ravel(), xx.ravel())], hoverinfo="skip", showlegend=False,
             textfont=dict(color=[TEXT_ON_BRIGHT if q >= BRIGHT_FROM else TEXT_ON_DARK for q in p.ravel()], size=12)))
-    else:  # a long input: the colours, and each cell's token on hover (its text would overlap its neighbours')
-        title = f"{title}<br><sup>{p.shape[0]} positions: hover a cell for its token</sup>" if title else \
-            f"<sup>{p.shape[0]} positions: hover a cell for its token</sup>"
+    note = "" if written else f"{p.shape[0]} positions: hover a cell for its token"  # text would overlap
     fig.update_yaxes(autorange="reversed", type="category",
                      title="position (next token predicted after it)" if next_token else "position (token predicted at it)")
     fig.update_xaxes(type="category", title="rank")
     # rows of 34 px hold the two lines of cell text: the chart grows with the positions written
-    return _layout(fig, title, height or (140 + 34 * p.shape[0] if written else 900))
+    return _layout(fig, title or note, height or (140 + 34 * p.shape[0] if written else 900),
+                   subtitle=note if title else "")
 
 
 def pe_curves(pe: np.ndarray, dims: Sequence[int], *, title: str = "", height: int = 360) -> go.Figure:

@@ -118,15 +118,21 @@ def block_note(step: int, T: int) -> str:
             "and the .npz export.")
 
 
-def auto_ticks(letter: str, *, angle: float = -60.0) -> dict:
+SLANT_MAX = 24  # an x axis of up to this many categories keeps its slanted labels; more: upright
+
+
+def auto_ticks(letter: str, n: int = 0, *, angle: float = -60.0) -> dict:
     """Tick properties that let Plotly choose which category labels to draw from the axis's real
-    length in the browser (one label per ~1.2 font heights: every label when there is room, every
-    n-th when not, on a phone or a projector alike), instead of a count fixed on the server for a
-    guessed width. x axes are slanted at `angle` and turn vertical when even the slanted labels
-    would touch (Plotly's autotickangles). Nothing to send per tick."""
+    length in the browser, instead of a count fixed on the server for a guessed width: one label
+    per round(1.2 × font size) px (every label when there is room, every n-th when not, on a phone
+    or a projector alike; nothing sent per tick). At that spacing y labels never overlap (their
+    boxes are 1.17 font sizes tall). x labels (n categories): slanted at `angle` up to SLANT_MAX
+    categories, turning upright when slanted ones would touch (Plotly's autotickangles); beyond,
+    upright only: slanted labels a minimum spacing apart overlap by ~2 px (their distance is the
+    spacing × sin(60°) = 1.04 font sizes), upright ones are a full spacing apart."""
     if letter == "y":
         return dict(tickmode="auto")
-    return dict(tickmode="auto", autotickangles=[angle, -90])  # tickangle left at its default, "auto"
+    return dict(tickmode="auto", autotickangles=[angle, -90] if n <= SLANT_MAX else [-90])
 
 
 def _r(v: float) -> float:

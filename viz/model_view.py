@@ -26,7 +26,7 @@ class TokenWindow:
     query's weights on the rows still sum to what they summed to (1), and the aggregated rows say
     they are sums. The aggregated rows are keys only (no query lines start there)."""
     weights: np.ndarray  # (..., n, n) float64: rows = displayed queries, columns = displayed keys
-    names: list[str]  # n display labels, HTML-escaped ("7:cat", "0–95: Σ 96 before")
+    names: list[str]  # n display labels, HTML-escaped ("7:cat"; "Σ 0–95": the keys before the window, summed)
     tokens: range  # the window's token positions
     T: int  # tokens in the input
     queries: tuple[int, ...]  # token position of each displayed row (-1: an aggregated row)
@@ -55,11 +55,11 @@ def token_window(weights: np.ndarray, labels: Sequence[str], tokens: range | Non
     inner = np.asarray(w[..., a:b, :], dtype=np.float64)  # the window's queries, every key
     cols = [inner[..., a:b]]
     if a > 0:
-        names = [f"0–{a - 1}: Σ {a} before"] + names
+        names = [f"Σ 0–{a - 1}"] + names
         queries = [-1] + queries
         cols = [inner[..., :a].sum(axis=-1, keepdims=True)] + cols
     if b < T:
-        names = names + [f"{b}–{T - 1}: Σ {T - b} after"]
+        names = names + [f"Σ {b}–{T - 1}"]
         queries = queries + [-1]
         cols = cols + [inner[..., b:].sum(axis=-1, keepdims=True)]
     n = len(names)

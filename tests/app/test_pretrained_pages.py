@@ -153,7 +153,7 @@ def test_long_text_is_cut_to_512_tokens_with_a_notice():
     fig = figures(at)[0]
     # 512 tokens in blocks of 4 (viz.common.block_weights: at most 128 per axis), the title says so
     assert len(fig["data"][0]["x"]) == 128 and fig["data"][0]["x"][:2] == ["0–3:[CLS]", "4–7:the"]
-    assert "512 tokens in blocks of 4×4" in fig["layout"]["title"]["text"]
+    assert "512 tokens in blocks of 4×4" in fig["layout"]["title"]["subtitle"]["text"]
 
 
 def test_slider_allows_512_for_minilm_only():
