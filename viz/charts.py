@@ -12,8 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, auto_ticks, check_labels, legend_below_title,
-                     token_labels, visible)
+from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, auto_ticks, block_labels, check_labels,
+                     legend_below_title, token_labels, visible)
 
 # Okabe-Ito: colour-blind-safe categorical colours.
 COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -100,6 +100,42 @@ def _exact(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.float32 else a.astype(np.float64)
 
 
+MATRIX_MAX_CELLS = 131_072  # a matrix chart draws at most this many cells (512 × 256); larger: block means
+
+
+def _block_shape(n_r: int, n_c: int, max_cells: int = MATRIX_MAX_CELLS) -> int:
+    """Rows and columns per block (the same step on both axes) so that at most max_cells blocks are
+    drawn; 1 (every value) when the matrix is small enough."""
+    if n_r * n_c <= max_cells:
+        return 1
+    step = int(np.ceil(np.sqrt(n_r * n_c / max_cells)))
+    while -(-n_r // step) * -(-n_c // step) > max_cells:  # the last, shorter blocks count too
+        step += 1
+    return step
+
+
+def block_means(a: np.ndarray, step: int) -> np.ndarray:
+    """(rows, cols) -> (ceil(rows/step), ceil(cols/step)): the mean of each step × step block, NaN
+    cells left out (a block of NaN only stays NaN). Summed in float64, sent as float32 (a view of
+    means, not the values themselves)."""
+    if step == 1:
+        return a
+    ok = np.isfinite(a)
+    r, c = np.arange(0, a.shape[0], step), np.arange(0, a.shape[1], step)
+    total = np.add.reduceat(np.add.reduceat(np.where(ok, a, 0.0), c, axis=1, dtype=np.float64), r, axis=0)
+    count = np.add.reduceat(np.add.reduceat(ok, c, axis=1, dtype=np.int64), r, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan).astype(np.float32)
+
+
+def _block_names(labels: Sequence[str], step: int, tokens: bool) -> list[str]:
+    if tokens:
+        return block_labels(labels, step)
+    names = [visible(x) for x in labels]
+    return [names[a] if step == 1 or a + 1 == min(a + step, len(names)) else f"{names[a]}–{names[min(a + step, len(names)) - 1]}"
+            for a in range(0, len(names), step)]
+
+
 def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, title: str = "",
                    colorscale: str = DIVERGING_SCALE, zmid: float | None = 0.0, zmin: float | None = None,
                    zmax: float | None = None, annotate: bool | None = None, value_name: str = "value",
@@ -113,20 +149,28 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     a = _exact(as_array(z, 2, "z", "(rows, cols)"))
     check_labels(row_labels, a.shape[0], "row_labels")
     check_labels(col_labels, a.shape[1], "col_labels")
-    y = token_labels(row_labels) if tokens_rows else [visible(r) for r in row_labels]
-    x = token_labels(col_labels) if tokens_cols else [visible(c) for c in col_labels]
-    annotate = (a.size <= 120) if annotate is None else annotate
     finite = a[np.isfinite(a)]
-    if zmid is not None and finite.size and zmin is None and zmax is None:
+    if zmid is not None and finite.size and zmin is None and zmax is None:  # the colour range of every value
         m = float(np.abs(finite - zmid).max()) or 1.0
         zmin, zmax = zmid - m, zmid + m
+    # a matrix larger than the chart has pixels (a long input's T x T or T x d_ff): block means, said
+    # in the subtitle and the hover; outlined rows/columns keep every value
+    step = 1 if (highlight_rows or highlight_cols) else _block_shape(*a.shape)
+    rows_in, cols_in = a.shape
+    a = block_means(a, step)
+    y, x = _block_names(row_labels, step, tokens_rows), _block_names(col_labels, step, tokens_cols)
+    annotate = (a.size <= 120) if annotate is None else (annotate and step == 1)
+    what = visible(value_name) if step == 1 else f"mean {visible(value_name)} of the block"
     fig = go.Figure(go.Heatmap(
         z=a, x=x, y=y, colorscale=colorscale, zmin=zmin, zmax=zmax, hoverongaps=False,
         text=np.vectorize(lambda v: "" if np.isnan(v) else format(v, fmt))(a) if annotate else None,  # blank cell: no "nan"
         texttemplate="%{text}" if annotate else None,
         colorbar=dict(title=visible(value_name), thickness=12),
-        hovertemplate=f"%{{y}}<br>%{{x}}<br>{visible(value_name)} %{{z:.4f}}<extra></extra>"))
+        hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} %{{z:.4f}}<extra></extra>"))
+    note = "" if step == 1 else (f"{rows_in:,} × {cols_in:,} values drawn as means of {step}×{step} blocks "
+                                 "(the CSV holds every value)")
     n_r, n_c = a.shape
+    vlines = [(v + 0.5) / step - 0.5 for v in vlines]
     for r in highlight_rows:
         fig.add_shape(type="rect", x0=-0.5, x1=n_c - 0.5, y0=r - 0.5, y1=r + 0.5,
                       line=dict(color="#E69F00", width=4), xref="x", yref="y")
@@ -147,7 +191,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
         fig.update_xaxes(nticks=5)
     if not tokens_rows and n_r > 24:
         fig.update_yaxes(nticks=12)
-    return _layout(fig, title, height or min(760, 160 + 26 * n_r))
+    return _layout(fig, title or note, height or min(760, 160 + 26 * n_r), subtitle=note if title else "")
 
 
 def histogram_compare(samples: Mapping[str, Sequence[float]], *, title: str = "", xaxis: str = "value",
@@ -228,10 +272,16 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
         raise ValueError(f"left {l.shape} and right {r.shape} must have the same shape")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.1)
     both = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
+    # each side at most MATRIX_MAX_CELLS / 2 cells (a long input's position tables): block means
+    step = _block_shape(*l.shape, max_cells=MATRIX_MAX_CELLS // 2)
+    rn = _block_names([str(i) for i in range(l.shape[0])], step, False)
+    cn = _block_names([str(j) for j in range(l.shape[1])], step, False)
+    what = "" if step == 1 else "mean of the block "
     for c, a in ((1, l), (2, r)):
         axis = "coloraxis" if (shared_scale or c == 1) else "coloraxis2"
-        fig.add_trace(go.Heatmap(z=_exact(np.asarray(a)), coloraxis=axis,
-                                 hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>%{{z:.4f}}<extra></extra>"),
+        z = block_means(_exact(np.asarray(a)), step)
+        fig.add_trace(go.Heatmap(z=z, coloraxis=axis, **(dict(x=cn, y=rn) if step > 1 else {}),
+                                 hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{what}%{{z:.4f}}<extra></extra>"),
                       row=1, col=c)
         fig.update_yaxes(autorange="reversed", title=row_title if c == 1 else None, row=1, col=c)
         fig.update_xaxes(title=col_title, row=1, col=c)
@@ -249,6 +299,10 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
         fig.update_layout(
             coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-ml, cmax=ml, colorbar=bar(1)),
             coloraxis2=dict(colorscale=DIVERGING_SCALE, cmin=-mr, cmax=mr, colorbar=bar(2)))
-    fig = _layout(fig, title, height + 60)
+    note = "" if step == 1 else f"{l.shape[0]:,} × {l.shape[1]:,} values each, drawn as means of {step}×{step} blocks"
+    fig = _layout(fig, title or note, height + 60, subtitle=note if title else "")
     fig.update_layout(margin=dict(b=70))
+    if step > 1:
+        fig.update_xaxes(type="category", nticks=5)
+        fig.update_yaxes(type="category", nticks=8)
     return fig

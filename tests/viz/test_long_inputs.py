@@ -193,3 +193,32 @@ def test_topk_heatmap_writes_cells_only_when_they_fit():
     short = topk_heatmap(p[:40], toks[:40], [f"t{i}" for i in range(40)])
     assert [t.type for t in short.data] == ["heatmap", "scatter"]
     assert short.layout.height == 140 + 34 * 40 + 0  # 34 px a row: the cell's two lines never overlap
+
+
+def test_large_matrices_are_drawn_as_block_means_and_say_so():
+    """A 1,024-token SmolLM2 page sent 1,024 x 1,024 similarity maps and 1,024 x 576 tables in full
+    (~50 MB on the positional page): over MATRIX_MAX_CELLS a chart draws block means, and says so."""
+    from viz.charts import MATRIX_MAX_CELLS, block_means, two_heatmaps
+    g = np.random.default_rng(9)
+    a = g.normal(size=(7, 5))
+    a[0, 0] = np.nan
+    m = block_means(a, 3)
+    assert m.shape == (3, 2) and m.dtype == np.float32
+    assert m[0, 0] == pytest.approx(np.nanmean(a[0:3, 0:3]), abs=1e-6)
+    assert m[2, 1] == pytest.approx(a[6, 3:5].mean(), abs=1e-6)  # a short last block: the mean of what it has
+    assert block_means(a, 1) is a
+    z = g.normal(size=(1024, 576)).astype(np.float32)
+    rows, cols = [f"t{i}" for i in range(1024)], [str(j) for j in range(576)]
+    fig = matrix_heatmap(z, rows, cols, title="sum")
+    zz = np.asarray(fig.data[0].z)
+    assert zz.size <= MATRIX_MAX_CELLS and zz.shape == (342, 192)  # 3 x 3 blocks (2 x 2 would be 147,456)
+    assert zz[3, 7] == pytest.approx(z[9:12, 21:24].astype(np.float64).mean(), abs=1e-6)
+    assert fig.data[0].y[1] == "3–5:t3" and fig.data[0].x[1] == "3–5" and fig.data[0].y[-1] == "1023–1023:t1023"
+    assert "drawn as means of 3×3 blocks" in fig.layout.title.subtitle.text
+    lim = float(np.abs(z).max())
+    assert fig.data[0].zmax == pytest.approx(lim)  # the colour range is every value's, not the means'
+    small = matrix_heatmap(z[:64, :64], rows[:64], cols[:64])
+    np.testing.assert_array_equal(np.asarray(small.data[0].z), z[:64, :64])  # small: every value
+    assert small.layout.title.text is None
+    both = two_heatmaps(z, z * 2, ("a", "b"), title="tables")
+    assert np.asarray(both.data[0].z).size <= MATRIX_MAX_CELLS // 2 and "means of" in both.layout.title.subtitle.text
