@@ -26,8 +26,14 @@ import statistics
 import time
 from urllib.parse import urlencode, urlparse
 
+import os
+import resource
+import subprocess
+import sys
+import threading
+
 from benchmarks.report import table
-from deploy.server import Server
+from deploy.server import ROOT, Server, wait_healthy
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -114,10 +120,58 @@ PAINTED = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]'
   return p.querySelectorAll('.heatmaplayer image').length >= Math.min(heat, 1);
 })"""
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-RUNNING = """() => !!document.querySelector('[data-testid="stStatusWidget"]') ||
-  document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'running'"""
+TITLE = "() => document.querySelector('[data-testid=\"stMain\"] h1')?.textContent || ''"
 NAV = """() => [...document.querySelectorAll('[data-testid="stSidebarNav"] a')].map(a => ({
   href: a.getAttribute('href'), text: a.textContent.trim()}))"""
+
+
+class CappedServer(Server):
+    """The app's server with its address space capped (RLIMIT_AS, mem_gb): a page that would take
+    more memory fails with MemoryError (an exception on the page, counted) instead of the kernel's
+    OOM killer taking this or another process on a shared machine. Its resident memory is sampled
+    every 50 ms (peak_gb(), reset_peak())."""
+
+    def __init__(self, mem_gb: float, **kw):
+        super().__init__("app.py", **kw)
+        self.mem_gb = mem_gb
+        self._peak = 0.0
+        self._stop = threading.Event()
+
+    def start(self) -> "CappedServer":
+        cap = int(self.mem_gb * 2**30)
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", self.app, "--server.headless", "true",
+             "--server.address", "localhost", "--server.port", str(self.port),
+             "--browser.gatherUsageStats", "false", *self.extra],
+            cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=limit if self.mem_gb else None)
+        wait_healthy(self.url, self.proc)
+        threading.Thread(target=self._sample, daemon=True).start()
+        return self
+
+    def _sample(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.is_set() and self.proc is not None and self.proc.poll() is None:
+            try:
+                with open(f"/proc/{self.proc.pid}/statm") as f:
+                    self._peak = max(self._peak, int(f.read().split()[1]) * page / 2**30)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    def peak_gb(self) -> float:
+        return self._peak
+
+    def reset_peak(self) -> None:
+        self._peak = 0.0
+
+    def stop(self) -> None:
+        self._stop.set()
+        super().stop()
 
 
 def _guard(offsite: list[str]):
@@ -169,12 +223,11 @@ class Session:
         p = self.page
         errs, got = len(self.errors), self.received
         link = p.locator(f'[data-testid="stSidebarNav"] a[href="{href}"]').first
+        old = p.evaluate(TITLE)
         t0 = time.perf_counter()
         link.click()
-        try:
-            p.wait_for_function(RUNNING, timeout=10_000, polling="raf")
-        except Exception:  # noqa: BLE001  a page so quick the status never showed
-            pass
+        # the new page's title has replaced the old one's, then its run has finished and its charts are drawn
+        p.wait_for_function(f"(old) => ({TITLE})() !== old", arg=old, timeout=timeout, polling="raf")
         self.settle(timeout)
         dt = time.perf_counter() - t0
         return dict(seconds=dt, bytes=self.received - got, errors=self.errors[errs:],
@@ -189,38 +242,44 @@ def _name(href: str, url: str) -> str:
     return "heads" if path in ("", url, url.rstrip("/")) else path.rsplit("/", 1)[-1]
 
 
-def visit_all(s: Session, url: str, pages: list[str] | None, timeout: float, tag: str) -> list[tuple[str, dict]]:
-    """Click every page's sidebar link (the heads page last: the session starts on it)."""
+def visit_all(s: Session, server: CappedServer, pages: list[str] | None, timeout: float,
+              tag: str) -> list[tuple[str, dict]]:
+    """Click every page's sidebar link (the heads page last: the session starts on it); each visit
+    also records the server's peak resident memory during it."""
+    url = server.url
     links = [l for l in s.nav() if not pages or _name(l["href"], url) in pages]
     links.sort(key=lambda l: _name(l["href"], url) == "heads")
     out = []
     for link in links:
         name = _name(link["href"], url)
+        server.reset_peak()
         r = s.visit(link["href"], timeout)
-        print(f"  {tag} | {name}: {r['seconds']:.2f} s, {r['bytes'] / 1e6:.2f} MB, "
+        r["rss_gb"] = server.peak_gb()
+        print(f"  {tag} | {name}: {r['seconds']:.2f} s, {r['bytes'] / 1e6:.2f} MB, server {r['rss_gb']:.1f} GB, "
               f"{r['exceptions']} exceptions, errors {[e[:80] for e in r['errors'][:2]]}", flush=True)
         out.append((name, r))
     return out
 
 
-def measure(url: str, config: str, browser, offsite: list[str], pages: list[str] | None = None,
+def measure(server: CappedServer, config: str, browser, offsite: list[str], pages: list[str] | None = None,
             timeout: float = 600_000) -> tuple[float, list[tuple[str, dict]], dict[str, float]]:
     """One config: a session at the default sentence visits every page first (it warms what each
     page computes once per server, e.g. the flash page's memory measurement, and gives each page's
     time at a short input), then a session with the long text: (seconds of its first page, with
     the trace computed; [(page, visit)] at the long input; {page: seconds at the default sentence})."""
     query, _, _ = CONFIGS[config]
+    url = server.url
     short: dict[str, float] = {}
     s = Session(browser, offsite)
     try:
         s.open(f"{url}/?{urlencode(query)}", timeout)
-        short = {n: r["seconds"] for n, r in visit_all(s, url, pages, timeout, f"{config}, default sentence")}
+        short = {n: r["seconds"] for n, r in visit_all(s, server, pages, timeout, f"{config}, default sentence")}
     finally:
         s.close()
     s = Session(browser, offsite)
     try:
         first = s.open(f"{url}/?{urlencode({**query, 'text': LONG_TEXT})}", timeout)
-        return first, visit_all(s, url, pages, timeout, config), short
+        return first, visit_all(s, server, pages, timeout, config), short
     finally:
         s.close()
 
@@ -233,7 +292,8 @@ def rows_for(config: str, first: float, visits: list[tuple[str, dict]], short: d
         broken = r["exceptions"] or r["errors"]
         base = short.get(name)
         rows.append(dict(benchmark=f"{config}: {name}",
-                         metric=f"click → painted (s); baseline: the default sentence; {r['bytes'] / 1e6:.2f} MB received"
+                         metric=f"click → painted (s); baseline: the default sentence; {r['bytes'] / 1e6:.2f} MB received; "
+                                f"server {r['rss_gb']:.1f} GB"
                                 + (f"; {r['exceptions']} exceptions" if r["exceptions"] else "")
                                 + (f"; console: {r['errors'][0][:60]}" if r["errors"] else ""),
                          app=r["seconds"], bare=base, ratio=base and r["seconds"] / base,
@@ -248,19 +308,22 @@ def rows_for(config: str, first: float, visits: list[tuple[str, dict]], short: d
     return rows
 
 
-def run(quick: bool = False, only: str = "", pages: list[str] | None = None) -> list[dict]:
+MEM_GB = 14.0  # the benchmark server's address-space cap (CappedServer)
+
+
+def run(quick: bool = False, only: str = "", pages: list[str] | None = None, mem_gb: float = MEM_GB) -> list[dict]:
     from playwright.sync_api import sync_playwright
     if quick and not pages:
         pages = ["heads", "overview", "causal-vs-bidirectional", "model-view"]
     rows: list[dict] = []
     offsite: list[str] = []
-    with Server("app.py") as app, sync_playwright() as p:
+    with CappedServer(mem_gb) as app, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             for config in CONFIGS:
                 if only and only.lower() not in config.lower():
                     continue
-                first, visits, short = measure(app.url, config, browser, offsite, pages)
+                first, visits, short = measure(app, config, browser, offsite, pages)
                 rows += rows_for(config, first, visits, short)
                 print(table(rows), flush=True)
         finally:
@@ -276,5 +339,6 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="the four attention pages only")
     ap.add_argument("--only", default="", help="configs whose name contains this (minilm, smollm2, toy)")
     ap.add_argument("--pages", default="", help="comma-separated page paths (default: every page)")
+    ap.add_argument("--mem-gb", type=float, default=MEM_GB, help="the server's address-space cap in GB (0: none)")
     a = ap.parse_args()
-    print(table(run(quick=a.quick, only=a.only, pages=[x for x in a.pages.split(",") if x] or None)))
+    print(table(run(quick=a.quick, only=a.only, pages=[x for x in a.pages.split(",") if x] or None, mem_gb=a.mem_gb)))

@@ -47,7 +47,7 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
                         automargin=False, **auto_ticks("y")),
              xaxis=dict(title=dict(text="key"), type="category", side="bottom", showgrid=False,
-                        automargin=False, **auto_ticks("x", len(x)))))
+                        automargin=False, **auto_ticks("x"))))
 
 
 def tick_subset(labels: Sequence[str], max_labels: int) -> list[str]:
@@ -71,7 +71,7 @@ def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequen
     2017 preset's heads grid (8 heads, T = 64) sent its 64 labels 16 times and tick values and
     texts on 18 axes (~17 kB a rerun: with the rest of the page 1.68x the float32 bytes of its
     weights; budget 1.5x). Zooming one panel zooms them all (matched axes), as in a shared-axis grid."""
-    x_ticks = auto_ticks("x", len(x)) if x_ticks is None else x_ticks
+    x_ticks = auto_ticks("x") if x_ticks is None else x_ticks
     y_ticks = auto_ticks("y") if y_ticks is None else y_ticks
     for i, tr in enumerate(data):
         if i == 0:
@@ -396,7 +396,7 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
                  additive: bool = False, title: str = "", height: int | None = None,
-                 tickangle: float = -60) -> go.Figure:
+                 tickangle: float = -75) -> go.Figure:
     """A mask drawn cell by cell: 1/0 (multiplicative) or 0/−∞ (additive). `mask` holds 1/0 or
     0/-inf values; allowed cells are blue, masked cells grey, and each cell shows its value. z is
     sent as uint8 1/0 (exact, a quarter of float32: plotly sends typed arrays as base64)."""
@@ -417,7 +417,8 @@ def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
         dict(title=dict(text=title) if title else None, font=FONT,
              margin=dict(l=10, r=10, t=40 if title else 10, b=10),
              height=height or min(620, 150 + 24 * m.shape[0]),
-             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=tickangle)))
+             yaxis=dict(autorange="reversed", type="category", **auto_ticks("y")),
+             xaxis=dict(type="category", **auto_ticks("x", angle=tickangle))))
 
 
 def topk_bars(token_names: Sequence[str], p_a: Sequence[float], p_b: Sequence[float], *,

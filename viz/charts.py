@@ -62,7 +62,7 @@ def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]]
                              hovertemplate=f"{visible(name)}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
     # the labels that fit the axis (a long input's tokens: every n-th), level or slanted while they fit,
     # else upright: long part names side by side ran into each other at 0°
-    fig.update_xaxes(type="category", **auto_ticks("x", len(cats), angle=-45 if len(cats) > 8 else 0))
+    fig.update_xaxes(type="category", **auto_ticks("x", angle=-75 if len(cats) > 8 else 0))
     fig.update_yaxes(title=yaxis, type="log" if log_y else "linear")
     fig.update_layout(barmode="group")
     return _layout(fig, title, height)
@@ -184,7 +184,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     # named columns (H0 … H11) side by side ran into each other in a half-width column (screenshot
     # audit, issue 21 point 7): upright from 9 columns on, one label per column
     if tokens_cols:  # token columns: as many labels as the axis has room for, slanted or upright (never touching)
-        fig.update_xaxes(type="category", title=col_title, **auto_ticks("x", n_c))
+        fig.update_xaxes(type="category", title=col_title, **auto_ticks("x"))
     else:
         fig.update_xaxes(type="category", title=col_title, tickangle=-90 if n_c > 8 else 0)
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits

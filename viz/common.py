@@ -118,21 +118,23 @@ def block_note(step: int, T: int) -> str:
             "and the .npz export.")
 
 
-SLANT_MAX = 24  # an x axis of up to this many categories keeps its slanted labels; more: upright
+SLANT_DEG = 75  # the least slant (from level) at which labels Plotly spaces apart never overlap (below)
 
 
-def auto_ticks(letter: str, n: int = 0, *, angle: float = -60.0) -> dict:
+def auto_ticks(letter: str, *, angle: float = -SLANT_DEG) -> dict:
     """Tick properties that let Plotly choose which category labels to draw from the axis's real
     length in the browser, instead of a count fixed on the server for a guessed width: one label
     per round(1.2 × font size) px (every label when there is room, every n-th when not, on a phone
-    or a projector alike; nothing sent per tick). At that spacing y labels never overlap (their
-    boxes are 1.17 font sizes tall). x labels (n categories): slanted at `angle` up to SLANT_MAX
-    categories, turning upright when slanted ones would touch (Plotly's autotickangles); beyond,
-    upright only: slanted labels a minimum spacing apart overlap by ~2 px (their distance is the
-    spacing × sin(60°) = 1.04 font sizes), upright ones are a full spacing apart."""
+    or a projector alike; nothing sent per tick). At that spacing level labels of a y axis never
+    overlap (their boxes are 1.17 font sizes tall, measured in Chromium). Slanted x labels lie
+    spacing × sin(slant) apart, so at the least spacing they clear each other from 75° on: at 60°
+    they overlapped by 1.5 px (Plotly's own choice of slant checks tan, not sin). angle 0: level
+    while the labels fit side by side, else upright; any other angle: at least 75° (-75 default)."""
     if letter == "y":
         return dict(tickmode="auto")
-    return dict(tickmode="auto", autotickangles=[angle, -90] if n <= SLANT_MAX else [-90])
+    if angle == 0:
+        return dict(tickmode="auto", autotickangles=[0, -90])
+    return dict(tickmode="auto", autotickangles=[-max(SLANT_DEG, abs(angle))])
 
 
 def _r(v: float) -> float:

@@ -179,9 +179,7 @@ def test_matrix_heatmap_sends_float32_as_float32():
                                                    [str(j) for j in range(30)]), validate=False))
     assert spec64["data"][0]["z"]["dtype"] == "f8"  # values computed in float64 stay float64
     tok = matrix_heatmap(z32[:, :30], [f"t{i}" for i in range(40)], [f"k{j}" for j in range(30)], tokens_cols=True)
-    assert tok.layout.xaxis.tickmode == "auto" and list(tok.layout.xaxis.autotickangles) == [-90]  # 30 columns
-    few = matrix_heatmap(z32[:, :10], [f"t{i}" for i in range(40)], [f"k{j}" for j in range(10)], tokens_cols=True)
-    assert list(few.layout.xaxis.autotickangles) == [-60, -90]
+    assert tok.layout.xaxis.tickmode == "auto" and list(tok.layout.xaxis.autotickangles) == [-75]
 
 
 def test_topk_heatmap_writes_cells_only_when_they_fit():
