@@ -50,15 +50,6 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
                         automargin=False, **auto_ticks("x"))))
 
 
-def tick_subset(labels: Sequence[str], max_labels: int) -> list[str]:
-    """Every n-th label (n the smallest step that keeps at most max_labels; all of them when they
-    fit): what a figure sizes its margins for when it draws a fixed subset."""
-    labels = list(labels)
-    if len(labels) <= max_labels:
-        return labels
-    return labels[::math.ceil(len(labels) / max_labels)]
-
-
 def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequence[str], *,
                      x_ticks: dict | None = None, y_ticks: dict | None = None) -> None:
     """Token labels once per figure (issue 22). Every panel of a grid shows the same tokens: the
