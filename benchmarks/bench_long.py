@@ -237,6 +237,19 @@ class Session:
         return dict(seconds=dt, run_s=finished - t0, bytes=self.received - got, errors=self.errors[errs:],
                     exceptions=p.locator('[data-testid="stException"]').count())
 
+    def switch_layer(self, timeout: float) -> tuple[float, int]:
+        """On the heads page: pick layer 1 in the Layer box; (seconds until the grid of layer 1 is
+        drawn, bytes received)."""
+        p = self.page
+        got = self.received
+        p.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has_text="Layer").first.click()
+        t0 = time.perf_counter()
+        p.get_by_role("option", name="1", exact=True).click()
+        p.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .gtitle')]"
+                            ".some(t => t.textContent.startsWith('Layer 1:'))", timeout=timeout, polling="raf")
+        self.settle(timeout)
+        return time.perf_counter() - t0, self.received - got
+
     def close(self) -> None:
         self.ctx.close()
 
@@ -284,14 +297,23 @@ def measure(server: CappedServer, config: str, browser, offsite: list[str], page
     s = Session(browser, offsite)
     try:
         first = s.open(f"{url}/?{urlencode({**query, 'text': LONG_TEXT})}", timeout)
-        return first, visit_all(s, server, pages, timeout, config), short
+        visits = visit_all(s, server, pages, timeout, config)
+        if visits and visits[-1][0] == "heads":  # the session ends on the heads page: another layer
+            server.reset_peak()
+            dt, sent = s.switch_layer(timeout)
+            print(f"  {config} | heads, layer 0 → 1: {dt:.2f} s, server {server.peak_gb():.1f} GB", flush=True)
+            visits.append(("heads, switch to layer 1", dict(seconds=dt, run_s=dt, bytes=sent, errors=[], exceptions=0,
+                                                             rss_gb=server.peak_gb())))
+        return first, visits, short
     finally:
         s.close()
 
 
 def rows_for(config: str, first: float, visits: list[tuple[str, dict]], short: dict[str, float]) -> list[dict]:
     _, _, target = CONFIGS[config]
-    rows = [dict(benchmark=f"{config}: trace + first page (heads)", metric="open the link → painted (s)",
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    rows = [dict(benchmark=f"{config}: trace + first page (heads)",
+                 metric=f"open the link → painted (s); load average {load} (1/5/15 min) after the config's pages",
                  app=first, bare=None, ratio=None, target="(reported: the trace is computed once, then cached)")]
     for name, r in visits:
         broken = r["exceptions"] or r["errors"]
