@@ -7,11 +7,14 @@ FROM python:3.11-slim
 
 # ATTN_LAB_TORCH_THREADS: torch threads per process, measured by benchmarks/threads.py and applied
 # in ui/runtime.py (1: the sessions of one process already run in parallel threads).
+# ATTENTION_LAB_DISK_MODELS=0: "Open a model from disk" is off (a class must not fill the server's
+# memory); the admin turns it on with -e ATTENTION_LAB_DISK_MODELS=1 (ui/disk_models.py).
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    ATTN_LAB_TORCH_THREADS=1
+    ATTN_LAB_TORCH_THREADS=1 \
+    ATTENTION_LAB_DISK_MODELS=0
 
 WORKDIR /app
 

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast fuzz bench screenshots chromium nginx system-deps train clean-venv
+.PHONY: run test test-fast fuzz bench screenshots chromium nginx redis system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +36,19 @@ nginx:
 		echo "The proxy tests need Debian's nginx. Run: sudo apt-get install -y --no-install-recommends nginx"; exit 1; \
 	fi
 
-# Every system package the test tiers need (browser tier: Chromium; proxy tier: nginx).
-system-deps: chromium nginx
+# Debian's redis-server for the live-class tests (tests/live: the Redis room store; the tests start
+# their own on a free port, nothing saved to disk, and stop it), installed like Chromium.
+redis:
+	@if command -v redis-server >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "Installing Debian's redis-server for the live-class tests ..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; \
+	else \
+		echo "The live-class tests need Debian's redis-server. Run: sudo apt-get install -y --no-install-recommends redis-server"; exit 1; \
+	fi
+
+# Every system package the test tiers need (browser tier: Chromium; proxy tier: nginx; live class: Redis).
+system-deps: chromium nginx redis
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest

@@ -28,7 +28,7 @@ if not st.session_state.get("_plotly_prefetched"):
     time.sleep(0.1)
 
 from ui import runtime  # noqa: E402,F401  torch thread settings for a multi-user server (see ui/runtime.py)
-from ui import sidebar, state  # noqa: E402  (after set_page_config)
+from ui import live, sidebar, state  # noqa: E402  (after set_page_config)
 
 ROOT = Path(__file__).resolve().parent
 
@@ -43,6 +43,7 @@ PAGES = [
     ("Attention", "pages/experts.py", "Heads as experts", "experts", ":material/psychology:"),
     ("Attention", "pages/model-view.py", "Model view (lines)", "model-view", ":material/timeline:"),
     ("Attention", "pages/intervene.py", "Intervene: switch heads off", "intervene", ":material/toggle_off:"),
+    ("Attention", "pages/circuits.py", "Circuits: sinks, induction, lens", "circuits", ":material/cable:"),
     ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
     ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),
     ("Concepts", "pages/layer-norm.py", "Layer norm & residuals", "layer-norm", ":material/balance:"),
@@ -97,13 +98,16 @@ if "_nav_pages" not in st.session_state:
     st.session_state["_nav_pages"] = navigation_pages()
 nav = st.session_state["_nav_pages"]
 
+live.begin_run()  # a live class: ?room= joins; a follower takes the lecturer's view (ui/live.py)
 state.begin_run()
 sidebar.render()
 pg = st.navigation(nav, expanded=True)  # every page listed on first load (no "View 8 more")
+live.page_chosen(pg, nav)  # a follower moves to the lecturer's page
 try:
     pg.run()
 except state.PageEnd:  # a page ended early (state.end_page): what follows still reaches the browser
     pass
 finally:
     state.sync_url()
+    live.end_run()  # the lecturer's view goes to the room; a follower who changed it explores alone
     _prefetch.empty()

@@ -13,6 +13,7 @@ import torch
 
 from model.attention import attend, causal_allowed
 from model.config import ModelConfig
+from model.layers import Block
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,6 @@ def measure_block_time(cfg: ModelConfig, Ts: Sequence[int], repeats: int = 7, se
     transformer block of this architecture with fresh weights (seed) on random input (1, T, d_model),
     with how much the runs of each T varied. Fresh weights: the time does not depend on the
     values, and a block has no position limit."""
-    from model.layers import Block
     torch.manual_seed(seed)
     block = Block(cfg.replace(max_len=max(cfg.max_len, max(int(t) for t in Ts)))).eval()
     inputs = _block_inputs(cfg, Ts, torch.Generator().manual_seed(seed))

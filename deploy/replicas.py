@@ -113,7 +113,9 @@ class Deployment:
             for i in range(self.n):
                 log = (self.log_dir / f"replica-{i}.log") if self.log_dir else None
                 # Server adds --server.address localhost; the later flag wins: bind 127.0.0.1 only.
-                s = Server(self.app, extra=[*flags, "--server.address", "127.0.0.1"], log=log)
+                # "Open a model from disk" is off in production unless the admin set ATTENTION_LAB_DISK_MODELS=1
+                env = {"ATTENTION_LAB_DISK_MODELS": os.environ.get("ATTENTION_LAB_DISK_MODELS", "0")}
+                s = Server(self.app, extra=[*flags, "--server.address", "127.0.0.1"], log=log, env=env)
                 self.replicas.append(s.start())
             conf = self.run_dir / "nginx.conf"
             conf.write_text(render(self.run_dir, f"{self.listen_host}:{self.port}",

@@ -13,14 +13,16 @@ LAYERS = [
     ("app.py", "the router: shared sidebar, st.navigation over the pages", ""),
     ("pages/", "one thin script per topic: read state → cached compute → viz → show",
      "no math, no torch"),
-    ("ui/", "the only Streamlit-aware helpers: state and URL, cached compute, show_fig, downloads",
-     "no benchmarks/"),
+    ("ui/", "the only Streamlit-aware helpers: state and URL, model registry, runs, show_fig, downloads",
+     "no benchmarks/; training/ only for the training pages"),
     ("viz/", "pure: numpy/pandas arrays + token labels → Plotly figure (never displays)",
-     "no streamlit, torch, ui/"),
+     "no streamlit, torch, classroom/, ui/"),
     ("classroom/  ·  training/", "pure Python over model/: analyses, lessons, worked examples · corpora, the training loop",
      "no streamlit, plotly, ui/, viz/"),
-    ("model/", "the engine, pure torch: config, tokenizers, attention, Transformer, trace, checkpoints",
+    ("model/", "the engine, pure torch: config, tokenizers, attention + hooks, Transformer, trace, checkpoints",
      "no streamlit, plotly, upper layers"),
+    ("labels/", "token labels and the HTML/Markdown escapes, standard library only (viz/ and classroom/ share it)",
+     "nothing of the project"),
 ]
 
 # (box text, code text, layer it lives in)
@@ -38,7 +40,7 @@ W = 1360
 FONT = "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\""
 BLUE, TEAL, ORANGE, GREY = "#0072B2", "#009E73", "#E69F00", "#555555"  # Okabe–Ito: colour-blind safe
 FILL = {"model/": "#DCEBF7", "classroom/": "#D5F0E6", "viz/": "#FBEBC8", "pages/ · ui/": "#EFEFEF"}
-LAYER_FILL = ["#EFEFEF", "#EFEFEF", "#EFEFEF", "#FBEBC8", "#D5F0E6", "#DCEBF7"]
+LAYER_FILL = ["#EFEFEF", "#EFEFEF", "#EFEFEF", "#FBEBC8", "#D5F0E6", "#DCEBF7", "#F2F2F2"]
 
 
 def text(x: float, y: float, s: str, size: int = 14, weight: str = "normal", anchor: str = "start",

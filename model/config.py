@@ -6,12 +6,13 @@ allocating a model (so the GPT-2 small preset can be inspected on any laptop).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 POS_ENCODINGS = ("sinusoidal", "learned", "rope", "none")  # "none": no position vector (order-blind demo)
 NORMS = ("pre", "post")
-ACTIVATIONS = ("gelu", "relu", "swiglu")
+ACTIVATIONS = ("gelu", "relu", "swiglu", "gelu_tanh", "geglu")
+GATED = ("swiglu", "geglu")  # gated units: act(x W_gate^T) * (x W_up^T) (Llama's SwiGLU, Gemma's GeGLU)
 NORM_KINDS = ("layernorm", "rmsnorm")
 ATTN_SCORES = ("dot", "additive")  # how a query scores a key: scaled dot product or Bahdanau's MLP
 
@@ -69,6 +70,46 @@ class ModelConfig:
     window: int | None = None  # sliding-window (local) attention: query i sees keys j with
     #                            |i - j| < window (causal: i - window < j <= i); None = everything
     attn_score: str = "dot"  # "dot" (q·k, scaled) | "additive" (Bahdanau: v_h·tanh(W_q q + W_k k))
+    # Pretrained families (issue 32, model.families: GPT-2, Llama, Qwen2/3, Mistral, Gemma 2, the BERT
+    # family). Defaults keep every other model bit-identical:
+    d_head: int = 0  # per-head q/k (and v) width; 0 = d_model / n_heads. Qwen3 and Gemma 2 set it,
+    #                  and then d_model need not be n_heads * d_head (W_Q is n_heads·d_head × d_model)
+    qkv_bias: bool | None = None  # biases on W_Q, W_K, W_V; None = `bias` (Qwen2: True with bias False)
+    out_bias: bool | None = None  # bias on W_O; None = `bias`
+    ffn_bias: bool | None = None  # biases of the FFN's linear layers; None = `bias`
+    qk_norm: bool = False  # Qwen3: an RMSNorm over each head's q and k (d_k weights), before the rotation
+    attn_scale: float | None = None  # the factor on q·k; None = 1/sqrt(d_k) (scale_scores) or 1.
+    #                                  Gemma 2: query_pre_attn_scalar^-0.5
+    attn_softcap: float | None = None  # Gemma 2: scaled scores s -> cap·tanh(s / cap), before the mask
+    final_softcap: float | None = None  # Gemma 2: logits z -> cap·tanh(z / cap)
+    window_layers: tuple[int, ...] | None = None  # the layers that use `window`; None = every layer
+    #                                               (Gemma 2: 0, 2, 4, ... local; the others global).
+    # Each family option is read only where its base option is on (window_layers with a window,
+    # sandwich_norm with pre-norm, mlm_head with an output layer, rope_llama3 and rope_freq_factors with
+    # rotary positions, pos_offset with learned positions), so a page may vary one option of a pretrained config
+    # (cfg.replace(norm="post"), n_layers=1, ...) without contradicting another.
+    emb_scale: float | None = None  # Gemma: what block 0 sees is the token embedding times this
+    #                                 (sqrt(d_model), rounded to float32 as the model multiplies)
+    norm_unit_offset: bool = False  # Gemma: RMSNorm scales by (1 + w); the weights are offsets from 1
+    sandwich_norm: bool = False  # Gemma 2: a norm after each sublayer too (before the residual add):
+    #                              x + N(attn(N(x))), then mid + N(ffn(N(mid)))
+    rope_llama3: tuple[float, float, float, int] | None = None  # Llama 3.1+ rotary scaling: (factor,
+    #                low_freq_factor, high_freq_factor, original_max_position_embeddings); read
+    #                only with pos_encoding "rope"
+    rope_freq_factors: tuple[float, ...] | None = None  # the same scaling as a Llama 3.1+ GGUF stores
+    #                it (llama.cpp's rope_freqs tensor): one divisor per rotary pair, d_k/2 positive
+    #                numbers; pair i turns at inv_freq_i / factor_i (model.layers.rope_inv_freq). Kept
+    #                as the file gives them, not turned back into rope_llama3: a GGUF does not store
+    #                low/high_freq_factor or the original length, and the divisors are what llama.cpp
+    #                runs. Read only with pos_encoding "rope"; not together with rope_llama3
+    pos_offset: int = 0  # RoBERTa: position p uses learned row p + pos_offset (padding_idx + 1);
+    #                      the table then has max_len + pos_offset rows; read only with "learned"
+    mlm_head: bool = False  # BERT family's masked-LM head: dense D×D, activation, LayerNorm, then
+    #                         the (tied) output matrix plus a bias on the logits: fill in the blank
+    family: str = ""  # which importer made this config (model.families: "gpt2", "llama", "bert", ...);
+    #                   "" = a model built here. Descriptive: no number depends on it
+    architecture: str = ""  # the checkpoint's own name for it ("Gemma2ForCausalLM"); "" = built here
+    encoder: bool = False  # trained bidirectionally (BERT family): traced with causal=False by default
 
     def __post_init__(self) -> None:
         def need_pos_int(name: str) -> None:
@@ -106,6 +147,7 @@ class ModelConfig:
                              f"(no window), got {self.window!r}")
         if self.attn_score not in ATTN_SCORES:
             raise ValueError(f"attn_score must be one of {ATTN_SCORES}, got {self.attn_score!r}")
+        self._check_family_options()
         if self.norm_kind not in NORM_KINDS:
             raise ValueError(f"norm_kind must be one of {NORM_KINDS}, got {self.norm_kind!r}")
         if (isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float))
@@ -115,7 +157,7 @@ class ModelConfig:
         object.__setattr__(self, "rope_theta", float(self.rope_theta))
         if self.d_ff == 0:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        if self.d_model % self.n_heads != 0:
+        if self.d_head == 0 and self.d_model % self.n_heads != 0:
             ok = [h for h in range(1, self.d_model + 1) if self.d_model % h == 0]
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
@@ -134,11 +176,100 @@ class ModelConfig:
         if self.pos_encoding == "rope" and self.d_k % 2:
             raise ValueError(f"rotary positions rotate pairs of dimensions: d_k = d_model / n_heads = {self.d_k} "
                              f"must be even; change d_model or n_heads")
+        if (self.pos_encoding == "rope" and self.rope_freq_factors is not None
+                and len(self.rope_freq_factors) != self.d_k // 2):
+            raise ValueError(f"rope_freq_factors has {len(self.rope_freq_factors)} values but a head of d_k={self.d_k} "
+                             f"has {self.d_k // 2} rotary pairs; give one factor per pair")
+
+    def _check_family_options(self) -> None:
+        """ValueError for a bad value of the pretrained families' options (issue 32)."""
+        if isinstance(self.d_head, bool) or not isinstance(self.d_head, int) or self.d_head < 0:
+            raise ValueError(f"d_head must be a non-negative integer (0 = d_model / n_heads), got {self.d_head!r}")
+        for name in ("qkv_bias", "out_bias", "ffn_bias"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True, False or None (= bias), got {getattr(self, name)!r}")
+        for name in ("qk_norm", "norm_unit_offset", "sandwich_norm", "mlm_head", "encoder"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("attn_scale", "attn_softcap", "final_softcap", "emb_scale"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < float("inf"):
+                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if self.window_layers is not None:
+            wl = self.window_layers
+            if isinstance(wl, list):
+                wl = tuple(wl)
+            if (not isinstance(wl, tuple) or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in wl)
+                    or len(set(wl)) != len(wl)):
+                raise ValueError(f"window_layers must be distinct non-negative layer indices or None (every "
+                                 f"layer), got {self.window_layers!r}")
+            object.__setattr__(self, "window_layers", tuple(sorted(wl)))
+        if self.rope_llama3 is not None:
+            r = self.rope_llama3
+            if not isinstance(r, (tuple, list)) or len(r) != 4:
+                raise ValueError("rope_llama3 must be (factor, low_freq_factor, high_freq_factor, "
+                                 f"original_max_position_embeddings), got {r!r}")
+            factor, low, high, orig = r
+            if not (float(factor) > 0 and float(low) > 0 and float(high) > float(low) and int(orig) > 0):
+                raise ValueError(f"rope_llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and a "
+                                 f"positive original length, got {r!r}")
+            object.__setattr__(self, "rope_llama3", (float(factor), float(low), float(high), int(orig)))
+        if self.rope_freq_factors is not None:
+            r = self.rope_freq_factors
+            if (not isinstance(r, (tuple, list)) or not r
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < float("inf")
+                           for v in r)):
+                raise ValueError("rope_freq_factors must be a non-empty sequence of positive numbers (one divisor "
+                                 f"per rotary pair, d_k/2 of them) or None, got {r!r}")
+            if self.rope_llama3 is not None:
+                raise ValueError("rope_freq_factors and rope_llama3 are two spellings of one rescaling; set one "
+                                 "(rope_llama3 from a config.json, rope_freq_factors from a GGUF's rope_freqs)")
+            object.__setattr__(self, "rope_freq_factors", tuple(float(v) for v in r))
+        if isinstance(self.pos_offset, bool) or not isinstance(self.pos_offset, int) or self.pos_offset < 0:
+            raise ValueError(f"pos_offset must be a non-negative integer, got {self.pos_offset!r}")
+        for name in ("family", "architecture"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}")
 
     @property
     def d_k(self) -> int:
-        """Per-head query/key/value width: d_model / n_heads."""
-        return self.d_model // self.n_heads
+        """Per-head query/key width: d_head, or d_model / n_heads when d_head is 0."""
+        return self.d_head or self.d_model // self.n_heads
+
+    @property
+    def bias_qkv(self) -> bool:
+        """Whether W_Q, W_K, W_V have biases (qkv_bias, else bias)."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def bias_out(self) -> bool:
+        """Whether W_O has a bias (out_bias, else bias)."""
+        return self.bias if self.out_bias is None else self.out_bias
+
+    @property
+    def bias_ffn(self) -> bool:
+        """Whether the FFN's linear layers have biases (ffn_bias, else bias)."""
+        return self.bias if self.ffn_bias is None else self.ffn_bias
+
+    @property
+    def has_sandwich(self) -> bool:
+        """Gemma 2's norms after each sublayer are built: sandwich_norm with pre-norm and norms on."""
+        return self.sandwich_norm and self.norm == "pre" and self.use_norm
+
+    @property
+    def has_mlm_head(self) -> bool:
+        """The masked-LM head is built: mlm_head with an output layer."""
+        return self.mlm_head and self.output_head
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of layer `layer`: `window` when the layer is in window_layers (or
+        window_layers is None), else None (global attention)."""
+        if self.window is None or (self.window_layers is not None and layer not in self.window_layers):
+            return None
+        return self.window
 
     @property
     def kv_heads(self) -> int:
@@ -170,24 +301,26 @@ class ModelConfig:
 def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
     """Parameter count per part, from the config alone (no model is allocated)."""
     D, F, V, L = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.n_layers
-    b = 1 if cfg.bias else 0
+    bq, bo, bf = int(cfg.bias_qkv), int(cfg.bias_out), int(cfg.bias_ffn)  # each 1 or 0 (= bias by default)
     ln = D if cfg.norm_kind == "rmsnorm" else 2 * D  # RMSNorm has gamma only
+    HQ = cfg.n_heads * cfg.d_k  # width of Q (D unless d_head is set)
     kv = cfg.kv_heads * cfg.d_k  # width of K (D without grouped-query attention)
     kv_v = cfg.kv_heads * cfg.d_value  # width of V (= kv when d_v = d_k)
     HV = cfg.n_heads * cfg.d_value  # width of the concatenated heads (= D when d_v = d_k)
-    # W_Q (D×D), W_K (kv×D), W_V (kv_v×D), W_O (D×HV), + biases
-    attn = (D * D + b * D) + (D * kv + b * kv) + (D * kv_v + b * kv_v) + (HV * D + b * D)
+    # W_Q (HQ×D), W_K (kv×D), W_V (kv_v×D), W_O (D×HV), + biases
+    attn = (D * HQ + bq * HQ) + (D * kv + bq * kv) + (D * kv_v + bq * kv_v) + (HV * D + bo * D)
     if cfg.attn_score == "additive":  # Bahdanau: per head W_q, W_k (d_k × d_k) and v (d_k)
         attn += cfg.n_heads * (2 * cfg.d_k * cfg.d_k + cfg.d_k)
-    ffn = D * F + b * F + F * D + b * D
-    if cfg.activation == "swiglu":
-        ffn += D * F + b * F  # W_gate beside W_up (fc1)
+    ffn = D * F + bf * F + F * D + bf * D
+    if cfg.activation in GATED:
+        ffn += D * F + bf * F  # W_gate beside W_up (fc1)
+    norms_per_layer = 4 if cfg.has_sandwich else 2  # Gemma 2: a norm after each sublayer too
     parts = {
         "token_embedding": V * D,
-        "position_embedding": cfg.max_len * D if cfg.pos_encoding == "learned" else 0,
+        "position_embedding": (cfg.max_len + cfg.pos_offset) * D if cfg.pos_encoding == "learned" else 0,
         "attention": L * attn,
         "ffn": L * ffn,
-        "layer_norm": (L * 2 * ln if cfg.use_norm else 0) + (ln if cfg.final_norm else 0),  # RMSNorm's too
+        "layer_norm": (L * norms_per_layer * ln if cfg.use_norm else 0) + (ln if cfg.final_norm else 0),
         "output": 0 if (cfg.tie_weights or not cfg.output_head) else V * D,
     }
     # BERT's parts appear only when present, so today's models keep their breakdown unchanged
@@ -195,6 +328,10 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, int]:
         parts["token_type_embedding"] = cfg.type_vocab_size * D  # type_vocab_size × d_model
     if cfg.emb_norm:
         parts["embedding_norm"] = ln  # gamma and beta of the embedding LayerNorm
+    if cfg.qk_norm:
+        parts["qk_norm"] = L * 2 * cfg.d_k  # Qwen3: gamma of the q and k RMSNorms (d_k each)
+    if cfg.has_mlm_head:
+        parts["mlm_head"] = D * D + D + 2 * D + V  # dense W, b; LayerNorm gamma, beta; logit bias
     return parts
 
 

@@ -2,8 +2,12 @@
 Llama-style decoders, offline.
 
     meta, infos, data_start = read_header(data)          # metadata dict, tensor table
-    cfg = llama_config(meta, tied=...)                    # the options of the one ModelConfig
-    tensors = load_llama_tensors(data, meta, infos, data_start, cfg)   # our names, float32
+    tensors = load_llama_tensors(data, infos, data_start, cfg)   # our names, float32 (llama)
+
+The reader under every GGUF the app opens: the configs, names and per-architecture tensor fixes of
+llama, qwen2, qwen3 and gemma2 files are the family importers' (model.families; model.families.disk
+loads a .gguf end to end). gguf_to_ours / load_llama_tensors keep the llama tensor table for the
+SmolLM2 benchmark and tests.
 
 The header is parsed here with `struct` (gguf.GGUFReader builds a numpy view per vocabulary string:
 ~9 s for SmolLM2's 98,000 tokens and merges; this parser takes ~0.1 s). The tensor blocks are
@@ -213,36 +217,6 @@ def unpermute_qk(w, n_heads: int):
     rows = w.shape[0]
     half = rows // n_heads // 2
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(2, 1).reshape(w.shape)
-
-
-def llama_config(meta: dict, *, tied: bool, what: str = "the GGUF file") -> ModelConfig:
-    """Our ModelConfig for a GGUF "llama" model: RMSNorm, rotary positions (theta from the file),
-    grouped-query attention, SwiGLU, no biases, pre-norm with a final norm."""
-    arch = meta.get("general.architecture")
-    if arch != "llama":
-        raise ValueError(f"{what}: architecture {arch!r}; this importer reads 'llama' (SmolLM2, Llama)")
-
-    def need(key: str):
-        if f"llama.{key}" not in meta:
-            raise ValueError(f"{what}: the metadata lacks llama.{key}")
-        return meta[f"llama.{key}"]
-
-    d_model, n_heads = int(need("embedding_length")), int(need("attention.head_count"))
-    vocab = int(meta.get("llama.vocab_size", len(meta.get("tokenizer.ggml.tokens", []))))
-    d_head = d_model // n_heads
-    rot = int(meta.get("llama.rope.dimension_count", d_head))
-    if rot != d_head:
-        raise ValueError(f"{what}: rotary over {rot} of {d_head} head dimensions is not supported")
-    if meta.get("llama.rope.scaling.type", "none") not in ("none", None):
-        raise ValueError(f"{what}: rope scaling {meta['llama.rope.scaling.type']!r} is not supported")
-    return ModelConfig(
-        vocab_size=vocab, d_model=d_model, n_heads=n_heads, n_layers=int(need("block_count")),
-        d_ff=int(need("feed_forward_length")), max_len=int(need("context_length")),
-        pos_encoding="rope", rope_theta=float(meta.get("llama.rope.freq_base", 10000.0)),
-        norm="pre", norm_kind="rmsnorm", activation="swiglu", scale_scores=True,
-        tie_weights=tied, bias=False, ln_eps=float(need("attention.layer_norm_rms_epsilon")),
-        final_norm=True, n_kv_heads=int(meta.get("llama.attention.head_count_kv", n_heads)),
-    )
 
 
 _TOP = {"token_embd.weight": "tok_emb.weight", "output_norm.weight": "ln_f.weight",

@@ -39,10 +39,12 @@ AttentionHook subclass overriding the points it needs; the forward does not chan
 parameters are registered on the layer by its `attach` (under the checkpoint's names) and read
 through `c.layer` at call time (a pretrained model's tensors are assigned after it is built).
 
-Families still to come fit as classes: Gemma 2's soft-capping (a scores hook appending
-lambda x: cap * torch.tanh(x / cap) to c.maps), Qwen3's q/k RMSNorm (a qk hook, before Rotary,
-whose attach registers q_norm and k_norm), a sliding window on some layers only (SlidingWindow
-chosen per layer: attention_variants given the layer's index), Mistral (SlidingWindow with the causal mask).
+The pretrained families' attention details are hooks too (model.layers, chosen per layer by
+attention_variants(cfg, layer=i)): Qwen3's q/k RMSNorm (QKNorm, a qk hook ahead of Rotary, whose
+attach registers q_norm and k_norm), Gemma 2's soft-capping (SoftCap, a scores hook appending
+cap * tanh(s / cap) to c.maps), a sliding window on some layers only (SlidingWindow on the layers
+cfg.window_layers names: Gemma 2's local layers, Qwen2's upper layers), Mistral (SlidingWindow on
+every layer, with the causal mask), Llama 3.1's rescaled rotary frequencies (Rotary's llama3).
 """
 from __future__ import annotations
 

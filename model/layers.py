@@ -33,14 +33,53 @@ def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch
     return pe.to(dtype)
 
 
-def rope_tables(positions: Tensor, d_k: int, theta: float) -> RopeTables:
+def rope_tables(positions: Tensor, d_k: int, theta: float,
+                llama3: tuple[float, float, float, int] | None = None,
+                freq_factors: tuple[float, ...] | None = None) -> RopeTables:
     """Rotary tables for absolute `positions` (T,) long: (cos, sin), each (T, d_k), float32.
     Pair i of a head (dimensions i and i + d_k/2, HF Llama's "rotate_half" layout) turns by the
-    angle position * theta^(-2i/d_k). The arithmetic is HF's (float32 inv_freq, float32 angles)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k))  # (d_k/2,)
+    angle position * inv_freq_i, inv_freq_i = theta^(-2i/d_k) (rope_inv_freq: Llama 3.1's scaling
+    when llama3 is given, or per-pair divisors when freq_factors is). The arithmetic is HF's
+    (float32 inv_freq, float32 angles)."""
+    inv_freq = rope_inv_freq(d_k, theta, llama3, freq_factors)  # (d_k/2,)
     angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, d_k/2)
     emb = torch.cat((angles, angles), dim=-1)  # (T, d_k)
     return emb.cos(), emb.sin()
+
+
+@functools.lru_cache(maxsize=64)
+def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None,
+                  freq_factors: tuple[float, ...] | None = None) -> Tensor:
+    """(d_k/2,) float32 rotary frequencies theta^(-2i/d_k). llama3 = (factor, low_freq_factor,
+    high_freq_factor, original_max_position_embeddings): Llama 3.1's rescaling, step for step as
+    transformers' _compute_llama3_parameters (same float32 ops in the same order): wavelengths
+    longer than original/low_freq_factor are divided by factor, shorter than original/high_freq_factor
+    kept, those between interpolated smoothly.
+    freq_factors (d_k/2 numbers): the same rescaling as a Llama 3.1+ GGUF stores it (llama.cpp's
+    rope_freqs tensor, ModelConfig.rope_freq_factors): pair i's frequency divided by factor i, as
+    llama.cpp's ggml_rope_ext divides each pair's angle by its freq_factor (1 kept, `factor` for
+    long wavelengths, 1 / ((1 - smooth) / factor + smooth) between). The base frequencies are
+    still HF's float32 ones; the division is one float32 op, so the smoothed pairs agree with the
+    llama3 path to a few float32 roundings (not bit for bit). Not combined with llama3
+    (ModelConfig refuses both). A constant of the config: made once and shared by every pass
+    (read-only)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k))  # (d_k/2,)
+    if freq_factors is not None:
+        if len(freq_factors) != inv_freq.shape[0]:
+            raise ValueError(f"rotary frequency factors: {len(freq_factors)} given, but a head of d_k={d_k} "
+                             f"has {inv_freq.shape[0]} pairs")
+        return inv_freq / torch.tensor(freq_factors, dtype=torch.float32)  # (d_k/2,)
+    if llama3 is None:
+        return inv_freq
+    factor, low_freq_factor, high_freq_factor, old_context_len = llama3
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -89,29 +128,36 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm (Llama): gamma * x / sqrt(mean(x^2) + eps). No mean subtracted, no beta."""
+    """RMSNorm (Llama): gamma * x / sqrt(mean(x^2) + eps). No mean subtracted, no beta.
+    unit_offset (Gemma): the scale is (1 + w), the stored weight w an offset from 1."""
 
-    def __init__(self, d: int, eps: float = 1e-5):
+    def __init__(self, d: int, eps: float = 1e-5, *, unit_offset: bool = False):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))  # gamma (D,)
+        self.unit_offset = unit_offset
+        self.weight = nn.Parameter(torch.ones(d))  # gamma (D,); Gemma: gamma - 1
 
     def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, NormTrace | None]:
         # HF LlamaRMSNorm's arithmetic, in its order (float32 models): parity to the last bit
         mean_sq = x.pow(2).mean(-1, keepdim=True)  # (B, T, 1)
         normalized = x * torch.rsqrt(mean_sq + self.eps)  # (B, T, D)
-        out = self.weight * normalized  # (B, T, D)
+        gamma = (1.0 + self.weight) if self.unit_offset else self.weight  # (D,) Gemma2RMSNorm's (1 + w)
+        out = gamma * normalized  # (B, T, D)
         if not record:
             return out, None
         # normalized (a temporary here) is recomputed from input and mean_sq on first read (trace.derived)
-        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=None, output=out, gamma=self.weight, eps=self.eps)
+        return out, NormTrace(input=x, mean_sq=mean_sq, normalized=None, output=out, gamma=gamma, eps=self.eps)
 
 
-def make_norm(cfg: ModelConfig) -> LayerNorm | RMSNorm:
-    """The normalisation layer the config asks for (cfg.norm_kind): LayerNorm unless "rmsnorm"."""
+def make_norm(cfg: ModelConfig, d: int | None = None) -> LayerNorm | RMSNorm:
+    """The normalisation layer the config asks for (cfg.norm_kind): LayerNorm unless "rmsnorm"
+    (with Gemma's (1 + w) when cfg.norm_unit_offset). d: its width (None = d_model)."""
+    d = cfg.d_model if d is None else d
     if cfg.norm_kind == "rmsnorm":
-        return RMSNorm(cfg.d_model, cfg.ln_eps)
-    return LayerNorm(cfg.d_model, cfg.ln_eps)
+        return RMSNorm(d, cfg.ln_eps, unit_offset=cfg.norm_unit_offset)
+    return LayerNorm(d, cfg.ln_eps)
+
+
 class NoNorm(nn.Module):
     """The identity in place of a LayerNorm (cfg.use_norm False): no parameters, no trace."""
 
@@ -142,11 +188,13 @@ class Rotary(AttentionHook):
     come with the pass (Transformer.run makes them once for every layer); a layer called alone
     rotates positions 0 .. Tq-1."""
 
-    def __init__(self, d_k: int, theta: float):
-        self.d_k, self.theta = d_k, theta
+    def __init__(self, d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None,
+                 freq_factors: tuple[float, ...] | None = None):
+        self.d_k, self.theta, self.llama3, self.freq_factors = d_k, theta, llama3, freq_factors
 
     def qk(self, q: Tensor, k: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
-        rope = c.rope if c.rope is not None else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta)
+        rope = (c.rope if c.rope is not None
+                else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta, self.llama3, self.freq_factors))
         c.fields["q_pre_rope"], c.fields["k_pre_rope"] = q, k
         return apply_rope(q, *rope), apply_rope(k, *rope)  # rotated by their positions
 
@@ -196,20 +244,60 @@ class AdditiveScore(AttentionHook):
         c.energy_weights, c.scale = (c.layer.add_wq, c.layer.add_wk, c.layer.add_v), 1.0
 
 
-def attention_variants(cfg: ModelConfig, *, cross: bool = False) -> tuple[AttentionHook, ...]:
+class QKNorm(AttentionHook):
+    """Qwen3's q/k normalisation (cfg.qk_norm): an RMSNorm over each head's query and key (d_k
+    weights, shared by the heads), before the rotation (qk point, ahead of Rotary). Its parameters
+    are the layer's q_norm and k_norm (registered after the projections); records q_pre_norm,
+    k_pre_norm (the projections' output), and q_pre_rope/k_pre_rope are then the normalised ones."""
+
+    def __init__(self, d_k: int, eps: float):
+        self.d_k, self.eps = d_k, eps
+
+    def attach(self, layer: nn.Module) -> None:
+        layer.q_norm = RMSNorm(self.d_k, self.eps)  # (d_k,)
+        layer.k_norm = RMSNorm(self.d_k, self.eps)  # (d_k,)
+
+    def qk(self, q: Tensor, k: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
+        c.fields["q_pre_norm"], c.fields["k_pre_norm"] = q, k
+        return c.layer.q_norm(q, False)[0], c.layer.k_norm(k, False)[0]  # (B, H, Tq, d_k), (B, H_kv, T, d_k)
+
+
+class SoftCap(AttentionHook):
+    """Gemma 2's attention soft-capping (cfg.attn_softcap): the scaled scores s become
+    cap * tanh(s / cap) before the mask and the softmax (transformers' order: / cap, tanh, * cap),
+    so no score exceeds cap in size. Recorded as `softcap`; `masked` holds the capped scores."""
+
+    def __init__(self, cap: float):
+        self.cap = cap
+
+    def scores(self, c: AttentionCall) -> None:
+        cap = self.cap
+        c.fields["softcap"] = cap
+        c.maps.append(lambda s: torch.tanh(s / cap) * cap)  # (B, H, Tq, Tk)
+
+
+def attention_variants(cfg: ModelConfig, *, cross: bool = False, layer: int | None = None
+                       ) -> tuple[AttentionHook, ...]:
     """The hooks every call of an attention layer of this config runs, chosen once when it is
     built. cross: a cross-attention layer (keys from the encoder's memory): rotary positions,
-    ALiBi and a window relate a sequence to itself, so only the score function applies there."""
+    ALiBi and a window relate a sequence to itself, so only the score function applies there.
+    layer: the block's index, for options that differ per layer (Gemma 2's local layers:
+    cfg.layer_window); None = a layer alone (every per-layer option on)."""
     hooks: list[AttentionHook] = []
     if not cross:
+        if cfg.qk_norm:  # before the rotation (Qwen3)
+            hooks.append(QKNorm(cfg.d_k, cfg.ln_eps))
         if cfg.pos_encoding == "rope":
-            hooks.append(Rotary(cfg.d_k, cfg.rope_theta))
-        if cfg.window is not None:
-            hooks.append(SlidingWindow(cfg.window))
+            hooks.append(Rotary(cfg.d_k, cfg.rope_theta, cfg.rope_llama3, cfg.rope_freq_factors))
+        window = cfg.window if layer is None else cfg.layer_window(layer)
+        if window is not None:
+            hooks.append(SlidingWindow(window))
         if cfg.alibi:
             hooks.append(AlibiBias(cfg.n_heads))
     if cfg.attn_score == "additive":
         hooks.append(AdditiveScore(cfg.n_heads, cfg.d_k))
+    if cfg.attn_softcap is not None:
+        hooks.append(SoftCap(cfg.attn_softcap))
     return tuple(hooks)
 
 
@@ -220,19 +308,22 @@ class MultiHeadAttention(nn.Module):
     the additive score; interventions; the KV cache) is a hook (model.hooks) the forward calls at
     its fixed points. cross=True: a cross-attention layer (seq2seq), without the positional variants."""
 
-    def __init__(self, cfg: ModelConfig, *, cross: bool = False):
+    def __init__(self, cfg: ModelConfig, *, cross: bool = False, layer: int | None = None):
         super().__init__()
         D = cfg.d_model
         self.n_heads, self.d_k, self.scale_scores = cfg.n_heads, cfg.d_k, cfg.scale_scores
         self.n_kv_heads = cfg.kv_heads
         kv = self.n_kv_heads * cfg.d_k  # D without grouped-query attention
-        self.q_proj = nn.Linear(D, D, bias=cfg.bias)
-        self.k_proj = nn.Linear(D, kv, bias=cfg.bias)
-        self.v_proj = nn.Linear(D, self.n_kv_heads * cfg.d_value, bias=cfg.bias)  # (H_kv*d_v, D)
-        self.o_proj = nn.Linear(cfg.n_heads * cfg.d_value, D, bias=cfg.bias)  # (D, H*d_v)
-        self.scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
+        self.q_proj = nn.Linear(D, cfg.n_heads * cfg.d_k, bias=cfg.bias_qkv)  # (H*d_k, D): D x D unless d_head
+        self.k_proj = nn.Linear(D, kv, bias=cfg.bias_qkv)
+        self.v_proj = nn.Linear(D, self.n_kv_heads * cfg.d_value, bias=cfg.bias_qkv)  # (H_kv*d_v, D)
+        self.o_proj = nn.Linear(cfg.n_heads * cfg.d_value, D, bias=cfg.bias_out)  # (D, H*d_v)
+        if cfg.attn_scale is not None:  # Gemma 2: query_pre_attn_scalar^-0.5
+            self.scale = cfg.attn_scale
+        else:
+            self.scale = 1.0 / math.sqrt(self.d_k) if self.scale_scores else 1.0
         # The model's variants, chosen once (their parameters registered after the projections)
-        self.variants = HookSet(attention_variants(cfg, cross=cross))
+        self.variants = HookSet(attention_variants(cfg, cross=cross, layer=layer))
         for hook in self.variants.all:
             hook.attach(self)
 
@@ -282,23 +373,35 @@ class MultiHeadAttention(nn.Module):
         return out, AttentionTrace(**{**a, "k": k, "v": v, "concat": concat, "output": out, **c.fields})
 
 
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU's tanh approximation (GPT-2's gelu_new, Gemma's gelu_pytorch_tanh: the same function;
+    transformers computes gelu_new by its formula, equal to float rounding)."""
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATION_FNS = {"gelu": F.gelu, "relu": F.relu, "gelu_tanh": gelu_tanh}
+GATE_FNS = {"swiglu": F.silu, "geglu": gelu_tanh}  # the gate's function of each gated unit
+
+
 class FeedForward(nn.Module):
     """Position-wise FFN: the same W_1, W_2 at every position. D -> d_ff -> D.
-    SwiGLU (cfg.activation "swiglu", Llama): fc2(silu(x W_gate^T) * (x W_up^T)), W_up = fc1."""
+    Gated units: fc2(act(x W_gate^T) * (x W_up^T)), W_up = fc1; act = silu for SwiGLU
+    (cfg.activation "swiglu", Llama), GELU's tanh approximation for GeGLU ("geglu", Gemma)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
-        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        self.act = F.gelu if cfg.activation == "gelu" else F.relu
+        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias_ffn)
+        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias_ffn)
+        gated = cfg.activation in GATE_FNS
+        self.act = GATE_FNS[cfg.activation] if gated else ACTIVATION_FNS[cfg.activation]
         # registered after fc1/fc2: the parameter order of every other model is unchanged
-        self.gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias) if cfg.activation == "swiglu" else None
+        self.gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias_ffn) if gated else None
 
     def forward(self, x: Tensor, record: bool = True) -> tuple[Tensor, FFNTrace | None]:
-        if self.gate is not None:  # SwiGLU
+        if self.gate is not None:  # SwiGLU / GeGLU
             gate = self.gate(x)  # (B, T, d_ff)
             up = self.fc1(x)  # (B, T, d_ff)
-            act = F.silu(gate)  # (B, T, d_ff)
+            act = self.act(gate)  # (B, T, d_ff)
             post = act * up if act.requires_grad else act.mul_(up)  # (B, T, d_ff) (no grad: in place)
             out = self.fc2(post)  # (B, T, D)
             return out, (FFNTrace(input=x, hidden_pre=gate, hidden_post=post, output=out, gate=gate, up=up)
@@ -311,25 +414,37 @@ class FeedForward(nn.Module):
 
 class Block(nn.Module):
     """One transformer block. pre-LN (GPT-2): x + Attn(LN(x)), then + FFN(LN(.)).
-    post-LN (2017): LN(x + Attn(x)), then LN(. + FFN(.))."""
+    post-LN (2017): LN(x + Attn(x)), then LN(. + FFN(.)).
+    sandwich (Gemma 2, cfg.sandwich_norm): x + N1'(Attn(N1(x))), then + N2'(FFN(N2(.))).
+    layer: the block's index (per-layer options such as Gemma 2's local layers)."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer: int | None = None):
         super().__init__()
         self.pre, self.residual = cfg.norm == "pre", cfg.residual
         self.ln1 = make_norm(cfg) if cfg.use_norm else NoNorm()
-        self.attn = MultiHeadAttention(cfg)
+        self.attn = MultiHeadAttention(cfg, layer=layer)
         self.ln2 = make_norm(cfg) if cfg.use_norm else NoNorm()
         self.ffn = FeedForward(cfg)
+        # registered last: the parameter order of every other model is unchanged
+        self.sandwich = cfg.has_sandwich
+        if self.sandwich:
+            self.ln1_post = make_norm(cfg)  # on the attention's output, before the residual add
+            self.ln2_post = make_norm(cfg)  # on the FFN's output, before the residual add
 
     def forward(self, x: Tensor, allowed: Tensor | None, record: bool = True, *,
                 ctx: PassContext | None = None) -> tuple[Tensor, BlockTrace | None]:
         """ctx: this pass's rotary tables and hooks for this layer's attention (model.hooks)."""
+        ln1_post = ln2_post = None
         if self.pre:
             h, ln1 = self.ln1(x, record)  # (B, T, D)
             a, at = self.attn(h, allowed=allowed, record=record, ctx=ctx)  # (B, T, D)
+            if self.sandwich:
+                a, ln1_post = self.ln1_post(a, record)  # (B, T, D)
             mid = x + a if self.residual else a  # (B, T, D)
             h2, ln2 = self.ln2(mid, record)
             f, ft = self.ffn(h2, record)
+            if self.sandwich:
+                f, ln2_post = self.ln2_post(f, record)  # (B, T, D)
             out = mid + f if self.residual else f  # (B, T, D)
         else:
             a, at = self.attn(x, allowed=allowed, record=record, ctx=ctx)
@@ -338,4 +453,5 @@ class Block(nn.Module):
             out, ln2 = self.ln2(mid + f if self.residual else f, record)  # (B, T, D)
         if not record:
             return out, None
-        return out, BlockTrace(input=x, ln1=ln1, attn=at, resid_mid=mid, ln2=ln2, ffn=ft, resid_out=out)
+        return out, BlockTrace(input=x, ln1=ln1, attn=at, resid_mid=mid, ln2=ln2, ffn=ft, resid_out=out,
+                               ln1_post=ln1_post, ln2_post=ln2_post)

@@ -15,11 +15,16 @@ Scores (each in 0..1, averaged over the query rows that have a choice):
                   masked LM's heads are mostly like this; before this kind they were all "other".
 The head gets the positional kind (all but "focused") whose score clears its threshold by the
 largest margin; if none does, "focused" when its score clears its threshold; else "other".
+With the sink hidden (label_heads(..., hide=keys), the attention views' "Hide the sink" switch):
+the sink's weight is named beside the label (HeadPattern.sink) and the kind is decided on each
+row renormalised over the other keys (hide_keys), without the two sink kinds. Real models park
+most of a head's weight on the first token, so as computed most of SmolLM2's heads are "first-token
+sink"; with the sink hidden they are labelled by what they do with the rest.
 Pure numpy: used by the app's overview, the training tests and the train page.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,6 +49,10 @@ class HeadPattern:
     score: float  # the score that decided it (for "other": the nearest kind's score, below its threshold)
     scores: dict[str, float]  # every kind's score, 0..1, keyed by the kinds of THRESHOLDS
     nearest: str = ""  # the kind whose score came closest to (or furthest past) its threshold
+    sink: float | None = None  # judged with the sink hidden (label_heads(..., hide=keys)): the mean weight
+    #                            the queries t >= 1 put on the hidden keys, named beside the label; the
+    #                            kind was then decided on the rows renormalised over the other keys.
+    #                            None: judged on the weights as computed (the sink is one of the kinds)
 
     @property
     def threshold(self) -> float:
@@ -69,18 +78,21 @@ class HeadPattern:
         """Short label for a chart title: "previous-token 0.72", or for a head that clears no
         threshold "other (broad/uniform 0.85 < 0.9)": the nearest kind, its score and threshold
         (the score alone read as if 0.85 had decided "other")."""
+        sink = "" if self.sink is None else f" · sink {self.sink:.2f}"
         if self.kind != "other":
-            return f"{self.kind} {self.score:.2f}"
-        return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g})"
+            return f"{self.kind} {self.score:.2f}{sink}"
+        return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g}){sink}"
 
-    def short(self, mark_borderline: bool = True) -> str:
+    def short(self, mark_borderline: bool = True, sink_sep: str = " ") -> str:
         """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"; "≈" marks a borderline label
         (margin under BORDERLINE: "prev ≈.42"). Too narrow for an "other" head's nearest pattern:
-        the overview's table gives it."""
+        the overview's table gives it. With the sink hidden (sink set), its share follows after
+        sink_sep: "prev .70 sink .13" ("<br>" puts it on a line of its own)."""
         mark = "≈" if mark_borderline and self.borderline() else ""
+        sink = "" if self.sink is None else sink_sep + f"sink {self.sink:.2f}".replace(" 0.", " .")
         if self.kind == "other":
-            return "other"
-        return f"{SHORT[self.kind]} {mark}{self.score:.2f}".replace(" 0.", " .").replace("≈0.", "≈.")
+            return "other" + sink
+        return f"{SHORT[self.kind]} {mark}{self.score:.2f}".replace(" 0.", " .").replace("≈0.", "≈.") + sink
 
 
 def pattern_scores_all(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -132,6 +144,27 @@ def pattern_scores_all(weights: np.ndarray, special: np.ndarray | None = None) -
             "next-token": nxt, "[CLS]/[SEP] sink": spec, "focused": focus}
 
 
+SINK_KINDS = ("first-token sink", "[CLS]/[SEP] sink")  # the kinds a hidden sink removes from the contest
+
+
+def hide_keys(weights: np.ndarray, keys: np.ndarray, *, min_left: int = 0) -> np.ndarray:
+    """The "sink hidden" derived view: (..., Tq, Tk) weights with the `keys` columns (bool (Tk,))
+    set to 0 and each row divided by what is left of it, so it sums to 1 over the other keys. A row
+    with nothing left (it gave everything to the hidden keys, or it had no other allowed key) is all
+    zero, never NaN; so is a row with fewer than `min_left` other keys of positive weight (labels
+    use 2: a causal row 1 left with only itself would count as a perfect self/diagonal row)."""
+    w = np.asarray(weights, dtype=np.float64)
+    keys = np.asarray(keys, dtype=bool)
+    if keys.shape != (w.shape[-1],):
+        raise ValueError(f"keys must be a bool array of shape ({w.shape[-1]},) (one flag per key); got {keys.shape}")
+    rest = np.where(keys, 0.0, w)
+    total = rest.sum(-1, keepdims=True)
+    ok = total > 1e-12
+    if min_left:
+        ok &= (rest > 0).sum(-1, keepdims=True) >= min_left
+    return np.divide(rest, total, out=np.zeros_like(rest), where=ok)
+
+
 def pattern_scores(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, float]:
     """One head's (Tq, Tk) weights -> {kind: score}."""
     w = np.asarray(weights)
@@ -140,20 +173,42 @@ def pattern_scores(weights: np.ndarray, special: np.ndarray | None = None) -> di
     return {k: float(v) for k, v in pattern_scores_all(w, special).items()}
 
 
-def label_head(weights: np.ndarray, special: np.ndarray | None = None) -> HeadPattern:
+def label_head(weights: np.ndarray, special: np.ndarray | None = None, *, hide: np.ndarray | None = None
+               ) -> HeadPattern:
     """(Tq, Tk) attention weights -> the dominant pattern and the score that decided it.
-    special: optional bool (Tk,) marking the special tokens' keys (scores the [CLS]/[SEP] sink)."""
-    return _label(pattern_scores(weights, special))
+    special: optional bool (Tk,) marking the special tokens' keys (scores the [CLS]/[SEP] sink).
+    hide: optional bool (Tk,), the sink's keys (label_heads)."""
+    if hide is None:
+        return _label(pattern_scores(weights, special))
+    w = np.asarray(weights)
+    if w.ndim != 2:
+        raise ValueError(f"weights must be (Tq, Tk); got shape {w.shape}")
+    return label_heads(w[None], special, hide=hide)[0]
 
 
-def label_heads(weights: np.ndarray, special: np.ndarray | None = None) -> list:
+def label_heads(weights: np.ndarray, special: np.ndarray | None = None, *, hide: np.ndarray | None = None) -> list:
     """(H, Tq, Tk) -> [HeadPattern] per head; (L, H, Tq, Tk) -> [[HeadPattern] per head] per layer.
-    Scored in one vectorised pass; each label equals label_head of that head."""
+    Scored in one vectorised pass; each label equals label_head of that head.
+    hide: optional bool (Tk,), the attention sink's keys (key 0; [CLS] and [SEP] for BERT). Then the
+    sink is named separately (HeadPattern.sink: the mean weight on those keys, queries t >= 1) and the
+    kind is judged on the rows renormalised over the other keys (hide_keys, rows left with fewer
+    than two keys dropped), the sink kinds out of the contest: a real model's heads, most of whose
+    weight sits on the sink, are labelled by what they do with the rest."""
     w = np.asarray(weights)
     if w.ndim not in (3, 4):
         raise ValueError(f"weights must be (H, Tq, Tk) or (L, H, Tq, Tk); got shape {w.shape}")
-    sc = pattern_scores_all(w.reshape(-1, *w.shape[-2:]), special)  # {kind: (N,)} over all heads
+    heads = w.reshape(-1, *w.shape[-2:])
+    sink = None
+    if hide is not None:
+        hide = np.asarray(hide, dtype=bool)
+        sink = pattern_scores_all(heads, hide)["[CLS]/[SEP] sink"]  # weight on the hidden keys, rows t >= 1
+        sc = pattern_scores_all(hide_keys(heads, hide, min_left=2), special)
+        sc = {k: v for k, v in sc.items() if k not in SINK_KINDS}
+    else:
+        sc = pattern_scores_all(heads, special)  # {kind: (N,)} over all heads
     flat = [_label({k: float(v[i]) for k, v in sc.items()}) for i in range(sc["previous-token"].shape[0])]
+    if sink is not None:
+        flat = [replace(p, sink=float(s)) for p, s in zip(flat, sink)]
     if w.ndim == 3:
         return flat
     H = w.shape[1]

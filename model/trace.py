@@ -129,19 +129,29 @@ class WeightRef:
         return self  # (dataclasses.asdict and copy.deepcopy of a trace)
 
 
-def output_logits(final, w):
-    """The output layer: final (..., T, D) @ W_out^T (V, D) -> logits (..., T, V). The one matmul
-    Transformer.run and the trace's logits on first read both use (the same values, bit for bit)."""
-    return final @ w.T
+def output_logits(final, w, bias=None, softcap: float | None = None):
+    """The output layer: final (..., T, D) @ W_out^T (V, D) -> logits (..., T, V), + bias (V,)
+    (the BERT family's masked-LM head), then cap * tanh(logits / cap) (Gemma 2's final
+    soft-capping, transformers' order: / cap, tanh, * cap). The one function Transformer.run and
+    the trace's logits on first read both use (the same values, bit for bit)."""
+    z = final @ w.T  # (..., T, V)
+    if bias is not None:
+        z = z + bias
+    if softcap is not None:
+        z = torch.tanh(z / softcap) * softcap
+    return z
 
 
 def _logits(tr: "ForwardTrace"):
-    """final @ W_out^T: the output layer's matmul on the recorded last hidden states, as
-    Transformer.run computes it (the same op on the same tensors: the same values bit for bit).
-    None for a model without an output layer (no output_weight)."""
+    """The output layer on the recorded last hidden states (`final`, or the masked-LM head's
+    output `head.output`), as Transformer.run computes it (the same ops on the same tensors: the
+    same values bit for bit). None for a model without an output layer (no output_weight)."""
     if tr.output_weight is None:
         return None
-    return _torch_op(output_logits, tr.final, tr.output_weight.get())
+    x = tr.final if tr.head is None else tr.head.output
+    bias = None if tr.output_bias is None else tr.output_bias.get()
+    return _torch_op(lambda f, w, *b: output_logits(f, w, b[0] if b else None, tr.logit_softcap),
+                     x, tr.output_weight.get(), *(() if bias is None else (bias,)))
 
 
 def _probs(tr: "ForwardTrace"):
@@ -199,8 +209,9 @@ class AttentionTrace(TraceNode):
     scaled: Tensor = derived(_scaled, required=True)  # (B, H, Tq, Tk)  scores * scale; None when made:
     #                                                  computed on first read (trace.derived)
     allowed: Tensor  # bool, broadcastable to (B, H, Tq, Tk); True = may attend
-    masked: Tensor = derived(_masked, required=True)  # (B, H, Tq, Tk)  scaled, -inf where not allowed;
-    #                                                  None when made (no bias): computed on first read
+    masked: Tensor = derived(_masked, required=True)  # (B, H, Tq, Tk)  scaled (+ bias, soft-capped),
+    #                                                  -inf where not allowed; None when made (no bias,
+    #                                                  no cap): computed on first read
     weights: Tensor  # (B, H, Tq, Tk)  softmax rows (sum 1), all-zero on fully masked rows
     fully_masked: Tensor  # bool (B, H or 1, Tq): rows where nothing was allowed
     heads: Tensor  # (B, H, Tq, d_v)  weights @ v, the per-head outputs Z_j
@@ -225,6 +236,11 @@ class AttentionTrace(TraceNode):
     #                             AND-ed into `allowed`)
     energies: Tensor | None = None  # (B, H, Tq, Tk)  additive (Bahdanau) attention:
     #                                 v_h·tanh(q W_q + k W_k); `scores` is the same tensor, scale 1
+    # Pretrained families (issue 32); None when the option is off:
+    q_pre_norm: Tensor | None = None  # (B, H, Tq, d_k)  Qwen3 (cfg.qk_norm): q before its RMSNorm
+    k_pre_norm: Tensor | None = None  # (B, H_kv, T_new, d_k)  k before its RMSNorm
+    softcap: float | None = None  # Gemma 2 (cfg.attn_softcap): masked = cap·tanh(scaled / cap),
+    #                               -inf where not allowed
 
 
 @dataclass(frozen=True)
@@ -255,7 +271,7 @@ class NormTrace(TraceNode):
     normalized: Tensor = derived(_rms_normalized, required=True)  # (B, T, D)  x / sqrt(mean_sq + eps), before
     #                                   gamma; None when made: computed on first read
     output: Tensor  # (B, T, D)  gamma * normalized
-    gamma: Tensor | None = None  # (D,)  the learned scale
+    gamma: Tensor | None = None  # (D,)  the learned scale (Gemma, cfg.norm_unit_offset: 1 + the stored weight)
     kind: str = "rmsnorm"
     eps: float | None = None  # inside the square root (needed to compute `normalized` on first read)
 
@@ -284,6 +300,8 @@ class EmbeddingTrace(TraceNode):
     #                                embedding LayerNorm; None without one (then `sum` is that)
     ln: LayerNormTrace | None = None  # the embedding LayerNorm over raw_sum (cfg.emb_norm); None
     #                                   otherwise. ln.output is `sum`
+    scale: float | None = None  # Gemma (cfg.emb_scale): sum = raw_sum * scale (sqrt(d_model)); raw_sum
+    #                             is then the unscaled token rows. None = no scale
 
 
 @dataclass(frozen=True)
@@ -295,6 +313,21 @@ class BlockTrace(TraceNode):
     ln2: LayerNormTrace | NormTrace | None  # pre-LN: before the FFN; post-LN: after resid_mid + FFN; None: use_norm False
     ffn: FFNTrace
     resid_out: Tensor  # (B, T, D)  stream leaving the block
+    # Gemma 2 (cfg.sandwich_norm): the norms on each sublayer's output, before the residual add
+    # (resid_mid = input + ln1_post.output, resid_out = resid_mid + ln2_post.output); else None
+    ln1_post: NormTrace | LayerNormTrace | None = None
+    ln2_post: NormTrace | LayerNormTrace | None = None
+
+
+@dataclass(frozen=True)
+class HeadTrace(TraceNode):
+    """The BERT family's masked-LM head (cfg.mlm_head), between the last hidden states and the
+    output matrix: output = LayerNorm(act(final W^T + b)); logits = output E^T + bias."""
+    input: Tensor  # (B, T, D)  the last hidden states (ForwardTrace.final)
+    dense: Tensor  # (B, T, D)  input @ W^T + b
+    act: Tensor  # (B, T, D)  activation(dense) (GELU)
+    ln: LayerNormTrace  # over act
+    output: Tensor  # (B, T, D)  ln.output: what the output matrix scores
 
 
 @dataclass(frozen=True)
@@ -306,7 +339,8 @@ class ForwardTrace(TraceNode):
     layers: tuple[BlockTrace, ...]
     final_ln: LayerNormTrace | NormTrace | None  # pre-LN models (GPT-2); None for post-LN
     final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
-    logits: Tensor | None = derived(_logits, required=True)  # (B, T, V)  final @ W_out^T; None for a
+    logits: Tensor | None = derived(_logits, required=True)  # (B, T, V)  final @ W_out^T (+ the
+    #                        masked-LM head, bias, soft-capping: output_logits); None for a
     #                        model without an output layer (cfg.output_head False, e.g. MiniLM: an
     #                        encoder that cannot predict words). A model with frozen weights (every
     #                        model the app shows) leaves it to first read (trace.derived): a fifth of
@@ -324,6 +358,10 @@ class ForwardTrace(TraceNode):
     #                                         first read (the model's own tensor, not a copy); None
     #                                         when the forward computed the logits, or without an
     #                                         output layer
+    head: HeadTrace | None = None  # the masked-LM head (cfg.mlm_head: BERT, RoBERTa, DistilBERT
+    #                                with their MLM head): logits score head.output, not `final`
+    output_bias: WeightRef | None = None  # (V,) added to the logits (the masked-LM head's bias)
+    logit_softcap: float | None = None  # Gemma 2 (cfg.final_softcap): logits = cap·tanh(z / cap)
 
 
 def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:

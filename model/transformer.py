@@ -15,8 +15,8 @@ from .config import ModelConfig
 from .generate import CachedKV, KVCache, KVSink
 from .hooks import AttentionHook, PassContext
 from .intervene import Intervention
-from .layers import Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
-from .trace import EmbeddingTrace, ForwardTrace, WeightRef, output_logits
+from .layers import ACTIVATION_FNS, Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
+from .trace import EmbeddingTrace, ForwardTrace, HeadTrace, WeightRef, output_logits
 
 
 def init_weights(module: nn.Module, seed: int) -> None:
@@ -33,7 +33,7 @@ def init_weights(module: nn.Module, seed: int) -> None:
                 p.copy_(torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5)
         for m in module.modules():
             if isinstance(m, (LayerNorm, RMSNorm)):
-                m.weight.fill_(1.0)
+                m.weight.fill_(0.0 if getattr(m, "unit_offset", False) else 1.0)  # Gemma's (1 + w): w = 0
 
 
 def _embedding(n: int, d: int) -> nn.Embedding:
@@ -59,7 +59,7 @@ class TokenModel(nn.Module):
         self.cfg = cfg
         self.tok_emb = _embedding(cfg.vocab_size, cfg.d_model)  # (V, D)
         if cfg.pos_encoding == "learned":
-            self.pos_emb = _embedding(cfg.max_len, cfg.d_model)  # (max_len, D)
+            self.pos_emb = _embedding(cfg.max_len + cfg.pos_offset, cfg.d_model)  # (max_len (+ offset), D)
         elif cfg.pos_encoding == "sinusoidal":
             self.register_buffer("pe_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
         # "rope": no table; positions rotate q and k inside the attention (layers.rope_tables)
@@ -71,6 +71,27 @@ class TokenModel(nn.Module):
         None when tied (the embedding scores the vocabulary) or when cfg.output_head is False."""
         own = cfg.output_head and not cfg.tie_weights
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False) if own else None
+        if cfg.has_mlm_head:  # the BERT family's masked-LM head: dense, activation, LayerNorm, + a logit bias
+            self.mlm_dense = nn.Linear(cfg.d_model, cfg.d_model)  # (D, D) + (D,)
+            self.mlm_ln = LayerNorm(cfg.d_model, cfg.ln_eps)
+            self.mlm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))  # (V,)
+
+    def head_transform(self, x: Tensor, record: bool = True) -> tuple[Tensor, HeadTrace | None]:
+        """The masked-LM head's transform (cfg.mlm_head) of the last hidden states x (B, T, D):
+        LayerNorm(act(x W^T + b)), what the output matrix then scores; x itself without one."""
+        if not self.cfg.has_mlm_head:
+            return x, None
+        dense = self.mlm_dense(x)  # (B, T, D)
+        act = ACTIVATION_FNS[self.cfg.activation](dense)  # (B, T, D)
+        out, ln = self.mlm_ln(act, record)  # (B, T, D)
+        return out, (HeadTrace(input=x, dense=dense, act=act, ln=ln, output=out) if record else None)
+
+    def logits_of(self, x: Tensor) -> Tensor:
+        """Logits (B, T, V) of the last hidden states x (B, T, D): the masked-LM head (if any),
+        the output matrix, its bias, the final soft-capping (output_logits). What forward returns."""
+        h, _ = self.head_transform(x, record=False)
+        return output_logits(h, self.output_matrix, self.mlm_bias if self.cfg.has_mlm_head else None,
+                             self.cfg.final_softcap)
 
     @property
     def output_matrix(self) -> Tensor:
@@ -85,6 +106,7 @@ class TokenModel(nn.Module):
         """(T, D) position vectors for positions start..start+T-1. Rotary models add no position
         vector (they rotate q and k): zeros, so that `sum = token + position` still holds."""
         if self.cfg.pos_encoding == "learned":
+            start += self.cfg.pos_offset  # RoBERTa: row p + padding_idx + 1 for position p
             return self.pos_emb.weight[start:start + T]
         if self.cfg.pos_encoding in ("rope", "none"):  # no position vector (rope rotates q and k)
             return self.tok_emb.weight.new_zeros(T, self.cfg.d_model)
@@ -95,7 +117,9 @@ class TokenModel(nn.Module):
         """x = token + position (B, T, D), and its trace. With token types (BERT) the sum is
         token + type + position (in that order, as BERT adds them); with an embedding LayerNorm
         x is LN(that sum) and the trace keeps the raw sum beside it. token_type_ids None: zeros.
-        start: the position of the first row (a KV-cached step). Rotary models: x = token."""
+        start: the position of the first row (a KV-cached step). Rotary models: x = token.
+        Gemma (cfg.emb_scale): x = token * sqrt(d_model) (a float32 factor, as transformers'
+        scaled embedding), `raw_sum` the unscaled rows and `scale` the factor."""
         tok = self.tok_emb(ids)  # (B, T, D)
         pos = self.position_table(ids.shape[1], start)  # (T, D)
         typ = None
@@ -109,8 +133,12 @@ class TokenModel(nn.Module):
         else:
             raw = tok + pos  # (B, T, D)
         x, ln = (raw, None) if self.emb_ln is None else self.emb_ln(raw, record)  # (B, T, D)
+        scale = self.cfg.emb_scale
+        if scale is not None:  # Gemma: what block 0 sees is scaled (float32 factor, as HF multiplies)
+            x = x * torch.tensor(scale, dtype=x.dtype)  # (B, T, D)
         return x, EmbeddingTrace(token=tok, position=pos, sum=x, token_type=typ,
-                                 raw_sum=None if self.emb_ln is None else raw, ln=ln)
+                                 raw_sum=None if self.emb_ln is None and scale is None else raw, ln=ln,
+                                 scale=scale)
 
     def check_ids(self, ids: Tensor, key_padding_mask: Tensor | None = None, what: str = "ids",
                   token_type_ids: Tensor | None = None) -> None:
@@ -153,7 +181,7 @@ class Transformer(TokenModel):
         (model.pretrained builds on the meta device and assigns the file's tensors)."""
         super().__init__()
         self._build_token_io(cfg)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.ln_f = make_norm(cfg) if cfg.final_norm else None
         self._build_output(cfg)
         if init:
@@ -190,7 +218,8 @@ class Transformer(TokenModel):
         if self.cfg.pos_encoding == "rope" or past is not None:
             positions = torch.arange(start, start + T)  # (T,)
         if self.cfg.pos_encoding == "rope":
-            rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta)  # (T, d_k) x 2
+            rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta, self.cfg.rope_llama3,
+                               self.cfg.rope_freq_factors)  # (T, d_k) x 2
         if intervention is not None:
             intervention.check(self.cfg.n_layers, self.cfg.n_heads)
         sink = () if kv_sink is None else (KVSink(kv_sink),)
@@ -207,20 +236,24 @@ class Transformer(TokenModel):
         if self.ln_f is not None:
             x, final_ln = self.ln_f(x, record)  # (B, T, D)
         if not record:
-            return output_logits(x, self.output_matrix) if self.cfg.output_head else x  # (B, T, V), or (B, T, D)
-        logits, out_w = None, None
+            return self.logits_of(x) if self.cfg.output_head else x  # (B, T, V), or (B, T, D)
+        logits, out_w, out_b, head = None, None, None, None
         if self.cfg.output_head:
+            h, head = self.head_transform(x)  # (B, T, D): x itself without a masked-LM head
             w = self.output_matrix  # (V, D)
-            if w.requires_grad:  # weights that may still change (training): the logits now
-                logits = output_logits(x, w)  # (B, T, V)
-            else:  # frozen (the app's models): the same matmul on first read (trace.derived)
+            bias = self.mlm_bias if self.cfg.has_mlm_head else None  # (V,)
+            if w.requires_grad or (bias is not None and bias.requires_grad):  # may still change (training)
+                logits = output_logits(h, w, bias, self.cfg.final_softcap)  # (B, T, V)
+            else:  # frozen (the app's models): the same ops on first read (trace.derived)
                 out_w = WeightRef(w)
+                out_b = None if bias is None else WeightRef(bias)
         return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask,
                             embeddings=emb,
                             layers=tuple(layer_traces), final_ln=final_ln, final=x,
                             logits=logits,  # probs = softmax(logits): computed on first read (trace.derived)
                             token_type_ids=token_type_ids, positions=positions,
-                            past_length=None if past is None else start, output_weight=out_w)
+                            past_length=None if past is None else start, output_weight=out_w,
+                            head=head, output_bias=out_b, logit_softcap=self.cfg.final_softcap)
 
     def _check_past(self, past: KVCache, ids: Tensor, key_padding_mask: Tensor | None,
                     token_type_ids: Tensor | None) -> int:

@@ -4,6 +4,7 @@ import streamlit as st
 
 from classroom import causal_vs_bidirectional
 from labels import token_label
+from ui import circuits as sink
 from ui import state
 from ui.runs import current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
@@ -30,9 +31,10 @@ state.fix("layer", list(range(L)))
 state.bound("cmp_head", "all")
 head_opts = ["all"] + [str(h) for h in range(H)]
 state.fix("cmp_head", head_opts, "all")
-c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+c1, c2, c0, c3 = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer")
 head = c2.selectbox("Head", head_opts, key="cmp_head", format_func=lambda s: "all heads" if s == "all" else f"head {s}")
+hide = sink.sink_switch(c0)
 with c3:
     d1, d2 = st.columns(2)
     with d1:
@@ -42,6 +44,9 @@ with c3:
 heads = list(range(H)) if head == "all" else [int(head)]
 wc = causal.trace.layers[layer].attn.weights[0]  # (H, T, T)
 wb = bidi.trace.layers[layer].attn.weights[0]
+if hide:  # the derived view: both with the sink's columns out and their rows renormalised
+    wc, wb = sink.hidden(causal, wc), sink.hidden(bidi, wb)
+    sink.derived_note(causal)
 st.caption("Per head: causal | bidirectional | bidirectional − causal (red: more attention without the mask, "
            "blue: less). In layer 0 the bidirectional row i equals the causal row i re-spread over more keys; "
            "from layer 1 on, every token's input already differs, because earlier layers saw the future too. "
@@ -59,7 +64,8 @@ def diff_table() -> pd.DataFrame:
 
 
 show_fig(compare_grid(wc, wb, causal.labels, allowed_a=layer_allowed(causal, layer),
-                      allowed_b=layer_allowed(bidi, layer), heads=heads),
+                      allowed_b=layer_allowed(bidi, layer), heads=heads,
+                      hidden_keys=sink.sink_keys(causal) if hide else None),
          "compare_grid", table=diff_table, filename=f"causal_vs_bidirectional_layer{layer}",
          alt="Weights share the 0..1 Cividis scale; the difference uses a diverging red-blue scale centred on 0.")
 

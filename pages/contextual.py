@@ -23,7 +23,7 @@ show_code("model.transformer.Transformer.run", what="the forward pass")
 st.caption("An embedding table gives a word one vector whatever it means. Self-attention mixes in the other words, "
            "so after each layer the same word has a different vector in a different sentence.")
 
-pretrained = current_source().kind == "pretrained"
+pretrained = current_source().real
 # a real model: its own "bank" pair first (in place of the toy corpus's)
 pairs = (BANK_PAIR,) + tuple(p for p in POLYSEMY_PAIRS if p[2] != BANK_PAIR[2]) if pretrained else POLYSEMY_PAIRS
 a_default, b_default, w_default = pairs[0]

@@ -60,7 +60,7 @@ st.caption("Theory says the T² part wins at long lengths. Here is where it actu
 REPEATS = 15  # the fastest of 15: a shared machine has bursts of load (7 left visible dips)
 t_grid = tuple(cost.block_time_grid(cfg.max_len))
 measure = True
-if run.source is not None and run.source.kind == "pretrained":  # seconds of measuring: on request
+if run.source is not None and run.source.real:  # seconds of measuring: on request
     state.bound("cost_measure", False)
     measure = st.toggle(f"Measure one block of this model at {len(t_grid)} lengths up to {t_grid[-1]:,} "
                         "(takes a few seconds for a model this size)", key="cost_measure")

@@ -93,13 +93,8 @@ cross_attn = r.trace.decoder.layers[layer].cross_attn  # AttentionTrace (numpy, 
 # ----------------------------------------------------------------------------- step by step
 st.subheader("Step by step")
 n_steps = len(r.steps)
-state.bound("s2s_step", 1)
-state.fix("s2s_step", list(range(1, n_steps + 1)), 1)
-if n_steps > 1:
-    step = st.slider("Step", 1, n_steps, key="s2s_step",
-                     help="Each step the decoder reads <bos> and the words written so far and writes one more.")
-else:
-    step = 1
+step = state.step_slider("s2s_step", n_steps, "Step",
+                         help="Each step the decoder reads <bos> and the words written so far and writes one more.")
 st_ = r.steps[step - 1]
 so_far = [md_escape(w) for w in r.dec_labels[1:step]]
 new = md_escape(st_.token)

@@ -25,7 +25,7 @@ if reason:
             "pretrained LLM.", icon=":material/info:")
     state.end_page()
 cfg = G.config(source)
-default_prompt = "The capital of France is" if source.kind == "pretrained" else "the cat sat on the"
+default_prompt = "The capital of France is" if source.real else "the cat sat on the"
 state.bound("gen_prompt", default_prompt)
 state.bound("gen_strategy", "greedy")
 state.bound("gen_temp", 1.0)

@@ -1,6 +1,7 @@
 """Attention heads: every head of one layer as a heatmap grid, a head in detail, a line view."""
 import streamlit as st
 
+from ui import circuits as sink
 from ui import state
 from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
@@ -23,24 +24,29 @@ run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
 state.bound("layer", 0)
 state.fix("layer", list(range(L)))
-c1, c2 = st.columns([1, 3], vertical_alignment="bottom")
+c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer", help="Which block's self-attention to show.")
-with c2:
+hide = sink.sink_switch(c2)
+with c3:
     download_npz(run)
 
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
-pats = layer_labels(run, layer)  # one HeadPattern per head (cached with the trace)
+keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
+pats = layer_labels(run, layer, keys)  # one HeadPattern per head (cached with the trace; the sink named apart when hidden)
+shown = sink.hidden(run, w) if hide else w  # (H, T, T): as computed, or the derived sink-hidden view
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
           "Each head's title names its pattern and the score that decided it. "
           + block_note(block_step(run.T, GRID_MAX_CELLS), run.T))
+if hide:
+    sink.derived_note(run)
 if not st.session_state.get("present"):
     st.caption(legend)
-show_fig(head_grid(w, run.labels, allowed=allowed, subtitles=subtitles,
-                   title=f"Layer {layer}: {mode} attention, all {H} heads"),
-         "heads_grid", table=lambda: heads_table(w, run.labels, layer), filename=f"layer{layer}_heads",
+show_fig(head_grid(shown, run.labels, allowed=allowed, subtitles=subtitles, hidden_keys=keys,
+                   title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else "")),
+         "heads_grid", table=lambda: heads_table(shown, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
 if st.session_state.get("present"):
     st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen
@@ -63,12 +69,16 @@ def head_detail() -> None:
         if box.open:
             run = current_run(notices=False)
             layer = st.session_state["layer"]
+            hide = bool(st.session_state.get("hide_sink"))
             w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
-            detail_body(run, layer, w, layer_allowed(run, layer), layer_labels(run, layer))
+            keys = sink.sink_keys(run) if hide else None
+            detail_body(run, layer, sink.hidden(run, w) if hide else w, layer_allowed(run, layer),
+                        layer_labels(run, layer, keys), keys)
     state.sync_url()
 
 
-def detail_body(run, layer: int, w, allowed, pats) -> None:
+def detail_body(run, layer: int, w, allowed, pats, keys=None) -> None:
+    """w (H, T, T): the weights shown (as computed, or with the sink hidden: keys, its columns)."""
     H = w.shape[0]
     state.bound("head", 0)
     state.fix("head", list(range(H)))
@@ -81,7 +91,8 @@ def detail_body(run, layer: int, w, allowed, pats) -> None:
     table = matrix_table(w[h], run.labels, run.labels)
     with tab_map:
         if tab_map.open:
-            show_fig(head_heatmap(w[h], run.labels, allowed=allowed, title=f"Layer {layer}, head {h}"),
+            show_fig(head_heatmap(w[h], run.labels, allowed=allowed, hidden_keys=keys,
+                                  title=f"Layer {layer}, head {h}" + ("" if keys is None else " · sink hidden")),
                      "head_detail", table=table, filename=f"layer{layer}_head{h}",
                      alt="Rows: queries; columns: keys; grey: masked.")
     with tab_lines:
@@ -92,7 +103,8 @@ def detail_body(run, layer: int, w, allowed, pats) -> None:
             else:
                 st.caption("Each line joins a query (left) to a key (right); its opacity is the attention weight. "
                            "Hover a token to see only its lines; hover a line for its exact value.")
-                st.html(token_lines_html(w[h], run.labels, title=f"layer {layer}, head {h}", dom_id="heads-lines"))
+                st.html(token_lines_html(w[h], run.labels, dom_id="heads-lines",
+                                         title=f"layer {layer}, head {h}" + ("" if keys is None else " · sink hidden")))
     with tab_numbers:
         if tab_numbers.open:
             st.dataframe(table, width="stretch", height=min(600, 38 + 35 * run.T),
@@ -103,4 +115,4 @@ def detail_body(run, layer: int, w, allowed, pats) -> None:
 
 head_detail()
 show_code("model.attention.attend", "model.attention.masked_softmax", what="attention weights")
-del run, w, allowed, pats  # the trace is not kept alive by this page's namespace (see head_detail)
+del run, w, shown, allowed, pats  # the trace is not kept alive by this page's namespace (see head_detail)

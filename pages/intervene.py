@@ -7,6 +7,7 @@ import streamlit as st
 
 from classroom.intervene import layer_weights, prediction_change, rollout
 from labels import md_escape, token_label, token_labels, visible
+from ui import circuits as sink
 from ui import intervene as IV
 from ui import state
 from ui.generate import token_texts
@@ -68,9 +69,16 @@ if heads:
              alt=f"Rows before layer {first} are zero: an ablation only changes what comes after it.")
     later = list(range(first, L))
     state.fix("iv_layer", later, later[-1])
-    lay = st.selectbox("Attention maps of layer", later, key="iv_layer",
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    lay = c1.selectbox("Attention maps of layer", later, key="iv_layer",
                        help="Each head before, after, and the difference (after − before).")
-    show_fig(compare_grid(res.w_clean[lay], res.w_ablated[lay], labels, names=("before", "after")),
+    hide = sink.sink_switch(c2)
+    w_before, w_after = res.w_clean[lay], res.w_ablated[lay]
+    if hide:  # the derived view: both with the sink's columns out and their rows renormalised
+        w_before, w_after = sink.hidden(run, w_before), sink.hidden(run, w_after)
+        sink.derived_note(run)
+    show_fig(compare_grid(w_before, w_after, labels, names=("before", "after"),
+                          hidden_keys=sink.sink_keys(run) if hide else None),
              "iv_diff", table=lambda: pd.DataFrame((res.w_ablated[lay] - res.w_clean[lay]).reshape(H * T, T)),
              alt="Layer by layer the attention of later heads moves once their input changed; the ablated head's own "
                  "weights are unchanged (only its output is replaced).")

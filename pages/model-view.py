@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from labels import token_label
+from ui import circuits as sink
 from ui import state
 from ui.runs import current_run
 from ui.show import show_code, show_fig
@@ -18,7 +19,18 @@ st.title("Model view: every head as lines")
 show_code("model.attention.attend", what="the weights the lines are drawn from")
 run = current_run()
 L, H, T = run.cfg.n_layers, run.cfg.n_heads, run.T
-w = [lt.attn.weights[0] for lt in run.trace.layers]  # L arrays (H, T, T): views, no copy of every layer
+hide = sink.sink_switch()  # the derived view: no lines to the sink, each row renormalised over the rest
+if hide:
+    sink.derived_note(run)
+
+
+def layer_w(l: int) -> np.ndarray:
+    """(H, T, T) weights of layer l as drawn: a view of the trace, or its sink-hidden derived copy
+    (made for the layers drawn only: every layer of SmolLM2 at 1,024 tokens would be 1.1 GB)."""
+    x = run.trace.layers[l].attn.weights[0]
+    return sink.hidden(run, x) if hide else x
+
+
 st.caption("Each small panel is one head: tokens on the left look at tokens on the right, and a line's strength "
            "grows with the attention weight (weights under 0.05 are not drawn). Hover a token, in the column of "
            "names or on the left half of any panel, to see only its lines in every head; pick one below to keep it.")
@@ -47,7 +59,7 @@ if L > PER_PAGE + 2:
     shown = range(first, min(first + PER_PAGE, L))
 else:
     shown = range(L)
-grid = model_view_html(w[shown.start:shown.stop], run.labels, first_layer=shown.start, only=only, dom_id="mv-grid",
+grid = model_view_html([layer_w(l) for l in shown], run.labels, first_layer=shown.start, only=only, dom_id="mv-grid",
                        tokens=None if T <= FULL_MAX_T else tokens)
 st.html(f'<div style="overflow-x: auto">{grid}</div>')
 
@@ -55,7 +67,7 @@ st.html(f'<div style="overflow-x: auto">{grid}</div>')
 def weights_csv() -> bytes:
     """The drawn queries' exact weights on every key, for the shown layers (made on click only)."""
     return pd.DataFrame(
-        np.stack([w[l][:, tokens.start:tokens.stop] for l in shown]).reshape(-1, T),
+        np.stack([layer_w(l)[:, tokens.start:tokens.stop] for l in shown]).reshape(-1, T),
         columns=[token_label(j, run.labels[j]) for j in range(T)],
         index=[f"L{l} H{h} q{i}" for l in shown for h in range(H) for i in tokens]).to_csv().encode("utf-8")
 
@@ -67,8 +79,9 @@ st.download_button("Download these weights (CSV)", weights_csv, file_name="model
 st.subheader("One layer, every head in its own colour")
 state.fix("mv_layer", list(range(L)), 0)
 layer = st.selectbox("Layer", list(range(L)), key="mv_layer")
-show_fig(multi_head_lines(w[layer], run.labels, only=only, title=f"Layer {layer}: {H} heads",
+w = layer_w(layer)  # (H, T, T)
+show_fig(multi_head_lines(w, run.labels, only=only, title=f"Layer {layer}: {H} heads",
                           tokens=None if T <= FULL_MAX_T else tokens), "mv_multi",
-         table=lambda: pd.DataFrame(w[layer][:, tokens.start:tokens.stop].reshape(-1, T),
+         table=lambda: pd.DataFrame(w[:, tokens.start:tokens.stop].reshape(-1, T),
                                     index=[f"H{h} q{i}" for h in range(H) for i in tokens]),
          alt="All heads of one layer overlaid; click a head in the legend to hide or show it.")

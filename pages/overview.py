@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from model.patterns import BORDERLINE
+from ui import circuits as sink
 from ui import state
 from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
@@ -20,6 +21,10 @@ show_code("model.patterns.pattern_scores_all", "model.patterns._label", what="th
 example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
+hide = sink.sink_switch()
+keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
+if hide:
+    sink.derived_note(run)
 if L > PER_PAGE + 2:
     groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
     state.bound("ov_layers", groups[0])
@@ -31,19 +36,21 @@ else:
     first = 0
 shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
 w = [run.trace.layers[l].attn.weights[0] for l in shown]  # (H, T, T) per shown layer: views, no copy
+if hide:
+    w = [sink.hidden(run, x) for x in w]  # the derived view: the sink's columns out, rows renormalised
 allowed = [layer_allowed(run, l) for l in shown]
 # The table lists every head, unless labelling them all would hold up the page (a deep model at a long
 # input: SmolLM2's 270 heads at 1,024 tokens are 283M weights, ~10 s): then the shown layers'.
 listed = range(L) if L * H * run.T ** 2 <= LABEL_ALL_MAX else shown
-pats = {l: layer_labels(run, l) for l in listed}  # [layer][head] -> HeadPattern (cached with the trace)
+pats = {l: layer_labels(run, l, keys) for l in listed}  # [layer][head] -> HeadPattern (cached with the trace)
 def wide_label(p) -> str:
     """Few heads, wide thumbnails: the full pattern name ("previous-token ≈0.42", "other ≈self/diagonal")."""
     mark = "≈" if p.borderline() else ""
     return (f"{p.kind} {mark}{p.score:.2f}" if p.kind != "other" else
-            "other" + (f" {mark}{p.nearest}" if mark else ""))
+            "other" + (f" {mark}{p.nearest}" if mark else "")) + ("" if p.sink is None else f" · sink {p.sink:.2f}")
 
 
-subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9)}"
+subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9, sink_sep='<br>')}"
              for l in shown for h in range(H)]
 n_border = sum(p.borderline() for row in pats.values() for p in row)
 n_heads = len(listed) * H
@@ -55,7 +62,8 @@ st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thum
            + f"(within {BORDERLINE} of the threshold, {n_border} of {n_heads} heads here): another sentence may flip them. "
            "Hover a thumbnail for the token pair and weight. "
            + block_note(block_step(run.T, THUMB_MAX_CELLS), run.T))
-show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start),
+show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start,
+                       hidden_keys=keys),
          "overview_grid", filename="all_heads", table=lambda: table,
          alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
 rows = []
@@ -65,7 +73,9 @@ for l in listed:
         rows.append({"layer": l, "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
                      "its threshold": p.threshold, "margin": round(p.margin, 4),
                      "borderline": "≈" if p.borderline() else "", "runner-up": ru,
-                     "runner-up margin": round(ru_margin, 4), **{k: round(v, 4) for k, v in p.scores.items()}})
+                     "runner-up margin": round(ru_margin, 4),
+                     **({} if p.sink is None else {"sink (hidden)": round(p.sink, 4)}),
+                     **{k: round(v, 4) for k, v in p.scores.items()}})
 table = pd.DataFrame(rows)
 st.subheader("Labels and scores" + (f" (layers {listed.start}–{listed.stop - 1})" if len(listed) < L else ""))
 if len(listed) < L:

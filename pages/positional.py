@@ -175,7 +175,7 @@ show_fig(two_heatmaps(ssim, lsim, ("sinusoidal: cosine(PE(i), PE(j))", "learned:
          alt="Sinusoidal: a smooth band along the diagonal (near positions are similar, by construction). "
              "A trained table shows a band only where training has put one; a random one shows none.")
 
-if run.source is not None and run.source.kind == "pretrained" and cfg.pos_encoding == "learned":  # a real model's whole learned table
+if run.source is not None and run.source.real and cfg.pos_encoding == "learned":  # a real model's whole learned table
     full = comparison_position_table(run.source, cfg.max_len).table  # (max_len, D)
     st.subheader(f"This model's learned position embeddings: all {full.shape[0]} × {D}")
     st.caption("Trained, not computed from a formula: one row per position the model can read. Rows that look "

@@ -109,3 +109,19 @@ def test_pages_do_not_import_torch():
     bad = {str(f.relative_to(ROOT)): sorted(imported_top_modules(f) & RULES["pages"]) for f in files}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, f"pages/ must not import torch directly (use ui/ and classroom/): {bad}"
+
+
+# ui/ modules that may import training/: the pages about trained models. The inference path (the
+# model registry, the runs, the sidebar, every other page's helpers) never depends on training/.
+UI_MAY_IMPORT_TRAINING = {
+    "ui/train.py": "the Train page runs training.train in a background thread",
+    "ui/encoder_decoder.py": "the shipped translators and their toy language are training/'s own artifacts",
+}
+
+
+def test_only_the_training_pages_ui_imports_training():
+    users = {str(f.relative_to(ROOT)) for f in sorted((ROOT / "ui").glob("*.py"))
+             if "training" in imported_top_modules(f)}
+    assert users <= set(UI_MAY_IMPORT_TRAINING), \
+        f"inference must not depend on training/: {sorted(users - set(UI_MAY_IMPORT_TRAINING))}"
+    assert set(UI_MAY_IMPORT_TRAINING) <= users, "an allowance no longer needed: remove it"

@@ -1,4 +1,5 @@
 """The only Streamlit-aware helpers: shared controls and URL state, cached compute, display."""
+import streamlit as st
 
 
 def _use_router() -> None:
@@ -12,6 +13,8 @@ def _use_router() -> None:
     MPA v1 finds a page by its file name, so every page's file is named like its URL path
     (pages/mask-lab.py for /mask-lab; tests/app/test_pages.py checks it). Otherwise that first
     request would show Streamlit's "Page not found" dialog before this code ever runs."""
+    # Streamlit internals, imported inside the function: this runs once, at the first import of ui,
+    # and a release that moves them only skips this fix (ImportError below), never the app.
     try:
         from streamlit.runtime.pages_manager import PagesManager
         from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -21,7 +24,6 @@ def _use_router() -> None:
     if not PagesManager.uses_pages_directory or ctx is None:
         return
     PagesManager.uses_pages_directory = False
-    import streamlit as st
     try:
         from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
         from streamlit.runtime.scriptrunner_utils.script_requests import RerunData

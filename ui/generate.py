@@ -22,6 +22,8 @@ def why_not(source: ModelSource) -> str | None:
                     "left to right, so its continuations are noise.")
     if source.kind == "pretrained" and not PRETRAINED[source.name].causal:
         return "This model was not trained to continue text."
+    if source.kind == "disk" and model.cfg.encoder:  # BERT, RoBERTa, DistilBERT: they fill blanks
+        return "This model was trained to fill in blanks with both sides visible, not to continue text."
     return None
 
 

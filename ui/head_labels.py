@@ -15,27 +15,31 @@ from __future__ import annotations
 import threading
 import weakref
 
+import numpy as np
+
 from model.patterns import HeadPattern, label_heads
 
-_LABELS: dict[tuple[int, bytes | None], list[HeadPattern]] = {}
+_LABELS: dict[tuple[int, bytes | None, bytes | None], list[HeadPattern]] = {}
 _LOCK = threading.Lock()
 
 
-def _forget(key: tuple[int, bytes | None]) -> None:
+def _forget(key: tuple[int, bytes | None, bytes | None]) -> None:
     with _LOCK:
         _LABELS.pop(key, None)
 
 
-def layer_labels(run, layer: int) -> list[HeadPattern]:
+def layer_labels(run, layer: int, hide: np.ndarray | None = None) -> list[HeadPattern]:
     """One HeadPattern per head of `layer` of the run (exactly label_heads of that layer's weights
-    and the run's special keys)."""
+    and the run's special keys; hide: bool (T,), the sink's keys when the sink is hidden, as
+    label_heads(..., hide=hide): ui.circuits.labels_of)."""
     w = run.trace.layers[layer].attn.weights  # (1, H, T, T), read-only
     special = run.special_keys
-    key = (id(w), None if special is None else special.tobytes())
+    hide = None if hide is None else np.asarray(hide, dtype=bool)
+    key = (id(w), None if special is None else special.tobytes(), None if hide is None else hide.tobytes())
     with _LOCK:
         hit = _LABELS.get(key)
     if hit is None:
-        hit = label_heads(w[0], special)
+        hit = label_heads(w[0], special, hide=hide)
         with _LOCK:
             if key not in _LABELS:
                 weakref.finalize(w, _forget, key)  # the array freed: its id may be reused

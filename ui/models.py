@@ -17,7 +17,7 @@ from model.pretrained import load_pretrained
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
-from . import state
+from . import disk_models, state
 from .session_models import session_models
 
 CHECKPOINTS = checkpoint.CHECKPOINT_DIR
@@ -28,10 +28,16 @@ DEFAULT_SOURCE = "causal-lm"
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: str  # "checkpoint" | "fresh" | "session" | "pretrained"
-    name: str  # checkpoint directory name, the digest of a session-trained model, or a PRETRAINED key
+    kind: str  # "checkpoint" | "fresh" | "session" | "pretrained" | "disk"
+    name: str  # checkpoint directory name, the digest of a session-trained model, a PRETRAINED key, or
+    #            the resolved path of a model opened from disk (ui/disk_models.py)
     cfg_json: str = ""  # fresh weights: the ModelConfig as JSON
     seed: int = 0
+
+    @property
+    def real(self) -> bool:
+        """A real pretrained model (a shipped package's, or one opened from disk), not a toy."""
+        return self.kind in ("pretrained", "disk")
 
 
 @st.cache_resource
@@ -87,9 +93,17 @@ def pretrained_error(name: str) -> str | None:
     return None
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
 def get_model(source: ModelSource) -> tuple[Transformer, Tokenizer]:
-    """Shared by every session: never mutate the returned model (train a copy)."""
+    """Shared by every session: never mutate the returned model (train a copy). A model opened
+    from disk comes from the server's registry of them (ui/disk_models.py), which bounds how many
+    are kept; the others from _cached_model."""
+    if source.kind == "disk":
+        return disk_models.model_of(disk_models.value_of(source.name))
+    return _cached_model(source)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _cached_model(source: ModelSource) -> tuple[Transformer, Tokenizer]:
     if source.kind == "pretrained":
         return pretrained_model(source.name)  # already eval, requires_grad False
     if source.kind == "checkpoint":
@@ -112,6 +126,9 @@ def trained_causal(src: str) -> bool | None:
     model whose objective is not recorded)."""
     if src in PRETRAINED:
         return bool(PRETRAINED[src].causal)
+    if disk_models.is_disk(src):  # a model opened from disk: its config says whether it is an encoder
+        enc = disk_models.encoder(src)
+        return None if enc is None else not enc
     meta = shipped_checkpoints().get(src)
     if meta is not None:
         objective = (meta.get("extra") or {}).get("objective")
@@ -129,6 +146,8 @@ def current_source() -> ModelSource:
         return ModelSource("checkpoint", src)
     if src in PRETRAINED:
         return ModelSource("pretrained", src)
+    if disk_models.is_disk(src) and src in disk_models.options():
+        return ModelSource("disk", disk_models.path_of(src))
     sid = s.get("_session_model_ids", {}).get(src)
     if sid and sid in session_models():
         return ModelSource("session", sid)

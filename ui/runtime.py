@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import os
 
+import plotly.io as pio
 import torch
+from plotly.io import _json as pj
+
+from viz.common import MINIMAL_TEMPLATE
 
 DEFAULT_THREADS = 1
 
@@ -38,8 +42,6 @@ THREADS = configure_torch()
 # measured by benchmarks/bench_pages.py). Drop only the "/" rule; "<", ">" stay escaped. Checked by
 # tests/app/test_runtime.py (which fails if plotly renames these private tables).
 def slim_plotly_json() -> bool:
-    from plotly.io import _json as pj
-
     changed = False
     for name in ("_swap_json", "_swap_orjson"):
         table = getattr(pj, name)
@@ -58,9 +60,6 @@ slim_plotly_json()
 # almost empty template looks the same: every page was screenshot with both, and did not differ.
 # viz.common.figure sets the same template on the attention figures (viz does not import ui).
 def slim_plotly_template() -> str:
-    import plotly.io as pio
-    from viz.common import MINIMAL_TEMPLATE
-
     pio.templates["attention_lab"] = MINIMAL_TEMPLATE
     pio.templates.default = "attention_lab"
     return pio.templates.default

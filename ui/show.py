@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import html
 import importlib
 import inspect
 import io
@@ -107,7 +108,6 @@ _KINDS = {"heatmap": "Heatmap", "scatter": "Line chart", "scattergl": "Line char
 
 def _plain(text) -> str:
     """Figure text (may hold <br>, <sub>, escaped HTML) as plain text."""
-    import html
     return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", str(text or ""))).split())
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import streamlit as st
 
 from classroom.examples import ATTENTION_EXAMPLES
+from labels import md_escape
 from model.config import PRESETS
 
-from . import models, session_models, state, train
+from . import disk_models, live, models, session_models, state, train
 
 PRESENT_CSS = """
 <style>
@@ -37,6 +38,7 @@ def use_2017_preset() -> None:
 def source_options() -> list[str]:
     names = list(models.shipped_checkpoints())
     names += list(models.PRETRAINED)  # listed even when its package is missing: picking it says how to install it
+    names += disk_models.options()  # models opened from disk on this server (every session sees them)
     names += list(st.session_state.get("_session_model_ids", {}))
     return names + [state.FRESH]
 
@@ -44,7 +46,11 @@ def source_options() -> list[str]:
 def source_title(option: str) -> str:
     """What the Model list shows: a pretrained model's title; other options as they are (the
     value, which is also what the URL holds, stays the short key: src=minilm-l6)."""
-    return models.PRETRAINED[option].title if option in models.PRETRAINED else option
+    if option in models.PRETRAINED:
+        return models.PRETRAINED[option].title
+    if disk_models.is_disk(option):
+        return disk_models.title(option)
+    return option
 
 
 def model_mask_default(src: str) -> str:
@@ -105,11 +111,14 @@ def render() -> None:
         options = source_options()
         default_src = models.DEFAULT_SOURCE if models.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL
+        disk_models.follow_link(default_src)  # a link to a model on disk not loaded yet: load it
         state.fix("src", options, default_src)
         check_pretrained(options, default_src)
         st.selectbox("Model", options, key="src", format_func=source_title,
                      help="A trained checkpoint shipped with the app, a pretrained model (MiniLM-L6), a model "
-                          "you trained or uploaded, or fresh random weights with the architecture below.")
+                          "opened from disk on this server, a model you trained or uploaded, or fresh random "
+                          "weights with the architecture below.")
+        disk_models.panel()
         fresh = s["src"] == state.FRESH
         heads = state.valid_heads(s["d"])
         state.fix("h", heads, 4 if 4 in heads else heads[-1])  # before the model is built from them
@@ -145,6 +154,12 @@ def render() -> None:
             if entry is not None:
                 st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
+            elif disk_models.is_disk(s["src"]):
+                n = model.num_parameters()
+                st.caption(f"Opened from {md_escape(disk_models.path_of(s['src']))} "
+                           f"({md_escape(cfg.architecture or cfg.family)}); "
+                           f"{f'{n / 1e6:.1f}M' if n >= 100_000 else f'{n:,}'} parameters, "
+                           f"{4 * n / 1e6:,.1f} MB in float32.")
             st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
                        f"{cfg.pos_encoding} PE · {cfg.norm}-LN · {cfg.activation} · vocab {cfg.vocab_size}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
@@ -177,6 +192,7 @@ def render() -> None:
                   help="Large text and chart labels for a projector. A link with ?present=true opens in it with "
                        "this sidebar folded (the arrow at the top left opens it); \"Exit presentation mode\" at the "
                        "top of the page leaves it.")
+    live.render()  # the "Live class" section, and the join card / follower's banner above the page
 
 
 def _leave_presentation() -> None:
@@ -197,6 +213,6 @@ def example_buttons() -> None:
         for i, (label, text) in enumerate(ATTENTION_EXAMPLES):
             st.button(label, key=f"example_{i}", on_click=_use_example, args=(text,), help=text)
     if st.session_state.get("text") in {t for _, t in ATTENTION_EXAMPLES} and \
-            models.current_source().kind != "pretrained":
+            not models.current_source().real:
         st.caption("This toy model's small vocabulary knows few of these words (they become unknown tokens): "
                    f"pick \"{models.PRETRAINED['minilm-l6'].title}\" as the model in the sidebar to see a real one.")

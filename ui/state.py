@@ -72,6 +72,8 @@ SPECS: dict[str, Spec] = {
     "dv": Spec(0, _one_of(DV_CHOICES)),
     "seed": Spec(0, _int_in(0, 9999)),
     "present": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
+    # the attention views' "Hide the sink" switch (ui/circuits.py: sink_switch): shared by every page
+    "hide_sink": Spec(False, lambda r: {"1": True, "0": False, "true": True, "false": False}[r.lower()]),
 }
 
 
@@ -163,6 +165,7 @@ def end_page() -> NoReturn:
     """End the page here (in place of st.stop() on pages). Inside a fragment, where app.py's
     handler is not on the stack, Streamlit's own st.stop()."""
     try:
+        # Streamlit internals, imported here: if a release moves them, only this check falls back
         from streamlit.runtime.scriptrunner_utils.script_run_context import RunLocation, ThreadState
         in_fragment = ThreadState.get().run_location == RunLocation.FRAGMENT
     except Exception:  # a Streamlit without these internals: assume a fragment (st.stop is safe)
@@ -179,6 +182,23 @@ def begin_run() -> None:
         _registry()[key] = spec
 
 
+# Called after every sync_url (ui/live.py: a live class's lecturer publishes the view from fragment
+# reruns too). Registered by the module that needs it; state.py imports nothing above it.
+AFTER_SYNC: list[Callable[[], None]] = []
+
+
+def reload_from_url(keep: tuple[str, ...] = ()) -> None:
+    """Forget every value taken from the URL so far (except `keep`): the following reads take them
+    from the URL again, validated, as in a fresh session opening the link. A live class's follower
+    applies the lecturer's link this way (ui/live.py). Call before any widget is drawn."""
+    s = st.session_state
+    loaded = s.get("_url_loaded", set())
+    for key in loaded - set(keep):
+        s.pop(key, None)
+    s["_url_loaded"] = loaded & set(keep)
+    s.pop("_url_fixed", None)
+
+
 def sync_url() -> None:
     """Write the bound values that differ from their defaults to the URL (end of every run)."""
     loaded = st.session_state.get("_url_loaded", set())
@@ -193,6 +213,8 @@ def sync_url() -> None:
         params[key] = str(v).lower() if isinstance(v, bool) else str(v)
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)
+    for hook in AFTER_SYNC:
+        hook()
 
 
 def show_url_notices() -> None:

@@ -40,6 +40,8 @@ from model.transformer import Transformer
 from training import corpus
 from training import train as training
 
+from .session_models import register_model_bytes, session_models
+
 MAX_CONCURRENT = int(os.environ.get("ATTN_LAB_MAX_TRAININGS", "2"))
 # d_model: a subset of the app's list (model.config.D_MODEL_CHOICES), what trains in about a minute
 # on a shared CPU; heads: the app's one rule, model.config.valid_heads.
@@ -314,7 +316,7 @@ def registry() -> TrainingRegistry:
     which torch's optimizers import on their first step: ~1.4 s of pure-Python imports holding the
     GIL. Inside the first training they stalled every other session's rerun (a p90 of 2.65x in
     benchmarks/bench_train_responsive.py); here they are paid once, by the page's first visitor."""
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo  # noqa: F401  (here on purpose: see the docstring)
     return TrainingRegistry()
 
 
@@ -340,7 +342,6 @@ def cancel() -> None:
 def add_session_model(name: str, data: bytes) -> str:
     """Register checkpoint bytes with ui.session_models and list them in this session's sidebar under a
     unique name (returned)."""
-    from .session_models import register_model_bytes
     digest = register_model_bytes(data)
     ids: dict[str, str] = st.session_state.setdefault("_session_model_ids", {})
     for existing, d in ids.items():
@@ -378,7 +379,6 @@ def adopt_finished() -> str | None:
 
 def checkpoint_bytes(name: str) -> bytes | None:
     """The safetensors bytes of a session model by its sidebar name (for the download button)."""
-    from .session_models import session_models
     digest = st.session_state.get("_session_model_ids", {}).get(name)
     return session_models().get(digest) if digest else None
 

@@ -15,16 +15,69 @@ from .common import (DIVERGING_SCALE, FONT, MASK_COLORS, MASKED_COLOR, NEG_INF, 
 FONT = {**FONT, "size": 14}  # attention figures: larger (projector); colour from the theme (dark theme too)
 NO_CHIP = "rgba(0,0,0,0)"  # an annotation's default background (none)
 CELL_TEXT_MAX = 32  # numbers/symbols drawn inside cells only up to this many rows/columns (readable)
+# "Hide the sink" (a derived view): the hidden keys' columns are blank like masked cells, but drawn in
+# their own colour (a light peach under the heatmap), so "hidden" never reads as "masked" (grey)
+HIDDEN_COLOR = "#f5cdb6"
+HIDDEN_BAR = "weight<br>(sink hidden)"  # the colour bar's title in the derived view
+
+
+def _hidden(hidden_keys, Tk: int) -> np.ndarray | None:
+    """hidden_keys as a bool (Tk,) array (None stays None); ValueError for another shape."""
+    if hidden_keys is None:
+        return None
+    h = np.asarray(hidden_keys, dtype=bool)
+    if h.shape != (Tk,):
+        raise ValueError(f"hidden_keys must be a bool array of shape ({Tk},), one flag per key; got {h.shape}")
+    return h
+
+
+def hide_columns(z: np.ndarray, hidden: np.ndarray | None) -> np.ndarray:
+    """z (..., Tk) with the hidden keys' columns NaN (no colour, no hover): z itself, changed."""
+    if hidden is not None and hidden.any():
+        z[..., hidden] = np.nan
+    return z
+
+
+def _block_hidden(hidden: np.ndarray | None, step: int) -> np.ndarray | None:
+    """The hidden keys of a figure drawn in blocks of `step` keys: bool (ceil(Tk/step),), True where
+    every key of the block is hidden (a block holding a hidden sink and other keys is drawn: the
+    derived weights already give the sink 0, so the block is what the other keys get). step 1:
+    `hidden` itself."""
+    if hidden is None or step == 1:
+        return hidden
+    n = -(-hidden.shape[0] // step)
+    pad = np.ones(n * step, dtype=bool)
+    pad[:hidden.shape[0]] = hidden
+    return pad.reshape(n, step).all(axis=1)
+
+
+def hidden_shapes(hidden: np.ndarray | None, n_rows: int, refs: Sequence[tuple[str, str]]) -> list[dict]:
+    """One rectangle per panel and run of hidden key columns, under the heatmap (layer "below"), in
+    HIDDEN_COLOR: what a hidden sink column shows instead of a colour."""
+    if hidden is None or not hidden.any():
+        return []
+    idx = np.nonzero(hidden)[0]
+    runs, start = [], idx[0]
+    for a, b in zip(idx, idx[1:]):
+        if b != a + 1:
+            runs.append((start, a))
+            start = b
+    runs.append((start, idx[-1]))
+    return [dict(type="rect", xref=xr, yref=yr, x0=float(a) - 0.5, x1=float(b) + 0.5, y0=-0.5, y1=n_rows - 0.5,
+                 layer="below", fillcolor=HIDDEN_COLOR, line=dict(width=0)) for xr, yr in refs for a, b in runs]
 
 
 def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequence[str] | None = None,
                  allowed: np.ndarray | None = None, title: str = "", zmin: float | None = 0.0,
                  zmax: float | None = 1.0, colorscale: str = WEIGHT_SCALE, zmid: float | None = None,
                  value_name: str = "weight", height: int | None = None,
-                 cell_text: np.ndarray | None = None) -> go.Figure:
+                 cell_text: np.ndarray | None = None, hidden_keys: np.ndarray | None = None) -> go.Figure:
     """One (Tq, Tk) matrix. Masked cells (allowed False) are NaN -> grey background.
-    cell_text: optional (Tq, Tk) strings drawn in the cells (e.g. "−∞" on masked scores)."""
+    cell_text: optional (Tq, Tk) strings drawn in the cells (e.g. "−∞" on masked scores).
+    hidden_keys: optional bool (Tk,), the columns of a hidden sink (the derived view): blank, in
+    HIDDEN_COLOR."""
     w = as_array(weights, 2, "weights", "(Tq, Tk)")
+    hidden = _hidden(hidden_keys, w.shape[1])
     key_labels = labels if key_labels is None else key_labels
     check_labels(labels, w.shape[0], "labels (queries)")
     check_labels(key_labels, w.shape[1], "key_labels")
@@ -37,12 +90,14 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
     # fixed margins (no automargin passes), room for the key labels upright: Plotly draws as many
     # labels as the axis has room for (auto_ticks), slanted, or upright when slanted ones would touch
     ml, mb = label_margins(x, y, x_title=True, y_title=True, x_angle=-90)
+    layout = {} if hidden is None else {"shapes": hidden_shapes(hidden, w.shape[0], [("x", "y")])}
     return figure(
-        [dict(type="heatmap", z=masked_z(w, allowed), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid,
+        [dict(type="heatmap", z=hide_columns(masked_z(w, allowed), hidden), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid,
               colorscale=scale(colorscale) if isinstance(colorscale, str) else colorscale,
-              hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
+              hoverongaps=False, colorbar=dict(title=dict(text=value_name if hidden is None else
+                                                          HIDDEN_BAR.replace("weight", value_name)), thickness=12),
               hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value_name} %{{z:.4f}}<extra></extra>", **extra)],
-        dict(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+        dict(**layout, title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
              margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
                         automargin=False, **auto_ticks("y")),
@@ -150,18 +205,21 @@ def _title(title: str, note: str, **placement) -> dict | None:
 
 def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray | None = None,
               title: str = "", subtitles: Sequence[str] | None = None, cols: int | None = None,
-              key_labels: Sequence[str] | None = None) -> go.Figure:
+              key_labels: Sequence[str] | None = None, hidden_keys: np.ndarray | None = None) -> go.Figure:
     """weights (H, Tq, Tk): every head of one layer in a grid with one shared 0..1 colour scale.
     Over viz.common.EXACT_MAX_T tokens the panels draw blocks of tokens (viz.common.block_weights,
-    at most GRID_MAX_CELLS per axis) and the title says so."""
+    at most GRID_MAX_CELLS per axis) and the title says so. hidden_keys: optional bool (Tk,), a
+    hidden sink's columns (head_heatmap; in blocks: the blocks made of hidden keys only, _block_hidden)."""
     w = as_array(weights, 3, "weights", "(H, Tq, Tk)")
     H, Tq, Tk = w.shape
+    hidden = _hidden(hidden_keys, Tk)
     key_labels = labels if key_labels is None else key_labels
     check_labels(labels, Tq, "labels (queries)")
     check_labels(key_labels, Tk, "key_labels")
     if allowed is not None:
         allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), w.shape)
     step = block_step(max(Tq, Tk), GRID_MAX_CELLS)
+    hb = _block_hidden(hidden, step)
     auto_cols, side = grid_shape(H, max(Tq, Tk))
     cols = cols or auto_cols
     rows = math.ceil(H / cols)
@@ -183,7 +241,7 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     for h in range(H):
         xr, yr = refs[h]
         data.append(dict(
-            type="heatmap", z=block_weights(w[h], step, None if allowed is None else allowed[h]),
+            type="heatmap", z=hide_columns(block_weights(w[h], step, None if allowed is None else allowed[h]), hb),
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
             hovertemplate=f"%{{fullData.name}}<br>{ask}<br>{what} %{{z:.4f}}<extra></extra>"))
     # Which labels are drawn is Plotly's choice from each axis's length in the browser (auto_ticks):
@@ -202,9 +260,12 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
                                pad=dict(t=8, l=4)),
                   font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text=what), thickness=14)),
+                                 colorbar=dict(title=dict(text=what if hidden is None else HIDDEN_BAR.replace("weight", what)),
+                                               thickness=14)),
                   height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
+    if hb is not None:
+        layout["shapes"] = hidden_shapes(hb, len(y), refs[:H])
     return figure(data, hoist_shared(layout, data))
 
 
@@ -244,16 +305,19 @@ def _layer_stack(weights, allowed) -> tuple[list[np.ndarray], list[np.ndarray | 
 
 def overview_grid(weights, *, subtitles: Sequence[str] | None = None,
                   allowed=None, title: str = "", labels: Sequence[str] | None = None,
-                  first_layer: int = 0) -> go.Figure:
+                  first_layer: int = 0, hidden_keys: np.ndarray | None = None) -> go.Figure:
     """weights (L, H, Tq, Tk), or a list of L arrays (H, Tq, Tk): every head of every layer as a
     small thumbnail (rows = layers). labels (T tokens): shown on hover ("query 3:cat, key 1:the"),
     and as tick labels on the first column and the bottom row when there are few tokens (≤ 12).
     first_layer: the number of the first row (a page of a deep model shows layers first_layer …
     first_layer + L − 1). Over viz.common.EXACT_MAX_T tokens each thumbnail draws blocks of tokens
-    (at most THUMB_MAX_CELLS per axis, viz.common.block_weights) and the chart title says so."""
+    (at most THUMB_MAX_CELLS per axis, viz.common.block_weights) and the chart title says so.
+    hidden_keys: optional bool (Tk,), a hidden sink's columns (head_heatmap, head_grid)."""
     ws, als = _layer_stack(weights, allowed)
     L, (H, Tq, Tk) = len(ws), ws[0].shape
     step = block_step(max(Tq, Tk), THUMB_MAX_CELLS)
+    hidden = _hidden(hidden_keys, Tk)
+    hb = _block_hidden(hidden, step)
     names = list(subtitles) if subtitles is not None else [f"L{first_layer + l} H{h}" for l in range(L) for h in range(H)]
     if len(names) != L * H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {L * H} heads; pass one per head")
@@ -288,7 +352,7 @@ def overview_grid(weights, *, subtitles: Sequence[str] | None = None,
     for l in range(L):
         for h in range(H):
             xr, yr = refs[l * H + h]
-            z = block_weights(ws[l][h], step, None if als[l] is None else als[l][h])
+            z = hide_columns(block_weights(ws[l][h], step, None if als[l] is None else als[l][h]), hb)
             trace = dict(type="heatmap", z=z, coloraxis="coloraxis", hoverongaps=False,
                          name=f"L{first_layer + l} H{h}", xaxis=xr, yaxis=yr,
                          hovertemplate=f"layer {first_layer + l} head {h}<br>{ask}<br>{what} %{{z:.4f}}<extra></extra>")
@@ -308,18 +372,23 @@ def overview_grid(weights, *, subtitles: Sequence[str] | None = None,
     layout.update(title=_title(title, note, x=0, xanchor="left", y=1, yref="container", yanchor="top",
                                pad=dict(t=8, l=4)), font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text=what), thickness=12)),
+                                 colorbar=dict(title=dict(text=what if hidden is None else HIDDEN_BAR.replace("weight", what)),
+                                               thickness=12)),
                   height=height, margin=dict(l=left, r=10, t=top, b=bottom))
+    if hb is not None:
+        layout["shapes"] = hidden_shapes(hb, -(-Tq // step), refs[:L * H])
     return figure(data, hoist_shared(layout, data))
 
 
 def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed_a: np.ndarray | None = None,
                  allowed_b: np.ndarray | None = None, heads: Sequence[int] | None = None,
-                 names: tuple[str, str] = ("causal", "bidirectional")) -> go.Figure:
+                 names: tuple[str, str] = ("causal", "bidirectional"),
+                 hidden_keys: np.ndarray | None = None) -> go.Figure:
     """a, b (H, T, T): for each head a row [a | b | b - a]. Weights share a 0..1 scale; the
     difference uses a diverging scale centred on 0 (symmetric range). Over viz.common.EXACT_MAX_T
     tokens the panels draw blocks of tokens (at most GRID_MAX_CELLS per axis; the difference of two
-    blocked panels is the blocked difference: block_weights is linear) and the title says so."""
+    blocked panels is the blocked difference: block_weights is linear) and the title says so.
+    hidden_keys: optional bool (Tk,), a hidden sink's columns in all three panels (head_grid)."""
     a = as_array(a, 3, "a", "(H, Tq, Tk)")
     b = as_array(b, 3, "b", "(H, Tq, Tk)")
     if a.shape != b.shape:
@@ -332,14 +401,16 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     aa = None if allowed_a is None else np.broadcast_to(np.asarray(allowed_a, bool), a.shape)
     ab = None if allowed_b is None else np.broadcast_to(np.asarray(allowed_b, bool), b.shape)
     step = block_step(max(Tq, Tk), GRID_MAX_CELLS)
+    hidden = _hidden(hidden_keys, Tk)
+    hb = _block_hidden(hidden, step)
     # the shown heads only: blocks (step > 1) of the weights, their difference unmasked
-    za = {h: block_weights(a[h], step, None if aa is None else aa[h]) for h in heads}
-    zb = {h: block_weights(b[h], step, None if ab is None else ab[h]) for h in heads}
+    za = {h: hide_columns(block_weights(a[h], step, None if aa is None else aa[h]), hb) for h in heads}
+    zb = {h: hide_columns(block_weights(b[h], step, None if ab is None else ab[h]), hb) for h in heads}
     if step == 1:
-        diff = {h: b[h].astype(np.float32) - a[h].astype(np.float32) for h in heads}
+        diff = {h: hide_columns(b[h].astype(np.float32) - a[h].astype(np.float32), hb) for h in heads}
     else:
-        diff = {h: block_weights(b[h], step) - block_weights(a[h], step) for h in heads}
-    lim = max(float(np.abs(d).max()) for d in diff.values()) or 1.0
+        diff = {h: hide_columns(block_weights(b[h], step) - block_weights(a[h], step), hb) for h in heads}
+    lim = max(float(np.nanmax(np.abs(d), initial=0.0)) for d in diff.values()) or 1.0
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
@@ -377,11 +448,15 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
                   title=_title("", note, x=0, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8, l=4)),
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
-                                 colorbar=dict(title=dict(text=blk + "weight"), thickness=12, x=1.0, len=0.45, y=0.78)),
+                                 colorbar=dict(title=dict(text=blk + "weight" if hidden is None else
+                                                          HIDDEN_BAR.replace("weight", blk + "weight")),
+                                               thickness=12, x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
                                   colorbar=dict(title=dict(text=blk + "difference"), thickness=12, x=1.0, len=0.45,
                                                 y=0.22)),
                   height=plot_px + top + mb, margin=dict(l=ml, r=10, t=top, b=mb))
+    if hb is not None:
+        layout["shapes"] = hidden_shapes(hb, len(y), refs[:3 * len(heads)])
     return figure(data, hoist_shared(layout, data))
 
 

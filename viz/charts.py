@@ -100,7 +100,8 @@ def _exact(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.float32 else a.astype(np.float64)
 
 
-MATRIX_MAX_CELLS = 131_072  # a matrix chart draws at most this many cells (512 × 256); larger: block means
+MATRIX_MAX_CELLS = 262_144  # a matrix chart draws at most this many cells (512 × 512: MiniLM's whole learned
+# position table and a 512-token similarity map stay exact, ~1 MB of float32); larger: block means
 
 
 def _block_shape(n_r: int, n_c: int, max_cells: int = MATRIX_MAX_CELLS) -> int:

@@ -3,21 +3,14 @@ with a message (keeping what was typed) and offers only valid head counts."""
 import numpy as np
 import pytest
 
-from tests.helpers import app_test, errors
 from tests.app.test_concept_pages import fig
-from tests.helpers import decode
+from tests.helpers import decode, errors, open_page
 
 PAGE = "pages/calculator.py"
 
 
 def open_calc(**query):
-    at = app_test()
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(PAGE).run()
-    assert not errors(at), errors(at)
-    return at
+    return open_page(PAGE, **query)
 
 
 def tables(at):

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from model.checkpoint import load_checkpoint
-from tests.helpers import ROOT, app_test, errors
+from tests.helpers import ROOT, errors, open_page
 
 PAGE = "pages/lesson.py"
 
@@ -37,12 +37,7 @@ def numbers(text: str) -> list[float]:
 def open_lesson(reveal: bool = True, **query):
     """The lesson at a step; reveal=True also presses "Show them without predicting" (the step's
     explanation and numbers only appear after its questions)."""
-    at = app_test()
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(PAGE).run()
-    assert not errors(at), errors(at)
+    at = open_page(PAGE, **query)
     if reveal:
         show(at)
     return at

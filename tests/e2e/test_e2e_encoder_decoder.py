@@ -58,9 +58,14 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
     # the step slider moves the bar chart to the next word
     page.get_by_role("slider", name="Step").focus()
     page.keyboard.press("ArrowRight")
+    # the rerun may not have started when the key press returns: wait for the state, not for idle
+    want = "Step 2: “" + kalo.split()[1] + "”"
+    page.wait_for_function(
+        "(w) => (document.querySelector('[data-testid=\"stPlotlyChart\"] .gtitle')?.textContent || '').startsWith(w)",
+        arg=want, timeout=60_000)
     wait_idle(page)
     title = page.locator('[data-testid="stPlotlyChart"]').first.locator(".gtitle").text_content()
-    assert title.startswith("Step 2: “" + kalo.split()[1] + "”")
+    assert title.startswith(want)
     assert exceptions(page) == 0
 
 

@@ -265,7 +265,7 @@ def uses_sentence(at) -> bool:
 SENTENCE_PAGES = {"pages/heads.py", "pages/overview.py", "pages/causal-vs-bidirectional.py",
                   "pages/scaling.py", "pages/positional.py", "pages/layer-norm.py",
                   "pages/multi-head.py", "pages/ffn-output.py", "pages/lesson.py", "pages/flash.py", "pages/model-view.py", "pages/intervene.py", "pages/flow.py",
-                  "pages/variants.py"}
+                  "pages/variants.py", "pages/circuits.py"}
 
 
 def ci_cases(page: str) -> list[Case]:

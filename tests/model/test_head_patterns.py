@@ -259,3 +259,81 @@ def test_planted_previous_token_head_in_a_bidirectional_model():
 def test_special_must_have_one_flag_per_key():
     with pytest.raises(ValueError, match="special"):
         label_head(np.eye(4), np.ones(3, bool))
+
+
+# ---------------------------------------------------------------- the sink hidden (issue 35)
+def sink_head(T: int, on_sink: float, rest) -> np.ndarray:
+    """Causal rows t >= 1 giving `on_sink` to key 0 and the rest as rest(i) (a (T,) row over keys 1..i)."""
+    w = np.zeros((T, T))
+    w[0, 0] = 1.0
+    for i in range(1, T):
+        r = np.zeros(T)
+        r[1:i + 1] = rest(i)[1:i + 1]
+        r = r / r.sum() * (1 - on_sink)
+        r[0] = on_sink
+        w[i] = r
+    return w
+
+
+def prev_rest(i: int) -> np.ndarray:
+    r = np.full(T, 0.02)
+    r[i - 1] = 1.0  # mostly the previous token (key i - 1 >= 1 from row 2 on)
+    return r
+
+
+def loop_hidden(w: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(w, dtype=np.float64)
+    for i in range(w.shape[0]):
+        left = [j for j in range(w.shape[1]) if not keys[j]]
+        tot = sum(w[i, j] for j in left)
+        if tot > 1e-12:
+            for j in left:
+                out[i, j] = w[i, j] / tot
+    return out
+
+
+def test_hide_keys_against_loops():
+    from model.patterns import hide_keys
+    rng = np.random.default_rng(3)
+    w = np.tril(rng.random((6, 6)))
+    w /= w.sum(1, keepdims=True)
+    for keys in (np.eye(1, 6, 0, dtype=bool)[0], np.array([1, 0, 0, 1, 0, 1], bool)):
+        np.testing.assert_allclose(hide_keys(w, keys), loop_hidden(w, keys), atol=1e-12)
+    # rows left with fewer than min_left keys of positive weight are dropped (all zero)
+    out = hide_keys(w, np.eye(1, 6, 0, dtype=bool)[0], min_left=2)
+    assert (out[:2] == 0).all() and np.allclose(out[2:].sum(1), 1)
+    with pytest.raises(ValueError, match="shape"):
+        hide_keys(w, np.ones(5, bool))
+
+
+def test_a_sink_head_is_labelled_by_what_it_does_with_the_rest():
+    w = sink_head(T, 0.9, prev_rest)
+    keys = np.eye(1, T, 0, dtype=bool)[0]
+    assert label_head(w).kind == "first-token sink"  # as computed: the sink wins
+    hp = label_head(w, hide=keys)
+    assert hp.kind == "previous-token" and hp.sink == pytest.approx(0.9)
+    # the score on the renormalised rows 2..T-1 (row 1 is left with one key and dropped), by loops
+    h = loop_hidden(w, keys)
+    want = np.mean([h[i, i - 1] for i in range(2, T)])
+    assert hp.score == pytest.approx(want)
+    assert "first-token sink" not in hp.scores and "[CLS]/[SEP] sink" not in hp.scores
+    assert hp.title() == f"previous-token {want:.2f} · sink 0.90"
+    assert hp.short().endswith(" sink .90")
+    assert label_head(w).sink is None and label_head(w).title() == "first-token sink 0.90"
+
+
+def test_hidden_labels_for_a_stack_equal_one_head_at_a_time_and_bert_keys():
+    rng = np.random.default_rng(5)
+    heads = np.stack([sink_head(T, s, prev_rest) for s in (0.2, 0.6, 0.95)] +
+                     [np.tril(rng.random((T, T))) for _ in range(3)])
+    heads /= heads.sum(-1, keepdims=True)
+    keys = np.zeros(T, bool)
+    keys[[0, T - 1]] = True  # BERT: [CLS] and [SEP]
+    stack = label_heads(heads.reshape(2, 3, T, T), keys, hide=keys)
+    for n, head in enumerate(heads):
+        one = label_head(head, keys, hide=keys)
+        got = stack[n // 3][n % 3]
+        assert (got.kind, got.nearest) == (one.kind, one.nearest)
+        assert got.score == pytest.approx(one.score) and got.sink == pytest.approx(one.sink)
+        want_sink = np.mean([head[i, 0] + head[i, T - 1] for i in range(1, T)])
+        assert got.sink == pytest.approx(want_sink)

@@ -230,3 +230,34 @@ def test_attention_figures_carry_a_minimal_template():
     assert set(tpl["layout"]) <= {"hoverlabel", "xaxis", "yaxis", "annotationdefaults"}
     assert set(tpl.get("data", {})) <= {"heatmap"}
     assert len(json.dumps(tpl)) < 700
+
+
+# ---------------------------------------------------------------- "Hide the sink" (issue 35)
+def test_hidden_keys_blank_their_columns_in_their_own_colour():
+    from viz.attention import HIDDEN_COLOR
+    w = causal_weights(4, 5)
+    allowed = np.tril(np.ones((5, 5), bool))
+    hidden = np.array([True, False, False, False, True])  # two runs: key 0 and key 4
+    labels = list("abcde")
+    figs = {"grid": (head_grid(w, labels, allowed=allowed, hidden_keys=hidden), 4),
+            "one": (head_heatmap(w[0], labels, allowed=allowed, hidden_keys=hidden), 1),
+            "overview": (overview_grid(w[None], allowed=allowed, labels=labels, hidden_keys=hidden), 4),
+            "compare": (compare_grid(w, w * 0.5, labels, allowed_a=allowed, allowed_b=allowed, hidden_keys=hidden), 12)}
+    for name, (fig, panels) in figs.items():
+        heat = [t for t in fig.data if t.type == "heatmap"]
+        assert len(heat) == panels, name
+        for tr in heat:
+            z = np.asarray(tr.z, dtype=float)
+            assert np.isnan(z[:, hidden]).all(), name
+            assert np.isfinite(z[:, 1:4][allowed[:, 1:4]]).all(), name  # the other allowed cells keep a value
+        shapes = fig.layout.shapes
+        assert len(shapes) == 2 * panels, name  # one rectangle per run of hidden columns per panel
+        assert {(s.x0, s.x1) for s in shapes} == {(-0.5, 0.5), (3.5, 4.5)}, name
+        assert all(s.fillcolor == HIDDEN_COLOR and s.layer == "below" for s in shapes), name
+        assert len({(s.xref, s.yref) for s in shapes}) == panels, name
+    # without hidden keys nothing changes: no shapes, the same colour bar
+    plain = head_grid(w, labels, allowed=allowed)
+    assert not plain.layout.shapes and plain.layout.coloraxis.colorbar.title.text == "weight"
+    assert "sink hidden" in figs["grid"][0].layout.coloraxis.colorbar.title.text
+    with pytest.raises(ValueError, match="hidden_keys"):
+        head_grid(w, labels, hidden_keys=np.ones(4, bool))

@@ -209,14 +209,53 @@ def test_large_matrices_are_drawn_as_block_means_and_say_so():
     rows, cols = [f"t{i}" for i in range(1024)], [str(j) for j in range(576)]
     fig = matrix_heatmap(z, rows, cols, title="sum")
     zz = np.asarray(fig.data[0].z)
-    assert zz.size <= MATRIX_MAX_CELLS and zz.shape == (342, 192)  # 3 x 3 blocks (2 x 2 would be 147,456)
-    assert zz[3, 7] == pytest.approx(z[9:12, 21:24].astype(np.float64).mean(), abs=1e-6)
-    assert fig.data[0].y[1] == "3–5:t3" and fig.data[0].x[1] == "3–5" and fig.data[0].y[-1] == "1023–1023:t1023"
-    assert "drawn as means of 3×3 blocks" in fig.layout.title.subtitle.text
+    assert zz.size <= MATRIX_MAX_CELLS and zz.shape == (512, 288)  # 2 x 2 blocks
+    assert zz[3, 7] == pytest.approx(z[6:8, 14:16].astype(np.float64).mean(), abs=1e-6)
+    assert fig.data[0].y[1] == "2–3:t2" and fig.data[0].x[1] == "2–3" and fig.data[0].y[-1] == "1022–1023:t1022"
+    assert "drawn as means of 2×2 blocks" in fig.layout.title.subtitle.text
+    assert matrix_heatmap(z[:512, :512], rows[:512], [str(j) for j in range(512)]).data[0].z.shape == (512, 512)
     lim = float(np.abs(z).max())
     assert fig.data[0].zmax == pytest.approx(lim)  # the colour range is every value's, not the means'
     small = matrix_heatmap(z[:64, :64], rows[:64], cols[:64])
     np.testing.assert_array_equal(np.asarray(small.data[0].z), z[:64, :64])  # small: every value
     assert small.layout.title.text is None
+    big = g.normal(size=(1024, 1024)).astype(np.float32)
+    assert np.asarray(matrix_heatmap(big, rows, rows).data[0].z).shape == (512, 512)
     both = two_heatmaps(z, z * 2, ("a", "b"), title="tables")
     assert np.asarray(both.data[0].z).size <= MATRIX_MAX_CELLS // 2 and "means of" in both.layout.title.subtitle.text
+
+
+def test_hidden_sink_in_blocks_blanks_only_blocks_made_of_hidden_keys():
+    """The derived "sink hidden" view at 512 tokens (blocks of 4): key 0 alone hidden leaves block 0
+    drawn (its other three keys' weight) with no peach shape; keys 0-3 all hidden blank block 0 in
+    every panel and draw one shape per panel spanning one block; at 64 tokens (exact) the hidden
+    column itself is blank, as before blocks."""
+    g = np.random.default_rng(3)
+    w = softmax_rows(g, (2, 512, 512))
+    one = np.zeros(512, bool)
+    one[0] = True
+    fig = head_grid(w, [f"t{i}" for i in range(512)], hidden_keys=one)
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    assert z.shape == (128, 128) and not np.isnan(z).any()
+    np.testing.assert_allclose(z[:, 0], block_weights(w[0], 4)[:, 0], rtol=1e-6)
+    assert not fig.layout.shapes and "sink hidden" in fig.layout.coloraxis.colorbar.title.text
+    four = np.zeros(512, bool)
+    four[:4] = True
+    labels = [f"t{i}" for i in range(512)]
+    # (figure, its blocks per axis, blank block columns): the overview's blocks are 8 wide, so keys
+    # 0-3 hidden leave its block 0 drawn
+    for fig, n, blank in ((head_grid(w, labels, hidden_keys=four), 128, 1),
+                          (compare_grid(w, w[::-1].copy(), labels, hidden_keys=four), 128, 1),
+                          (overview_grid(w[None], labels=labels, hidden_keys=four), 64, 0),
+                          (overview_grid(w[None], labels=labels, hidden_keys=np.arange(512) < 8), 64, 1)):
+        for tr in fig.data:
+            z = np.asarray(tr.z, dtype=np.float64)
+            assert z.shape == (n, n)
+            assert np.isnan(z[:, :blank]).all() and not np.isnan(z[:, blank:]).any(), tr.name
+        assert len(fig.layout.shapes) == (len(fig.data) if blank else 0)
+        if blank:
+            s = fig.layout.shapes[0]
+            assert (s.x0, s.x1, s.y0, s.y1) == (-0.5, 0.5, -0.5, n - 0.5)
+    small = head_grid(w[:, :64, :64], [f"t{i}" for i in range(64)], hidden_keys=one[:64])
+    assert np.isnan(np.asarray(small.data[0].z, dtype=np.float64)[:, 0]).all()
+    assert (small.layout.shapes[0].x0, small.layout.shapes[0].x1) == (-0.5, 0.5)

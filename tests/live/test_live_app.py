@@ -1,0 +1,371 @@
+"""AppTest: a lecturer session and student sessions in one process (one room store), driving the
+real app.py: start, join, follow (page and every bound control), explore alone and come back, a
+poll round, ending the class, and what students cannot do. The main flow runs on both backends."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from classroom.live import token_hash
+from tests.helpers import app_test, errors
+
+
+def alerts(at, kind: str) -> list[str]:
+    return [a.value for a in getattr(at, kind)]
+
+
+def texts(at) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + \
+            [a.value for k in ("info", "warning", "error", "success") for a in getattr(at, k)] + \
+            [c.value for c in at.code]
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def room_store(backend, monkeypatch):
+    """ROOM_STORE for the app sessions of this test ("" = in-process)."""
+    monkeypatch.setenv("ROOM_STORE", backend)
+    return backend
+
+
+def start_class():
+    lec = app_test()
+    lec.run()
+    lec.button(key="live_start").click().run()
+    assert not errors(lec), errors(lec)
+    return lec, lec.session_state["_live"].code
+
+
+def student(code: str, **query):
+    at = app_test()
+    at.query_params["room"] = code
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not errors(at), errors(at)
+    return at
+
+
+def test_start_shows_code_link_and_qr_never_the_token(room_store):
+    from ui.live import qr_svg
+    lec, code = start_class()
+    ls = lec.session_state["_live"]
+    assert len(code) == 5 and ls.role == "lecturer" and len(ls.token) >= 32
+    link = f"http://localhost:8501/?room={code}"
+    assert link in [c.value for c in lec.code]
+    img = lec.get("image")[0].proto.imgs[0].url
+    import base64
+    svg = base64.b64decode(img.split(",", 1)[1]).decode()
+    # the QR code of the join link (Streamlit adds the SVG namespace)
+    assert " ".join(svg.replace('xmlns="http://www.w3.org/2000/svg"', "").split()) == " ".join(qr_svg(link).split())
+    assert ls.token not in texts(lec) and ls.token not in svg and ls.token not in str(dict(lec.query_params))
+    stu = student(code)
+    page = texts(stu) + str(dict(stu.query_params)) + str([w.value for w in stu.text_input])
+    assert ls.token not in page and token_hash(ls.token) not in page
+    assert f"Following room {code}" in texts(stu)
+
+
+def test_students_follow_page_and_controls(room_store):
+    lec, code = start_class()
+    stu = student(code)
+    lec.sidebar.text_input(key="text").input("the cat sat on the mat .").run()
+    lec.sidebar.radio(key="mask").set_value("bidirectional").run()
+    lec.sidebar.slider(key="T").set_value(5).run()
+    lec.switch_page("pages/lesson.py").run()
+    lec.button(key="lesson_next").click().run()
+    lec.button(key="lesson_next").click().run()
+    lec.selectbox(key="lesson_head").set_value(2).run()
+    assert not errors(lec)
+    stu.run()  # what the student's fragment triggers when the room's version changed
+    s = stu.session_state
+    assert (s["text"], s["mask"], s["T"], s["lesson_step"], s["lesson_head"]) == \
+           ("the cat sat on the mat .", "bidirectional", 5, 3, 2)
+    assert [t.value for t in stu.title] == ["Lesson mode"]
+    q = dict(stu.query_params)
+    assert q["room"] == code and q["text"] == "the cat sat on the mat ." and q["lesson_step"] == "3"
+    assert q["mask"] == "bidirectional" and q["T"] == "5" and "alone" not in q
+    # the heads page with a layer and the head detail (a fragment rerun on the lecturer's side)
+    lec.switch_page("pages/heads.py").run()
+    lec.sidebar.slider(key="T").set_value(64).run()
+    lec.selectbox(key="layer").set_value(1).run()
+    stu.run()
+    assert stu.session_state["layer"] == 1 and stu.session_state["T"] == 64
+    assert [t.value for t in stu.title] == ["Attention heads"] and not errors(stu)
+    assert "lesson_step" not in dict(stu.query_params)  # nothing left over from the old view
+
+
+def test_a_second_student_on_a_fresh_session_gets_the_current_view(room_store):
+    lec, code = start_class()
+    lec.sidebar.text_input(key="text").input("a dog ran to the park .").run()
+    lec.switch_page("pages/overview.py").run()
+    stu = student(code)
+    stu.run()  # the page switch happens on the first run
+    assert stu.session_state["text"] == "a dog ran to the park ." and [t.value for t in stu.title] == ["All heads overview"]
+
+
+def test_explore_alone_and_come_back(room_store):
+    lec, code = start_class()
+    stu = student(code)
+    stu.button(key="live_explore").click().run()
+    assert dict(stu.query_params)["alone"] == "true" and "Exploring on your own" in texts(stu)
+    stu.sidebar.text_input(key="text").input("my own sentence .").run()
+    lec.sidebar.text_input(key="text").input("the lecturer's sentence .").run()
+    stu.run()
+    assert stu.session_state["text"] == "my own sentence ." and dict(stu.query_params)["text"] == "my own sentence ."
+    stu.button(key="live_back").click().run()
+    stu.run()
+    assert stu.session_state["text"] == "the lecturer's sentence ." and "alone" not in dict(stu.query_params)
+    assert f"Following room {code}" in texts(stu)
+    # changing a control while following is exploring too: the lecturer's next change leaves it alone
+    stu.sidebar.radio(key="mask").set_value("bidirectional").run()
+    assert not stu.session_state["_live"].following and dict(stu.query_params)["alone"] == "true"
+    lec.sidebar.text_input(key="text").input("another one .").run()
+    stu.run()
+    assert stu.session_state["text"] == "the lecturer's sentence ." and stu.session_state["mask"] == "bidirectional"
+
+
+def test_students_cannot_drive_the_room(room_store):
+    lec, code = start_class()
+    lec.sidebar.text_input(key="text").input("the lecturer's view .").run()
+    ls = lec.session_state["_live"]
+    from ui.live import store
+    before = store().view(code)
+    # a replayed join link with extra parameters, a forged lecturer token, then controls changed
+    evil = student(code, text="injected text", lecturer="forged-token", layer="1")
+    assert "lecturer link is not valid" in texts(evil) and evil.session_state["_live"].role == "student"
+    evil.sidebar.text_input(key="text").input("student drives").run()
+    evil.switch_page("pages/flow.py").run()
+    assert not errors(evil)
+    assert store().view(code) == before  # neither the view nor its version moved
+    other = student(code)
+    assert other.session_state["text"] == "the lecturer's view ."
+    # a student session has no lecturer controls, and its buttons change nothing in the room
+    keys = {b.key for b in evil.button}
+    assert not keys & {"live_end", "live_poll_open", "live_poll_reveal"}
+    assert store().state(code).status == "open" and lec.session_state["_live"].role == "lecturer"
+    assert ls.token not in str(evil.session_state["_live"])
+
+
+def test_poll_round_one_answer_per_session_and_reveal(room_store):
+    lec, code = start_class()
+    lec.session_state["live_poll_box"] = True
+    lec.run()
+    lec.button(key="live_poll_open").click().run()
+    poll = lec.session_state["_live"].poll
+    assert poll is not None and poll.state == "open"
+    a, b = student(code), student(code)
+    right = poll.question.answer
+    wrong = next(o for o in poll.question.options if o != right)
+    ra = next(r for r in a.radio if r.key == f"live_answer_{poll.id}")
+    for value in (wrong, right, wrong, right):  # one session answering again and again: one answer
+        ra.set_value(value).run()
+    b.text_input(key="live_nick").input("bo").run()
+    next(r for r in b.radio if r.key == f"live_answer_{poll.id}").set_value(wrong).run()
+    lec.run()
+    panel = texts(lec)
+    assert "2 answers" in panel and "**2** students connected now" in panel
+    bars = {p.proto.text: p.value for p in lec.get("progress")}
+    assert any(t.startswith(right.split(":")[0]) and t.endswith("· 1") for t in bars), bars
+    lec.button(key="live_poll_reveal").click().run()
+    a.run()
+    b.run()
+    assert any("Right" in s for s in alerts(a, "success")), texts(a)
+    assert any("the answer is" in e for e in alerts(b, "error")), texts(b)
+    from classroom.live import poll_csv
+    from ui.live import store
+    csv = poll_csv(store().poll(code), list(store().answers(code, poll.id).values()))
+    assert csv.count("\n") == 3 and ",bo," in csv
+
+
+def test_end_the_class(room_store):
+    lec, code = start_class()
+    lec.sidebar.text_input(key="text").input("last view .").run()
+    stu = student(code)
+    lec.button(key="live_end").click().run()
+    assert "_live" not in lec.session_state and "has ended" in texts(lec)
+    stu.run()
+    assert "The class has ended" in texts(stu) and stu.session_state["text"] == "last view ."
+    assert "room" not in dict(stu.query_params) and stu.get("plotly_chart")
+    late = app_test()
+    late.query_params["room"] = code
+    late.run()
+    assert f"The class {code} has ended" in texts(late) and not errors(late)
+
+
+def test_mistyped_and_unknown_codes(room_store):
+    for raw, says in (("K7", "is not a class code"), ("ZZZZZ", "No live class has the code ZZZZZ")):
+        at = app_test()
+        at.query_params["room"] = raw
+        at.run()
+        assert says in texts(at) and not errors(at)
+        assert "room" not in dict(at.query_params) and at.get("plotly_chart")  # the app works as usual
+    lec, code = start_class()
+    lec.sidebar.text_input(key="text").input("typed code .").run()
+    at = app_test()
+    at.run()
+    at.sidebar.text_input(key="live_join_code").input(f" {code.lower()[:2]}-{code.lower()[2:]} ")
+    next(b for b in at.button if "live_join_form" in (b.key or "")).click().run()
+    at.run()
+    assert not errors(at) and at.session_state["text"] == "typed code ." and dict(at.query_params)["room"] == code
+
+
+def test_store_unreachable_says_so_and_the_app_works(monkeypatch):
+    monkeypatch.setenv("ROOM_STORE", "redis://127.0.0.1:1/0")
+    at = app_test()
+    at.run()
+    at.button(key="live_start").click().run()
+    assert not errors(at) and any("live class is unavailable" in e for e in alerts(at, "error"))
+    assert at.get("plotly_chart") and "_live" not in at.session_state
+    stu = app_test()
+    stu.query_params["room"] = "ABCDE"
+    stu.run()
+    assert not errors(stu) and "live class is unavailable" in texts(stu) and stu.get("plotly_chart")
+
+
+def test_redis_restart_mid_class_the_lecturer_restores_the_room(redis_server, monkeypatch):
+    import redis
+    redis.Redis.from_url(redis_server.url).flushdb()
+    monkeypatch.setenv("ROOM_STORE", redis_server.url)
+    lec, code = start_class()
+    lec.sidebar.text_input(key="text").input("before the restart .").run()
+    lec.session_state["live_poll_box"] = True
+    lec.run()
+    lec.button(key="live_poll_open").click().run()
+    stu = student(code)
+    assert stu.session_state["text"] == "before the restart ."
+    redis_server.stop()
+    stu.run()
+    lec.run()
+    assert not errors(stu) and not errors(lec)
+    assert "unavailable" in texts(stu) and "unavailable" in texts(lec) and stu.get("plotly_chart")
+    redis_server.start()  # empty: nothing was saved
+    stu.run()
+    assert "not available right now" in texts(stu) and not errors(stu)
+    lec.run()  # the lecturer's panel restores the room: same code and token, its view and poll
+    assert redis.Redis.from_url(redis_server.url).exists(f"live:{{{code}}}:room")
+    lec.sidebar.text_input(key="text").input("after the restart .").run()
+    stu.run()
+    stu.run()
+    assert stu.session_state["text"] == "after the restart ." and not errors(stu)
+    assert stu.session_state["_live"].poll is not None and "Class poll" in texts(stu)
+
+
+def test_private_lecturer_link_resumes_the_seat_and_leaves_the_address_bar(room_store):
+    lec, code = start_class()
+    token = lec.session_state["_live"].token
+    again = app_test()  # the lecturer's reload, or another device
+    again.query_params["room"] = code
+    again.query_params["lecturer"] = token
+    again.run()
+    ls = again.session_state["_live"]
+    assert ls.role == "lecturer" and ls.code == code and not errors(again)
+    assert "lecturer" not in dict(again.query_params) and "room" not in dict(again.query_params)
+    again.sidebar.text_input(key="text").input("from the second device .").run()
+    stu = student(code)
+    assert stu.session_state["text"] == "from the second device ."
+
+
+def test_head_changed_in_the_head_detail_fragment_is_followed(room_store):
+    lec, code = start_class()
+    stu = student(code)
+    lec.session_state["detail"] = True
+    lec.run()
+    lec.selectbox(key="head").set_value(3).run()
+    assert dict(lec.query_params).get("head") == "3"
+    stu.run()
+    assert stu.session_state["head"] == 3 and stu.session_state["detail"] is True and not errors(stu)
+
+
+def test_presentation_mode_stays_the_students_own(room_store):
+    lec, code = start_class()
+    lec.sidebar.toggle(key="present").set_value(True).run()
+    lec.sidebar.text_input(key="text").input("on the projector .").run()
+    stu = student(code)
+    assert stu.session_state["text"] == "on the projector ." and stu.session_state["present"] is False
+    assert "present" not in dict(stu.query_params)
+
+
+def test_following_costs_one_trace_per_change(room_store, monkeypatch):
+    """However many students follow, a new sentence is traced once (the shared trace cache)."""
+    import ui.runs as compute
+    calls = []
+    real = compute._run
+
+    def counting(source, text, causal, max_len):
+        calls.append(text)
+        return real(source, text, causal, max_len)
+
+    monkeypatch.setattr(compute, "_run", counting)
+    lec, code = start_class()
+    text = f"one trace for the whole class {code.lower()} ."  # new to the (process-wide) trace cache
+    students = [student(code) for _ in range(4)]
+    lec.sidebar.text_input(key="text").input(text).run()
+    for s in students:
+        s.run()
+        assert s.session_state["text"] == text
+    assert calls.count(text) == 1
+
+
+def test_a_lesson_question_as_a_class_poll(room_store):
+    from classroom.lesson import build_lesson
+    lec, code = start_class()
+    lec.session_state["live_poll_box"] = True
+    lec.run()
+    pick = lec.sidebar.selectbox(key="live_q_pick")
+    i = next(k for k, lab in enumerate(pick.options) if lab.startswith("Lesson step 3"))  # the shown labels
+    pick.set_value(i).run()
+    lec.button(key="live_poll_open").click().run()
+    poll = lec.session_state["_live"].poll
+    assert poll.question.source.startswith("lesson: step 3") and not errors(lec)
+    # the answer is the lesson's, computed from the same trace
+    import torch
+    from model.checkpoint import load_checkpoint
+    from tests.helpers import ROOT
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    enc = tok.encode(lec.session_state["text"])
+    tr = model.trace(torch.tensor([enc.ids]), causal=True).numpy()
+    steps = build_lesson(tr, enc.labels, n_heads=model.cfg.n_heads, causal=True, norm=model.cfg.norm)
+    assert poll.question.prompt in [q.prompt for q in steps[2].questions]
+    lq = next(q for q in steps[2].questions if q.prompt == poll.question.prompt)
+    assert poll.question.check(lq.answer)
+    stu = student(code)
+    assert "Class poll" in texts(stu)
+
+
+def test_the_nudger_asks_only_sessions_that_are_behind(monkeypatch):
+    """ui/live._Nudger (server push): one round reads each followed room once and asks exactly the
+    sessions whose view or poll is behind, once per change; a session that is gone is forgotten."""
+    import time as _time
+
+    from classroom.live import Poll, PollQuestion, View
+    import ui.live as live
+    monkeypatch.setenv("ROOM_STORE", "")
+    s = live.store()
+    code, h = "NDGRS", token_hash("t")
+    s.create(code, h)
+    s.publish(code, h, View.of("", {"text": "a"}))
+    rs = s.state(code)
+    asked = []
+
+    def fake(sid, fid, skipped=None):
+        if sid == "gone":
+            return None
+        asked.append((sid, fid))
+        return True
+
+    monkeypatch.setattr(live, "_rerun_fragment", fake)
+    n = live._Nudger()
+    now = _time.time()
+    F = live._Follower
+    n._followers = {"up": F(code, "f1", True, rs.view_key, rs.poll_key, now),
+                    "behind": F(code, "f2", True, ("old", 0), rs.poll_key, now),
+                    "alone": F(code, "f3", False, ("old", 0), rs.poll_key, now),  # exploring: no view nudges
+                    "gone": F(code, "f4", True, ("old", 0), rs.poll_key, now),
+                    "stale": F(code, "f5", True, ("old", 0), rs.poll_key, now - 60)}
+    assert n.tick() == 1 and asked == [("behind", "f2")]
+    assert set(n._followers) == {"up", "behind", "alone"}
+    assert n.tick() == 0  # asked once per change
+    s.set_poll(code, h, Poll("p", PollQuestion(prompt="?", kind="choice", answer="a", options=("a", "b"))))
+    asked.clear()
+    assert n.tick() == 3 and {a for a, _ in asked} == {"up", "behind", "alone"}  # a new poll: everyone

@@ -1,0 +1,908 @@
+"""A live class, the Streamlit side (issue 30). The rooms, polls and the store are classroom/live/.
+
+Lecturer: "Start a live class" (sidebar) creates a room; the page shows its code, join link and QR
+code. At the end of every run (and of every fragment run that syncs the URL) the lecturer's view is
+published to the room: the page's URL path and the query parameters of the lecturer's own link,
+which ui/state.py keeps equal to every bound control (sentence, model, mask, max length, layer,
+head, lesson step, ...). The lecturer's session holds the room's secret token; the store checks it
+(as a hash) on every write, so nothing a student sends can change the room.
+
+Student: opens the join link (?room=CODE) or types the code. Following means: the lecturer's link is
+applied as if the student had opened it, through the same path a shared URL takes (ui/state.py
+reloads every bound value from the URL; the page switches with st.switch_page). So the student's
+address bar shows the page and values it follows, and a reload keeps them. A fragment that reruns
+every POLL_EVERY seconds reads the room's versions (one dictionary read, or one Redis call) and
+calls st.rerun() only when the lecturer's view changed; 100 students cost one trace per change
+(the trace cache is shared, ui/runs.py). Opt-in (ATTN_LAB_LIVE_PUSH=1, see push_available), the
+server also pushes: one thread per process reads the followed rooms and reruns the watch fragment
+of the students who are behind (_Nudger), and the fragment's own timer slows to SLOW_POLL_EVERY. A student who changes a control (or presses "Explore on
+my own") explores alone: the lecturer's changes no longer touch the student's controls or URL
+(the URL then holds alone=true, so a reload keeps exploring); "Back to the lecturer" applies the
+lecturer's current view.
+
+The store is classroom.live.open_store(ROOM_STORE): in-process by default, Redis with
+ROOM_STORE=redis://host:port/db (several server processes). If it does not answer, the page says the
+live class is unavailable and goes on as usual; a lecturer's session restores its room (same code
+and token, its view and poll) when the store comes back empty (a Redis restart without persistence).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import segno
+import streamlit as st
+
+from classroom import live as L
+from classroom.lesson import build_lesson
+from labels import md_escape, token_label
+
+from . import state
+from .runs import current_run, layer_allowed
+
+POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
+SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone, or of a pushed follower
+NUDGE_EVERY = 0.2  # seconds between a server process's reads of the rooms its followers follow
+KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
+LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
+SS = "_live"  # session_state: this session's LiveSession
+NOTICES = "_live_notices"
+
+_stores: dict[str, L.RoomStore] = {}
+_stores_lock = threading.Lock()
+
+
+def store() -> L.RoomStore:
+    """The process's room store, named by the ROOM_STORE environment variable (one per URL)."""
+    url = os.environ.get("ROOM_STORE", "")
+    with _stores_lock:
+        s = _stores.get(url)
+        if s is None:
+            ttl = float(os.environ.get("ATTN_LAB_ROOM_TTL_HOURS", L.rooms.DEFAULT_TTL / 3600)) * 3600
+            s = _stores[url] = L.open_store(url, ttl=ttl)
+        return s
+
+
+@dataclass
+class LiveSession:
+    code: str
+    role: str  # "lecturer" | "student"
+    token: str = field(default="", repr=False)  # the lecturer's secret (lecturer sessions only)
+    epoch: str = ""
+    following: bool = True  # students: follow the lecturer (False: exploring alone)
+    ended: bool = False
+    applied: tuple | None = None  # students: (epoch, version) of the view applied
+    pending_page: str | None = None  # students: the page to switch to in this run
+    settling: bool = False  # students: the next completed run records the baseline
+    baseline: tuple | None = None  # students: (page, params) at the end of the run after the last apply
+    poll_key: tuple | None = None
+    poll: L.Poll | None = None  # the current poll (a student's copy, or the lecturer's own)
+    published: L.View | None = None  # lecturer: the view the room holds
+    seen_answers: dict = field(default_factory=dict)  # lecturer: the last answers read (to restore a room)
+    last_keepalive: float = 0.0
+    unavailable: str = ""  # why the store did not answer (shown; cleared when it answers)
+
+    @property
+    def hash(self) -> str:
+        return L.token_hash(self.token)
+
+
+def _ls() -> LiveSession | None:
+    return st.session_state.get(SS)
+
+
+def _sid() -> str:
+    """This session's anonymous id (presence, one answer per session)."""
+    s = st.session_state
+    if "_live_sid" not in s:
+        s["_live_sid"] = secrets.token_hex(8)
+    return s["_live_sid"]
+
+
+def _notice(text: str, kind: str = "info") -> None:
+    st.session_state.setdefault(NOTICES, []).append((kind, text))
+
+
+def _unavailable(exc: Exception) -> str:
+    return ("The live class is unavailable right now: the room store does not answer. Everything else works "
+            "as usual; the page reconnects by itself.")
+
+
+def _fragment_rerun() -> bool:
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+        ctx = get_script_run_ctx()
+        return bool(ctx and ctx.fragment_ids_this_run)
+    except Exception:  # noqa: BLE001  a Streamlit without this internal: treat as a full run
+        return False
+
+
+def _drop_params(*keys: str) -> None:
+    for k in keys:
+        if k in st.query_params:
+            del st.query_params[k]
+
+
+# ----------------------------------------------------------------------------------- run hooks
+
+def begin_run() -> None:
+    """app.py, before the controls are drawn: a ?room= link joins (or, with the lecturer's private
+    link, resumes the lecturer's seat); a following student takes the lecturer's current view."""
+    qp = st.query_params
+    token = qp.get("lecturer")
+    if token is not None:
+        _drop_params("lecturer")  # never left in the address bar
+    raw = qp.get("room")
+    ls = _ls()
+    if raw is not None and (ls is None or ls.code != L.normalize_code(raw) or (token and ls.role != "lecturer")):
+        _join(raw, token=token, alone=qp.get("alone", "").lower() in ("1", "true"))
+        ls = _ls()
+    if ls is not None and ls.role == "student" and ls.following and not ls.ended:
+        _follow(ls)
+
+
+def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
+    """Join room `raw` as a student (or as its lecturer with the right token). Says why not."""
+    code = L.normalize_code(raw)
+    if code is None:
+        _notice(f"{md_escape(str(raw)[:12])!s} is not a class code (codes have {L.CODE_LENGTH} letters and digits, "
+                "e.g. K7MWQ). The app works as usual.", "warning")
+        _drop_params("room", "alone")
+        return False
+    try:
+        rs = store().state(code)
+        if rs is not None and token and store().is_lecturer(code, L.token_hash(token)):
+            st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
+            st.session_state["live_show_card"] = False
+            _drop_params("room", "alone")
+            _notice(f"You are the lecturer of room {code} again.", "success")
+            return True
+    except L.StoreUnavailable as exc:
+        # keep the room in the URL: the session follows as soon as the store answers again
+        st.session_state[SS] = LiveSession(code, "student", following=not alone, unavailable=str(exc))
+        return True
+    if rs is None:
+        _notice(f"No live class has the code {code}: it may be mistyped, or the class has expired. "
+                "The app works as usual.", "warning")
+        _drop_params("room", "alone")
+        return False
+    if rs.status == "ended":
+        _notice(f"The class {code} has ended.", "info")
+        _drop_params("room", "alone")
+        return False
+    if token:
+        _notice("That lecturer link is not valid for this room: you follow the class as a student.", "warning")
+    st.session_state[SS] = LiveSession(code, "student", following=not alone)
+    if "room" not in st.query_params:
+        st.query_params["room"] = code
+    return True
+
+
+def _follow(ls: LiveSession) -> None:
+    try:
+        got = store().view(ls.code)
+    except L.StoreUnavailable as exc:
+        ls.unavailable = str(exc)
+        return
+    if got is None:
+        return  # gone: the watch fragment says so (and follows again if the lecturer restores it)
+    rs, view = got
+    ls.unavailable = ""
+    if rs.status == "ended":
+        _class_ended(ls)
+        return
+    if rs.view_key == ls.applied:
+        return
+    ls.applied = rs.view_key
+    if view is not None:
+        _apply(ls, view)
+
+
+def _apply(ls: LiveSession, view: L.View) -> None:
+    """Take the lecturer's link as this session's URL and reload every bound control from it,
+    as a fresh session opening that link would (ui/state.py); the page follows in page_chosen."""
+    params = {k: v for k, v in view.params if k not in LOCAL_KEYS}
+    params.update({k: v for k, v in st.query_params.items() if k == "present"})  # the student's own display
+    params["room"] = ls.code
+    state.reload_from_url(keep=("present",))
+    st.session_state.pop("_mask_default", None)  # ui/sidebar.apply_mask_default: as on a first run
+    st.query_params.from_dict(params)
+    ls.pending_page = view.page
+    ls.settling = True
+
+
+def page_chosen(pg, nav: dict) -> None:
+    """app.py, after st.navigation: remember the page (the lecturer publishes it); a follower who
+    just applied a view on another page switches to it (keeping the URL just applied)."""
+    st.session_state["_live_page"] = pg.url_path
+    ls = _ls()
+    if ls is None or ls.role != "student" or ls.pending_page is None:
+        return
+    want, ls.pending_page = ls.pending_page, None
+    if want == pg.url_path:
+        return
+    for pages in nav.values():
+        for p in pages:
+            if p.url_path == want and getattr(p, "visibility", "visible") != "hidden":
+                st.switch_page(p, query_params=st.query_params.to_dict())
+    # the lecturer's page does not exist here: stay
+
+
+def end_run() -> None:
+    """app.py, after the run's URL sync: the lecturer publishes; a follower who changed something
+    explores alone."""
+    ls = _ls()
+    if ls is None or ls.ended:
+        return
+    if ls.role == "lecturer":
+        _publish(ls)
+    else:
+        _check_diverged(ls)
+
+
+def after_sync() -> None:
+    """ui/state.sync_url's hook: the same as end_run, for fragment reruns (the heads page's head
+    detail changes the head without a full run). Full runs are handled by end_run."""
+    if _fragment_rerun():
+        end_run()
+
+
+def _current_view() -> L.View:
+    page = st.session_state.get("_live_page", "")
+    return L.View.of(page, {k: v for k, v in st.query_params.items() if k not in LOCAL_KEYS})
+
+
+def _publish(ls: LiveSession, force: bool = False) -> None:
+    view = _current_view()
+    if view == ls.published and not force:
+        return
+    try:
+        store().publish(ls.code, ls.hash, view)
+        ls.published, ls.unavailable = view, ""
+    except L.RoomGone:
+        _restore(ls, view)
+    except L.NotLecturer:
+        ls.ended = True
+        _notice(f"Room {ls.code} no longer accepts your changes (it has ended).", "warning")
+    except L.StoreUnavailable as exc:
+        ls.unavailable = str(exc)
+    except ValueError as exc:  # a view too large for the room (an enormous link)
+        _notice(f"The class cannot follow this view: {exc}.", "warning")
+
+
+def _restore(ls: LiveSession, view: L.View | None = None) -> bool:
+    """The store lost the room (Redis restarted empty): create it again, same code and token,
+    with the view, the poll and the answers this session last saw."""
+    view = view or ls.published or _current_view()
+    try:
+        rs = store().create(ls.code, ls.hash, view=view, poll=ls.poll, answers=ls.seen_answers)
+    except (L.StoreUnavailable, L.StoreFull) as exc:
+        ls.unavailable = str(exc)
+        return False
+    if rs is not None:
+        ls.epoch, ls.published, ls.unavailable = rs.epoch, view, ""
+        return True
+    return False
+
+
+def _check_diverged(ls: LiveSession) -> None:
+    """The first completed run after applying a view records it as the baseline; a later run
+    (or fragment run) that ends with another view means the student changed something."""
+    if not ls.following:
+        return
+    mine = _current_view()
+    if ls.settling:
+        ls.baseline, ls.settling = mine, False
+        return
+    if ls.baseline is not None and mine != ls.baseline:
+        ls.following = False
+        st.query_params["alone"] = "true"
+        _notice("You changed the view, so you are exploring on your own now. "
+                "“Back to the lecturer” follows the class again.", "info")
+
+
+def _class_ended(ls: LiveSession) -> None:
+    ls.ended, ls.following = True, False
+    _drop_params("room", "alone")
+
+
+# -------------------------------------------------------------------------------- callbacks
+
+def _start() -> None:
+    token = L.new_token()
+    try:
+        for _ in range(8):
+            code = L.new_code()
+            rs = store().create(code, L.token_hash(token))
+            if rs is not None:
+                break
+        else:
+            raise L.StoreFull("no free code")
+    except L.StoreUnavailable as exc:
+        _notice(_unavailable(exc), "error")
+        return
+    except L.StoreFull:
+        _notice("The server holds as many live classes as it may; try again later.", "error")
+        return
+    st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
+    st.session_state["live_show_card"] = True
+    _drop_params("room", "alone")
+
+
+def _join_typed() -> None:
+    raw = st.session_state.get("live_join_code", "")
+    st.session_state["live_join_code"] = ""
+    if _join(raw):
+        _drop_params("alone")
+
+
+def _leave() -> None:
+    st.session_state.pop(SS, None)
+    _drop_params("room", "alone")
+
+
+def _explore() -> None:
+    ls = _ls()
+    if ls is not None:
+        ls.following = False
+        st.query_params["alone"] = "true"
+
+
+def _back() -> None:
+    ls = _ls()
+    if ls is not None:
+        ls.following, ls.applied, ls.baseline = True, None, None
+        _drop_params("alone")
+
+
+def _end() -> None:
+    ls = _ls()
+    if ls is None:
+        return
+    try:
+        store().end(ls.code, ls.hash)
+    except (L.RoomGone, L.NotLecturer):
+        pass
+    except L.StoreUnavailable as exc:
+        _notice(_unavailable(exc), "error")
+        return
+    st.session_state.pop(SS, None)
+    _notice(f"The class {ls.code} has ended. Students keep their last view.", "success")
+
+
+def _set_poll(poll: L.Poll | None) -> None:
+    ls = _ls()
+    if ls is None or ls.role != "lecturer":
+        return
+    try:
+        store().set_poll(ls.code, ls.hash, poll)
+    except L.RoomGone:
+        ls.poll = poll
+        _restore(ls)
+        return
+    except L.NotLecturer:
+        return
+    except L.StoreUnavailable as exc:
+        _notice(_unavailable(exc), "error")
+        return
+    if poll is None or ls.poll is None or poll.id != ls.poll.id:
+        ls.seen_answers = {}
+    ls.poll = poll
+
+
+def _open_poll(question: L.PollQuestion) -> None:
+    _set_poll(L.Poll(secrets.token_hex(4), question))
+    st.session_state["live_poll_box"] = False
+    st.session_state["live_show_card"] = False  # the poll takes the card's place on the projector
+
+
+def _poll_state(new_state: str) -> None:
+    ls = _ls()
+    if ls is not None and ls.poll is not None:
+        _set_poll(L.Poll(ls.poll.id, ls.poll.question, new_state))
+
+
+def _send_answer(poll: L.Poll, key: str) -> None:
+    ls = _ls()
+    value = st.session_state.get(key)
+    if ls is None or value is None:
+        return
+    try:
+        v = poll.question.parse(value)
+        nick = L.clean_nickname(st.session_state.get("live_nick", ""))
+        ok = store().answer(ls.code, poll.id, _sid(), L.Answer(poll.id, v, nick, time.time()))
+    except ValueError:
+        ok = False
+    except L.StoreUnavailable:
+        st.session_state[f"{key}__err"] = "The live class is unavailable right now: your answer was not sent."
+        return
+    st.session_state[f"{key}__err"] = "" if ok else "The poll is closed: your answer was not counted."
+    if ok:
+        st.session_state[f"{key}__sent"] = v
+
+
+# ----------------------------------------------------------------------------------- drawing
+
+CARD_CSS = """
+<style>
+.st-key-live_code p {font-size: 4.2rem !important; font-weight: 700; letter-spacing: 0.35rem;
+  line-height: 1.1 !important; margin: 0 !important;}
+.st-key-live_card [data-testid="stCode"] code {font-size: 1.35rem !important;}
+.st-key-live_card [data-testid="stImage"] img {max-width: 420px !important; margin: auto;}
+.st-key-live_panel [data-testid="stProgress"] p {font-size: 1.15rem !important;}
+.st-key-live_panel [data-testid="stProgressBarTrack"], .st-key-live_panel [data-testid="stProgressBarTrack"] div
+  {height: 1.1rem !important; border-radius: 0.3rem;}
+</style>
+"""
+
+
+def base_url() -> str:
+    """This server's address as the lecturer's browser sees it (st.context.url without the page)."""
+    url = (st.context.url or "").split("?")[0].rstrip("/")
+    page = st.session_state.get("_live_page", "")
+    if page and url.endswith("/" + page):
+        url = url[: -len(page) - 1]
+    return url or "http://localhost:8501"
+
+
+def join_link(code: str) -> str:
+    return f"{base_url()}/?room={code}"
+
+
+def qr_svg(text: str) -> str:
+    """An offline QR code of `text` (segno, pure Python) as SVG: black on white (scannable in the
+    dark theme too), error correction M."""
+    return segno.make(text, error="m", micro=False).svg_inline(scale=10, border=4, dark="#000000",
+                                                                 light="#ffffff")
+
+
+def render() -> None:
+    """ui/sidebar.render's hook: the sidebar's "Live class" section, and at the top of the page the
+    lecturer's join card and panel, or the student's banner and poll."""
+    ls = _ls()
+    with st.sidebar:
+        _sidebar(ls)
+    for kind, text in st.session_state.pop(NOTICES, []):
+        getattr(st, kind)(text, icon=":material/groups:")
+    if ls is None:
+        return
+    if ls.role == "lecturer":
+        st.html(CARD_CSS)  # static CSS only
+        if st.session_state.get("live_show_card", True):
+            _join_card(ls)
+        _lecturer_panel()
+    else:
+        _banner(ls)
+        if not ls.ended:
+            (_student_watch if ls.following and not push_available() else _student_watch_slow)()
+
+
+def _sidebar(ls: LiveSession | None) -> None:
+    st.markdown("### :material/groups: Live class")
+    if ls is None or (ls.role == "student" and ls.ended):
+        st.button("Start a live class", key="live_start", on_click=_start, icon=":material/podium:",
+                  help="Students follow your screen on their own devices: they join with the code, the link or "
+                       "the QR code shown on the page.")
+        with st.form("live_join_form", border=False, enter_to_submit=True):
+            st.text_input("Join a class", key="live_join_code", placeholder="code, e.g. K7MWQ", max_chars=12)
+            st.form_submit_button("Join", on_click=_join_typed, icon=":material/login:")
+        return
+    if ls.role == "lecturer":
+        st.markdown(f"Room **{ls.code}** · you are the lecturer")
+        st.session_state.setdefault("live_show_card", True)
+        st.toggle("Show how to join", key="live_show_card")
+        _poll_builder(ls)
+        st.button("End the class", key="live_end", on_click=_end, icon=":material/stop_circle:",
+                  help="Students keep their last view and read that the class has ended.")
+        box = st.expander("Lecturer link (private)", key="live_private", on_change="rerun", icon=":material/key:")
+        with box:
+            if box.open:
+                st.caption("Opens your lecturer seat on another device or after a reload. Anyone with it drives the "
+                           "class: never show it on the projector.")
+                st.code(f"{base_url()}/?room={ls.code}&lecturer={ls.token}", language=None, wrap_lines=True)
+        return
+    st.markdown(f"Room **{ls.code}** · {'following the lecturer' if ls.following else 'exploring on your own'}")
+    st.button("Leave the class", key="live_leave", on_click=_leave, icon=":material/logout:")
+
+
+def _join_card(ls: LiveSession) -> None:
+    link = join_link(ls.code)
+    with st.container(border=True, key="live_card"):
+        c1, c2 = st.columns([2, 3], gap="large", vertical_alignment="center")
+        c1.image(qr_svg(link), width="stretch", caption="Scan to join")
+        with c2:
+            st.markdown("Join the class with the code")
+            with st.container(key="live_code"):
+                st.markdown(ls.code)  # a code from CODE_ALPHABET: projector-sized (CARD_CSS)
+            st.markdown("or open")
+            st.code(link, language=None, wrap_lines=True)
+            st.caption("Any page of this server with ?room=" + ls.code + " joins too. Hide this card with "
+                       "“Show how to join” in the sidebar.")
+
+
+def _banner(ls: LiveSession) -> None:
+    with st.container(key="live_banner", horizontal=True, vertical_alignment="center"):
+        if ls.ended:
+            st.info(f"The class has ended (room {ls.code}). You keep this view; the controls are yours.",
+                    icon=":material/event_available:", width="stretch")
+            st.button("Close", key="live_close_ended", on_click=_leave)
+        elif ls.following:
+            st.info(f"Following room {ls.code}: the page and its controls follow the lecturer.",
+                    icon=":material/cast_for_education:", width="stretch")
+            st.button("Explore on my own", key="live_explore", on_click=_explore, icon=":material/explore:")
+        else:
+            st.info(f"Exploring on your own (room {ls.code}): the lecturer's changes do not touch your view.",
+                    icon=":material/explore:", width="stretch")
+            st.button("Back to the lecturer", key="live_back", on_click=_back, icon=":material/cast_for_education:")
+    if ls.unavailable:
+        st.warning(_unavailable(Exception(ls.unavailable)), icon=":material/cloud_off:")
+
+
+@st.fragment(run_every=POLL_EVERY)
+def _student_watch() -> None:
+    """Every POLL_EVERY s: one read of the room's versions (and a check-in). A full rerun only when
+    the lecturer's view changed (following) or the class ended; the poll is drawn here."""
+    _watch()
+
+
+@st.fragment(run_every=SLOW_POLL_EVERY)
+def _student_watch_slow() -> None:
+    """The same, less often: for a student exploring alone (only polls, presence and the class's
+    end concern it), and for a follower when this server pushes changes (_Nudger). Each check costs
+    the server ~2 ms of Streamlit's own work, whatever it reads."""
+    _watch()
+
+
+def _watch() -> None:
+    ls = _ls()
+    if ls is None or ls.role != "student" or ls.ended:
+        return
+    try:
+        rs = store().state(ls.code, seen=_sid())
+    except L.StoreUnavailable as exc:
+        ls.unavailable = str(exc)
+        st.warning(_unavailable(exc), icon=":material/cloud_off:")
+        return
+    if rs is None:
+        st.warning(f"Room {ls.code} is not available right now (its server may have restarted): waiting for the "
+                   "lecturer to reconnect. Everything else works as usual.", icon=":material/cloud_off:")
+        return
+    if ls.unavailable:
+        ls.unavailable = ""
+        if _fragment_rerun():
+            st.rerun()  # the banner's warning goes
+    if rs.status == "ended":
+        _class_ended(ls)
+        st.rerun()
+    if ls.following and rs.view_key != ls.applied and _fragment_rerun():
+        st.rerun()  # a full run applies the lecturer's view (begin_run)
+    if rs.poll_key != ls.poll_key:
+        try:
+            ls.poll, ls.poll_key = store().poll(ls.code), rs.poll_key
+        except L.StoreUnavailable:
+            return
+    if push_available():
+        NUDGER.watch(ls)  # what this session has drawn: the nudger compares the room with it
+    if ls.poll is not None:
+        _student_poll(ls.poll)
+
+
+def _student_poll(poll: L.Poll) -> None:
+    q = poll.question
+    key = f"live_answer_{poll.id}"
+    with st.container(border=True, key="live_student_poll"):
+        st.markdown(f":material/how_to_vote: **Class poll** · {q.prompt}")
+        sent = st.session_state.get(f"{key}__sent")
+        if poll.state == "open":
+            if q.kind == "choice":
+                st.radio("Your answer", list(q.options), index=None, key=key, format_func=md_escape,
+                         on_change=_send_answer, args=(poll, key))
+            else:
+                st.number_input("Your answer", min_value=float(q.lo), max_value=float(q.hi), value=None,
+                                step=float(q.step), key=key, format="%.2f" if q.step < 1 else "%.0f",
+                                on_change=_send_answer, args=(poll, key), placeholder="type a number")
+            st.text_input("Nickname (optional)", key="live_nick", max_chars=L.poll.MAX_NICKNAME,
+                          placeholder="leave empty to stay anonymous")
+            err = st.session_state.get(f"{key}__err")
+            if err:
+                st.warning(err)
+            elif sent is not None:
+                st.caption(f"Your answer is in: {md_escape(q.shown(sent))}. You can change it until the poll closes.")
+        elif poll.state == "closed":
+            st.caption("The poll is closed" + (f"; your answer: {md_escape(q.shown(sent))}." if sent is not None
+                                               else ". The lecturer reveals the answer next."))
+        else:
+            right = md_escape(q.shown(q.answer))
+            if sent is None:
+                st.info(f"The answer: **{right}**. {q.explanation}", icon=":material/lightbulb:")
+            elif q.check(sent):
+                st.success(f"Right: **{right}**. {q.explanation}", icon=":material/check_circle:")
+            else:
+                st.error(f"You said {md_escape(q.shown(sent))}; the answer is **{right}**. {q.explanation}",
+                         icon=":material/cancel:")
+
+
+@st.fragment(run_every=POLL_EVERY)
+def _lecturer_panel() -> None:
+    """The lecturer's live numbers: students connected now, the poll's count and histogram."""
+    ls = _ls()
+    if ls is None or ls.role != "lecturer":
+        return
+    s = store()
+    try:
+        rs = s.state(ls.code)
+        if rs is None:
+            _restore(ls)
+            rs = s.state(ls.code)
+        elif rs.status == "ended":
+            st.session_state.pop(SS, None)
+            st.rerun()
+        now = time.time()
+        if now - ls.last_keepalive > KEEPALIVE_EVERY:
+            s.keepalive(ls.code, ls.hash)
+            ls.last_keepalive = now
+        if ls.published is None or (rs is not None and rs.epoch != ls.epoch):
+            _publish(ls, force=True)
+        n = s.present(ls.code)
+        answers = s.answers(ls.code, ls.poll.id) if ls.poll is not None else {}
+        ls.unavailable = ""
+    except (L.StoreUnavailable, L.RoomGone, L.NotLecturer) as exc:
+        ls.unavailable = str(exc)
+        st.warning(_unavailable(exc), icon=":material/cloud_off:")
+        return
+    if ls.poll is not None and answers:
+        ls.seen_answers = answers
+    with st.container(border=True, key="live_panel"):
+        st.markdown(f":material/groups: **Room {ls.code}** · **{n}** student{'s' if n != 1 else ''} connected now")
+        if ls.poll is not None:
+            _poll_results(ls, ls.poll, list(answers.values()))
+
+
+def _poll_results(ls: LiveSession, poll: L.Poll, answers: list) -> None:
+    q = poll.question
+    t = L.tally(q, answers)
+    st.markdown(f":material/how_to_vote: **Class poll** · {q.prompt}")
+    st.caption(f"{t.n} answer{'s' if t.n != 1 else ''} · {poll.state} · from {md_escape(q.source)}")
+    top = max([c for _, c in t.bars] + [1])
+    for label, count in t.bars:
+        mark = " ✓" if poll.state == "revealed" and q.check(label if q.kind == "choice" else _num(label)) else ""
+        st.progress(count / top, text=f"{md_escape(label)}{mark} · {count}")
+    if poll.state == "revealed":
+        st.success(f"The answer: **{md_escape(q.shown(q.answer))}** ({t.right} of {t.n} right). {q.explanation}",
+                   icon=":material/lightbulb:")
+    with st.container(horizontal=True):
+        if poll.state == "open":
+            st.button("Close the poll", key="live_poll_close", on_click=_poll_state, args=("closed",),
+                      icon=":material/lock:")
+        if poll.state != "revealed":
+            st.button("Reveal", key="live_poll_reveal", on_click=_poll_state, args=("revealed",),
+                      icon=":material/visibility:", type="primary")
+        st.button("Remove the poll", key="live_poll_remove", on_click=_set_poll, args=(None,),
+                  icon=":material/delete:")
+        st.download_button("Results (CSV)", data=lambda: L.poll_csv(poll, answers), mime="text/csv",
+                           file_name=f"poll-{ls.code}-{poll.id}.csv", key="live_poll_csv", on_click="ignore",
+                           icon=":material/download:")
+
+
+def _num(label: str):
+    try:
+        return float(label)
+    except ValueError:
+        return None
+
+
+def _poll_builder(ls: LiveSession) -> None:
+    """The lecturer picks a question: one built from the current view, or a lesson question, both
+    answered with the engine's numbers for the current sentence. Computed only while open."""
+    box = st.expander("New class poll", key="live_poll_box", on_change="rerun", icon=":material/how_to_vote:")
+    with box:
+        if not box.open:
+            return
+        s = st.session_state
+        if not str(s.get("text", "")).strip():
+            st.caption("Type a sentence first: the questions are about it.")
+            return
+        run = current_run(notices=False)
+        H, T, n_layers = run.cfg.n_heads, run.T, run.cfg.n_layers
+        layer = min(max(int(s.get("layer", 0)), 0), n_layers - 1)
+        head = min(max(int(s.get("head", 0)), 0), H - 1)
+        questions: list[tuple[str, L.PollQuestion | None]] = [(f"Which token does … attend to most? (layer {layer}, "
+                                                               f"head {head}: the current view)", None)]
+        lh = min(max(int(s.get("lesson_head", 0)), 0), H - 1)
+        lq = s.get("lesson_query")
+        lq = T - 1 if lq is None or not 0 <= int(lq) < T else int(lq)
+        for n, step in enumerate(build_lesson(run.trace, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
+                                              head=lh, query=lq), 1):
+            for q in step.questions:
+                short = L.poll._plain(q.prompt)
+                short = short if len(short) <= 90 else short[:89] + "…"
+                questions.append((f"Lesson step {n}: {short}", L.from_lesson(q, f"step {n}, {step.title}")))
+        i = st.selectbox("Question", range(len(questions)), key="live_q_pick",
+                         format_func=lambda i: questions[i][0])
+        pq = questions[i][1]
+        if pq is None:
+            query = st.selectbox("Query token", list(range(T)), index=T - 1, key="live_q_query",
+                                 format_func=lambda j: token_label(j, run.labels[j], sep=": "))
+            try:
+                pq = L.attention_question(run.trace.layers[layer].attn.weights[0, head], run.labels, layer=layer,
+                                          head=head, query=int(query),
+                                          allowed=_allowed_2d(layer_allowed(run, layer), head))
+            except ValueError as exc:
+                st.caption(str(exc))
+                return
+        st.markdown(pq.prompt)
+        st.button("Open the poll", key="live_poll_open", on_click=_open_poll, args=(pq,), type="primary",
+                  icon=":material/campaign:")
+
+
+def _allowed_2d(allowed, head: int):
+    a = np.asarray(allowed, dtype=bool)
+    return a[head] if a.ndim == 3 else a
+
+
+# ------------------------------------------------------------------------------ server push
+
+@dataclass
+class _Follower:
+    code: str
+    fragment_id: str  # the student's watch fragment
+    following: bool
+    view_key: tuple | None  # what the session has applied / drawn
+    poll_key: tuple | None
+    seen: float  # when the session last registered (its watch fragment ran)
+    nudged: tuple | None = None  # the room state it was last nudged for
+
+
+class _Nudger:
+    """Server push for the followers in this process, beside their polling fragment.
+
+    One daemon thread per server process reads, every NUDGE_EVERY s, the state of each room that a
+    session of this process follows (one store read per room, however many students), and asks
+    each session that is behind (the lecturer's view or the poll changed, or the class ended) to
+    rerun its watch fragment now. That rerun is Streamlit's own server-side rerun: the session's
+    AppSession.request_rerun with its last client state (what runner.runOnSave does on a file
+    change), narrowed to the watch fragment; the fragment then does what it does when its timer
+    fires (st.rerun() to apply a new view, draw the poll). With push, a follower's timer fires every
+    SLOW_POLL_EVERY s instead of POLL_EVERY (presence, and a safety net), so an idle class costs a
+    third of the server time and a change reaches students without waiting for a timer.
+
+    It uses Streamlit internals (the runtime's session manager, AppSession's saved client state
+    and event loop). push_available() checks them once; when they are missing (another Streamlit
+    version, AppTest), followers poll every POLL_EVERY s as before and nothing else changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._followers: dict[str, _Follower] = {}  # session id -> follower
+        self._thread: threading.Thread | None = None
+
+    def watch(self, ls: LiveSession) -> None:
+        """Called by the watch fragment (every run): register or refresh this session."""
+        try:
+            from streamlit.runtime.scriptrunner import get_script_run_ctx
+            from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
+            sid, fid = get_script_run_ctx().session_id, ThreadState.get().fragment_id
+        except Exception:  # noqa: BLE001  internals missing: polling alone
+            return
+        if not fid:
+            return
+        with self._lock:
+            f = self._followers.get(sid)
+            self._followers[sid] = _Follower(ls.code, fid, ls.following, ls.applied, ls.poll_key, time.time(),
+                                             f.nudged if f is not None and f.code == ls.code else None)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="live-class-nudger", daemon=True)
+                self._thread.start()
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._followers.pop(session_id, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(NUDGE_EVERY)
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001  never let the thread die; the fragments still poll
+                pass
+
+    def tick(self) -> int:
+        """One round: returns how many sessions were nudged."""
+        now = time.time()
+        with self._lock:
+            # a session that has not registered for 3 check periods is gone (closed tab, left)
+            for sid in [sid for sid, f in self._followers.items() if now - f.seen > 3 * SLOW_POLL_EVERY + 5]:
+                del self._followers[sid]
+            by_room: dict[str, list[tuple[str, _Follower]]] = {}
+            for sid, f in self._followers.items():
+                by_room.setdefault(f.code, []).append((sid, f))
+        n = 0
+        for code, followers in by_room.items():
+            try:
+                rs = store().state(code)
+            except L.StoreUnavailable:
+                continue
+            if rs is None:
+                continue
+            mark = (rs.status, rs.view_key, rs.poll_key)
+            for sid, f in followers:
+                behind = rs.status == "ended" or rs.poll_key != f.poll_key or \
+                    (f.following and rs.view_key != f.view_key)
+                if behind and f.nudged != mark:
+                    f.nudged = mark
+                    if _rerun_fragment(sid, f.fragment_id, skipped=lambda f=f: setattr(f, "nudged", None)) is None:
+                        self.forget(sid)  # gone
+                    else:
+                        n += 1
+        return n
+
+
+def _rerun_fragment(session_id: str, fragment_id: str, skipped=None) -> bool | None:
+    """Ask session `session_id` (of this process) to rerun fragment `fragment_id` now, with the
+    client state its last run ended with (URL, page). On the session's event loop, and only if no
+    run is in progress then (a run in progress ends up to date by itself, or calls `skipped` so
+    that the next tick asks again). True: asked; None: the session is gone or Streamlit's internals
+    are not there."""
+    try:
+        from streamlit.proto.ClientState_pb2 import ClientState
+        from streamlit.runtime import get_instance
+        info = get_instance()._session_mgr.get_active_session_info(session_id)
+        if info is None:
+            return None
+        session = info.session
+
+        def fire() -> None:
+            try:
+                if session._scriptrunner is not None or not session._client_state.page_script_hash:
+                    if skipped is not None:
+                        skipped()
+                    return
+                cs = ClientState()
+                cs.CopyFrom(session._client_state)
+                cs.fragment_id = fragment_id
+                cs.is_auto_rerun = True
+                session.request_rerun(cs)
+            except Exception:  # noqa: BLE001  the session closed meanwhile
+                pass
+
+        session._event_loop.call_soon_threadsafe(fire)
+        return True
+    except Exception:  # noqa: BLE001
+        return None
+
+
+NUDGER = _Nudger()
+_push_ok: list[bool] = []
+
+
+def push_available() -> bool:
+    """Whether this process pushes changes to its followers (see _Nudger); checked once. Opt-in
+    (ATTN_LAB_LIVE_PUSH=1): measured with 100 protocol-level students on this 2-core machine
+    (benchmarks/bench_live.py, load average 15-20), push cut an idle class's server time to a third
+    (5-11 % of a core instead of 20-26 %) but did not bring a change to the last students sooner
+    (100 page runs started together share the GIL and all finish late: p90 11.6 s against 5.8 s
+    for polling in the same conditions), and a few students of the heaviest runs (SmolLM2, 2
+    replicas) were not caught up within 30 s. Polling stays the default until that is understood."""
+    if not _push_ok:
+        ok = os.environ.get("ATTN_LAB_LIVE_PUSH", "0") == "1"
+        if ok:
+            try:
+                from streamlit.proto.ClientState_pb2 import ClientState  # noqa: F401
+                from streamlit.runtime import exists, get_instance
+                from streamlit.runtime.app_session import AppSession
+                from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState  # noqa: F401
+                mgr = get_instance()._session_mgr if exists() else None
+                ok = (mgr is not None and hasattr(mgr, "get_active_session_info")
+                      and callable(getattr(AppSession, "request_rerun", None))
+                      and type(mgr).__name__ == "WebsocketSessionManager")
+            except Exception:  # noqa: BLE001
+                ok = False
+        _push_ok.append(ok)
+    return _push_ok[0]
+
+
+# state.sync_url calls this after every sync (registered once, also if this module is reloaded)
+state.AFTER_SYNC[:] = [h for h in state.AFTER_SYNC if getattr(h, "__module__", "") != __name__] + [after_sync]
