@@ -33,14 +33,16 @@ def compare(model, ids: list[int], heads: list[tuple[int, int]], *, causal: bool
     layer output and token, and (models with an output layer) the next-token distributions at the
     last position."""
     x = torch.tensor([list(ids)])
+    # one full trace alive at a time (SmolLM2 at 1,024 tokens: ~4.5 GB each): what is kept of the
+    # clean one is taken out before the ablated one runs
     clean = model.trace(x, causal=causal)
+    w_clean, resid = layer_weights(clean), [c.resid_out[0] for c in clean.layers]
+    p_clean = None if clean.probs is None else clean.probs[0, -1].double().numpy()
+    del clean
     abl = model.trace(x, causal=causal, ablate_heads=heads, ablation=mode)
-    dh = np.stack([(a.resid_out[0] - c.resid_out[0]).norm(dim=-1).numpy()
-                   for a, c in zip(abl.layers, clean.layers)])  # (L, T)
-    has_head = clean.probs is not None
-    return Ablation(w_clean=layer_weights(clean), w_ablated=layer_weights(abl), hidden_change=dh,
-                    p_clean=clean.probs[0, -1].double().numpy() if has_head else None,
-                    p_ablated=abl.probs[0, -1].double().numpy() if has_head else None)
+    dh = np.stack([(a.resid_out[0] - c).norm(dim=-1).numpy() for a, c in zip(abl.layers, resid)])  # (L, T)
+    return Ablation(w_clean=w_clean, w_ablated=layer_weights(abl), hidden_change=dh, p_clean=p_clean,
+                    p_ablated=None if abl.probs is None else abl.probs[0, -1].double().numpy())
 
 
 @dataclass(frozen=True)
@@ -134,17 +136,17 @@ def edit_row(model, ids: list[int], causal: bool, row: tuple) -> RowEdit:
     """One attention row replaced (model.intervene edit_rows; row = (layer, head, query, weights)):
     the next-token distributions as trained and edited, or the message saying why it was refused."""
     x = torch.tensor([list(ids)])
-    clean = model.trace(x, causal=causal)
+    clean = model.trace(x, causal=causal)  # one full trace alive at a time (compare)
+    final, p_clean = clean.final, None if clean.probs is None else clean.probs[0, -1].double().numpy()
+    del clean
     try:
         ed = model.trace(x, causal=causal, edit_rows=[row])
     except ValueError as e:
         return RowEdit(error=str(e), row=None, p_clean=None, p_edited=None, hidden_change=None)
     l, h, q, _ = row
-    has_head = clean.probs is not None
-    return RowEdit(error=None, row=ed.layers[l].attn.weights[0, h, q].numpy(),
-                   p_clean=clean.probs[0, -1].double().numpy() if has_head else None,
-                   p_edited=ed.probs[0, -1].double().numpy() if has_head else None,
-                   hidden_change=float((ed.final - clean.final).norm(dim=-1).max()))
+    return RowEdit(error=None, row=ed.layers[l].attn.weights[0, h, q].numpy(), p_clean=p_clean,
+                   p_edited=None if p_clean is None else ed.probs[0, -1].double().numpy(),
+                   hidden_change=float((ed.final - final).norm(dim=-1).max()))
 
 
 @torch.no_grad()
@@ -153,20 +155,28 @@ def flow_of(model, ids: list[int], causal: bool) -> np.ndarray:
     return attention_flow(layer_weights(model.trace(torch.tensor([list(ids)]), causal=causal)))
 
 
-def rollout(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020). weights (L, H, T, T): per layer, the heads'
-    mean A_l, mixed with the residual path: Â_l = residual·I + (1 − residual)·A_l, each row
-    renormalised; then R = Â_{L−1} · … · Â_1 · Â_0. Row i of R: how much each input token flows
-    into position i's last-layer vector."""
-    w = np.asarray(weights, dtype=np.float64)
-    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f"weights must be (L, H, T, T); got {w.shape}")
+def rollout(weights, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020). weights (L, H, T, T), or a sequence of L arrays
+    (H, T, T) (a trace's layers as they are: a long input's layers are never stacked into one
+    array, 2.2 GB in float64 for SmolLM2 at 1,024 tokens): per layer, the heads' mean A_l, mixed
+    with the residual path: Â_l = residual·I + (1 − residual)·A_l, each row renormalised; then
+    R = Â_{L−1} · … · Â_1 · Â_0. Row i of R: how much each input token flows into position i's
+    last-layer vector."""
+    layers = list(weights) if isinstance(weights, (list, tuple)) else None
+    if layers is None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+            raise ValueError(f"weights must be (L, H, T, T); got {w.shape}")
+        layers = list(w)
+    elif not layers or any(np.ndim(x) != 3 or np.shape(x)[-1] != np.shape(x)[-2] or np.shape(x) != np.shape(layers[0])
+                           for x in layers):
+        raise ValueError("weights must be (L, H, T, T) or L arrays of one shape (H, T, T)")
     if not 0 <= residual <= 1:
         raise ValueError("residual must be in [0, 1]")
-    T = w.shape[-1]
+    T = np.shape(layers[0])[-1]
     R = np.eye(T)
-    for l in range(w.shape[0]):
-        A = residual * np.eye(T) + (1 - residual) * w[l].mean(0)  # (T, T)
+    for wl in layers:
+        A = residual * np.eye(T) + (1 - residual) * np.asarray(wl, dtype=np.float64).mean(0)  # (T, T)
         A = A / A.sum(-1, keepdims=True)
         R = A @ R
     return R

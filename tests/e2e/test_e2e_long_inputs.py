@@ -16,6 +16,7 @@ No timing is asserted here: benchmarks/bench_long.py measures each page's first 
 from __future__ import annotations
 
 import math
+import os
 import re
 from urllib.parse import urlencode
 
@@ -34,6 +35,17 @@ PAGES = ["" if p.endswith("/heads.py") else p.removeprefix("pages/").removesuffi
 # server's root: not an error of the page
 SUBPATH_PROBE = re.compile(r"Failed to load resource.*404.*/_stcore/(health|host-config)")
 HEAP_MAX_MB = 768
+# Every page at the other models' limits (SmolLM2 1,024 tokens: 10-40 s a page on this machine; the
+# toys' limits 128 and 256) runs with LONG_FULL=1 (`make test-long`); `make test` runs these pages,
+# the heaviest at a long input (the attention grids, the model view, the tables of positions, the
+# circuits) and one of each other kind
+REPRESENTATIVE = {"", "overview", "model-view", "causal-vs-bidirectional", "positional", "circuits", "flow", "generate"}
+FULL = os.environ.get("LONG_FULL") == "1"
+LIMITS = {  # name -> (link query, tokens)
+    "smollm2-1024": (dict(src="smollm2-135m", T=1024), 1024),
+    "toy-causal-lm-128": (dict(src="causal-lm", T=128), 128),
+    "fresh-weights-256": (dict(src="fresh weights (your architecture)", T=256), 256),
+}
 
 # every tick label of every chart: its box as drawn (rotated), in screen coordinates
 LABEL_QUADS = r"""() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')].map(plot =>
@@ -89,19 +101,36 @@ def _warnings(pg) -> str:
     return " ".join(pg.locator('[data-testid="stAlert"]').all_inner_texts())
 
 
-@pytest.mark.parametrize("path", PAGES)
-def test_every_page_at_512_tokens_on_minilm(server, browser, path):
+def check_page(browser, server, path: str, query: str) -> None:
+    """Open `path` with `query`: no exception, no console or page error, the JavaScript heap under
+    HEAP_MAX_MB, no two tick labels on each other."""
     with guarded_page(browser, 1400, 2400) as pg:
         errs = _errors(pg)
-        pg.goto(page_url(server, path, MINILM_512), timeout=600_000)
+        pg.goto(page_url(server, path, query), timeout=600_000)
         _settle(pg)
-        assert exceptions(pg) == 0
+        assert exceptions(pg) == 0, pg.locator('[data-testid="stException"]').first.inner_text()[:400]
         real = [e for e in errs if not SUBPATH_PROBE.search(e)]
         assert not real, real[:3]
         heap = pg.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize / 2 ** 20 : 0")
         assert heap < HEAP_MAX_MB, f"{path}: JavaScript heap {heap:.0f} MB"
         bad = overlapping_labels(pg)
         assert not bad, f"{path or 'heads'}: {len(bad)} overlapping tick labels, e.g. {bad[:3]}"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_at_512_tokens_on_minilm(server, browser, path):
+    check_page(browser, server, path, MINILM_512)
+
+
+@pytest.mark.parametrize("config, path", [
+    pytest.param(c, p, id=f"{c}-{p or 'heads'}",
+                 marks=[] if p in REPRESENTATIVE else [pytest.mark.skipif(not FULL, reason="LONG_FULL=1 (make test-long)")])
+    for c in LIMITS for p in PAGES])
+def test_every_page_at_the_models_limit(server, browser, config, path):
+    """SmolLM2 at 1,024 tokens (the app's limit), the shipped toy causal LM at 128 and fresh weights
+    at 256 (their positions), the pasted paragraph cut there: every page as at 512 on MiniLM."""
+    query, _ = LIMITS[config]
+    check_page(browser, server, path, urlencode({**query, "text": LONG_TEXT}))
 
 
 def test_attention_pages_at_512_tokens_draw_blocks_and_say_so(server, browser):
