@@ -234,8 +234,9 @@ class Session:
         p.wait_for_function(f"(old) => ({TITLE})() !== old", arg=old, timeout=timeout, polling="raf")
         finished = self.settle(timeout)
         dt = time.perf_counter() - t0
+        exc = p.locator('[data-testid="stException"]')
         return dict(seconds=dt, run_s=finished - t0, bytes=self.received - got, errors=self.errors[errs:],
-                    exceptions=p.locator('[data-testid="stException"]').count())
+                    exceptions=exc.count(), exception=exc.first.inner_text()[:160].replace("\n", " ") if exc.count() else "")
 
     def switch_layer(self, timeout: float) -> tuple[float, int]:
         """On the heads page: pick layer 1 in the Layer box; (seconds until the grid of layer 1 is
@@ -274,7 +275,7 @@ def visit_all(s: Session, server: CappedServer, pages: list[str] | None, timeout
         r["rss_gb"] = server.peak_gb()
         print(f"  {tag} | {name}: {r['seconds']:.2f} s (run finished at {r['run_s']:.2f} s), {r['bytes'] / 1e6:.2f} MB, "
               f"server {r['rss_gb']:.1f} GB, "
-              f"{r['exceptions']} exceptions, errors {[e[:80] for e in r['errors'][:2]]}", flush=True)
+              f"{r['exceptions']} exceptions {r.get('exception', '')}, errors {[e[:80] for e in r['errors'][:2]]}", flush=True)
         out.append((name, r))
     return out
 
