@@ -12,24 +12,62 @@ from labels import token_labels
 from model.trace import ForwardTrace
 
 
+def word_key(label: str) -> str:
+    """The word a token label stands for, as the page compares it: lower case, without the space
+    marker of byte-level BPE labels ("·bank" -> "bank": SmolLM2 reads " bank" as one token) and
+    surrounding spaces."""
+    return str(label).strip().lstrip("·").strip().lower()
+
+
+def is_special(label: str) -> bool:
+    """<bos>, <pad>, [CLS], [SEP] ...: tokens that are not words of the sentence."""
+    lab = str(label)
+    return len(lab) > 2 and ((lab[0] == "<" and lab[-1] == ">") or (lab[0] == "[" and lab[-1] == "]"))
+
+
 def find_word(labels: Sequence[str], word: str) -> int | None:
-    """Index of the first token whose typed text equals word (case-insensitive), or None."""
-    w = str(word).strip().lower()
+    """Index of the first token that stands for `word` (word_key: case and a leading space marker
+    ignored), or None."""
+    w = word_key(word)
     for i, lab in enumerate(labels):
-        if str(lab).lower() == w:
+        if not is_special(lab) and word_key(lab) == w:
             return i
     return None
 
 
 def common_words(labels_a: Sequence[str], labels_b: Sequence[str]) -> list[str]:
-    """Words (lower-cased) present in both token lists, in order of first appearance in A."""
-    b = {str(x).lower() for x in labels_b}
+    """Words (word_key) present in both token lists, in order of first appearance in A; special
+    tokens (<bos>, [CLS], [SEP]) and empty keys left out."""
+    b = {word_key(x) for x in labels_b if not is_special(x)}
     out: list[str] = []
     for x in labels_a:
-        w = str(x).lower()
-        if w in b and w not in out and not w.startswith("<"):
+        w = word_key(x)
+        if w and not is_special(x) and w in b and w not in out:
             out.append(w)
     return out
+
+
+def same_context(ids_a: Sequence[int], ids_b: Sequence[int], ia: int, ib: int, causal: bool) -> bool:
+    """True when token ia of A and token ib of B cannot differ at any depth: under the causal mask a
+    token sees only itself and the tokens before it, so equal prefixes (ids up to and including the
+    word, at the same positions) give equal vectors in every layer (cosine 1 throughout, e.g. the
+    first word of two sentences that start alike)."""
+    return bool(causal) and ia == ib and list(ids_a[: ia + 1]) == list(ids_b[: ib + 1])
+
+
+def default_word(words: Sequence[str], ids_a: Sequence[int], ids_b: Sequence[int], labels_a: Sequence[str],
+                 labels_b: Sequence[str], causal: bool, preferred: str = "") -> str | None:
+    """The word the page opens on: `preferred` (the example's word) when it is offered, else the
+    first common word whose two occurrences can differ (not same_context); None without words."""
+    if not words:
+        return None
+    if preferred and word_key(preferred) in words:
+        return word_key(preferred)
+    for w in words:
+        ia, ib = find_word(labels_a, w), find_word(labels_b, w)
+        if not same_context(ids_a, ids_b, ia, ib, causal):
+            return w
+    return words[0]
 
 
 def stage_states(trace: ForwardTrace) -> tuple[list[str], list[np.ndarray]]:

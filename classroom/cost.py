@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from model.attention import attend, causal_allowed
-from model.config import ModelConfig
+from model.config import GATED, ModelConfig
 from model.layers import Block
 
 
@@ -25,7 +25,8 @@ class AttentionCost:
     scores_total: int  # L·H·T²: every head of every layer
     memory_bytes: int  # scores_total × bytes per value: the weights if kept (training keeps them)
     flops_attention: int  # L·4·T²·D: QKᵀ and weights·V, quadratic in T
-    flops_linear: int  # L·2·T·(4·D² + 2·D·F): Q/K/V/O projections and the FFN, linear in T
+    flops_linear: int  # L·2·T·(weights of W_Q, W_K, W_V, W_O and the FFN): linear in T; 4·D² + 2·D·F per
+    #                    layer for GPT-2-style models, less with grouped-query attention, 3·D·F for SwiGLU
     flops_total: int  # flops_attention + flops_linear
 
 
@@ -34,13 +35,15 @@ def attention_cost(cfg: ModelConfig, T: int, bytes_per_value: int = 4) -> Attent
 
     scores per head per layer = T²; all heads and layers = L·h·T²; memory of the weights if kept
     (training keeps them for backward) = L·h·T²·bytes. FLOPs (multiply-add = 2): QKᵀ and
-    weights·V cost 2·2·T²·d_model per layer (quadratic in T); the projections and FFN cost
-    2·T·(4·d_model² + 2·d_model·d_ff) per layer (linear in T)."""
-    L, H, D, F = cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_ff
+    weights·V cost 2·T²·(h·d_k + h·d_v) per layer (= 4·T²·d_model when h·d_k = h·d_v = d_model;
+    quadratic in T); the projections and the FFN cost 2·T·(their weights) per layer (linear in T):
+    2·T·(4·d_model² + 2·d_model·d_ff) for GPT-2-style models, from the config for the others
+    (grouped-query attention's narrower W_K, W_V; SwiGLU's three matrices)."""
+    L, H = cfg.n_layers, cfg.n_heads
     per_head = T * T
     total = L * H * per_head
-    quad = L * 4 * T * T * D
-    lin = L * 2 * T * (4 * D * D + 2 * D * F)
+    quad = L * 2 * T * T * _score_width(cfg)
+    lin = L * 2 * T * _linear_weights(cfg)
     return AttentionCost(T=T, scores_per_head_layer=per_head, scores_total=total,
                          memory_bytes=total * bytes_per_value, flops_attention=quad, flops_linear=lin,
                          flops_total=quad + lin)
@@ -69,10 +72,31 @@ def plot_lengths(t_max: int, n: int = 24) -> np.ndarray:
     return np.unique(np.geomspace(8, t_max, n).astype(int))
 
 
+def _score_width(cfg: ModelConfig) -> int:
+    """h·d_k + h·d_v: per token pair, the multiply-adds of QKᵀ and of weights·V over all heads."""
+    return cfg.n_heads * (cfg.d_k + cfg.d_value)
+
+
+def _linear_weights(cfg: ModelConfig) -> int:
+    """Weights of one layer's W_Q, W_K, W_V, W_O and FFN (no biases): one multiply-add each per token."""
+    D, F, kv = cfg.d_model, cfg.d_ff, cfg.kv_heads
+    proj = D * cfg.n_heads * cfg.d_k + D * kv * cfg.d_k + D * kv * cfg.d_value + cfg.n_heads * cfg.d_value * D
+    return proj + (3 if cfg.activation in GATED else 2) * D * F
+
+
 def linear_quadratic_crossover(cfg: ModelConfig) -> int:
-    """The T where the attention FLOPs (4·T²·D per layer) equal the projection and FFN FLOPs
-    (2·T·(4·D² + 2·D·d_ff)): T = 2·D + d_ff."""
-    return 2 * cfg.d_model + cfg.d_ff
+    """The T where the attention FLOPs (2·T²·(h·d_k + h·d_v) per layer) equal the projection and
+    FFN FLOPs (2·T·weights): T = weights / (h·d_k + h·d_v); 2·D + d_ff for GPT-2-style models."""
+    return int(round(_linear_weights(cfg) / _score_width(cfg)))
+
+
+def crossover_formula(cfg: ModelConfig) -> str:
+    """The equation linear_quadratic_crossover solves, in this model's symbols."""
+    if cfg.kv_heads == cfg.n_heads and cfg.activation not in GATED and cfg.n_heads * cfg.d_k == cfg.d_model \
+            and cfg.d_value == cfg.d_k:
+        return "4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)"
+    return (f"2·T·(h·d_k + h·d_v) = 2·T·{_score_width(cfg):,} against 2·(the {_linear_weights(cfg):,} weights of "
+            "one layer's projections and FFN)")
 
 
 def default_time_grid(max_len: int, n: int = 8) -> list[int]:

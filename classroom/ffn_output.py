@@ -176,3 +176,76 @@ def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> 
     order = np.argsort(-p, kind="stable")
     return FillIn(masked_ids=masked, top_ids=order[:k], top_p=p[order[:k]], true_id=true, true_p=float(p[true]),
                   true_rank=int(np.nonzero(order == true)[0][0]) + 1)
+
+
+def neighbours_note(source_kind: str) -> str:
+    """The end of the embedding-neighbours caption: what the rows of E are, by where the model
+    comes from (ui.models.ModelSource.kind). Fresh weights are random rows (no pattern to find);
+    a model trained here learned them from the built-in corpus; a pretrained one from its own."""
+    if source_kind == "fresh":
+        return " (fresh weights: random rows, so no pattern)."
+    if source_kind == "pretrained":
+        return ": a pretrained model learned these rows from billions of words, so try cat, king, Paris or apple."
+    if source_kind == "session":
+        return ": this model learned these rows from its training text."
+    return (": this model learned these rows from the built-in corpus (a few thousand short sentences), so words "
+            "of one kind (fruit, animals, colours) can end up close.")
+# What a model can do for "fill in the blank" (issue 33 item 3): a capability, not a model name, so
+# that any masked LM plugs in (the toy masked LM; a BERT or RoBERTa checkpoint opened from disk with
+# its MLM head, issue 32).
+MLM_HEAD = "mlm-head"  # an output layer over the vocabulary, a mask token, a bidirectional objective
+ENCODER_ONLY = "encoder-only"  # a masked LM's encoder whose MLM head is gone (MiniLM: sentence embeddings)
+
+
+def fill_blank_capability(has_output_layer: bool, vocab: Sequence[str], bidirectional: bool | None) -> str | None:
+    """MLM_HEAD when the model can score the vocabulary at a masked position (an output layer, a
+    mask token in its vocabulary, trained bidirectionally); ENCODER_ONLY when it has the mask token
+    and the bidirectional objective but no output layer; None otherwise (a causal LM, fresh weights)."""
+    if bidirectional is not True or mask_id(vocab) is None:
+        return None
+    return MLM_HEAD if has_output_layer else ENCODER_ONLY
+
+
+@dataclass(frozen=True)
+class NearestRows:
+    """The closest honest stand-in for an encoder without its MLM head: the vocabulary rows nearest
+    (cosine) to the final hidden state at a masked position. Not a prediction: no head was trained
+    to map that state onto the vocabulary (V tokens)."""
+    masked_ids: list[int]  # (T,) the sentence's ids with the hidden position replaced by the mask id
+    top_ids: np.ndarray  # (k,) int: the k rows of E nearest to the masked position's final state, nearest first
+    top_cos: np.ndarray  # (k,) float64: their cosine similarity
+    true_id: int  # the hidden (true) token's id
+    true_cos: float  # its row's cosine similarity
+    true_rank: int  # its rank among the rows compared (1 = nearest)
+    compared: int  # rows compared (special tokens left out)
+
+
+@torch.no_grad()
+def nearest_rows(model, ids: Sequence[int], position: int, mask: int, k: int = 5,
+                 skip: Sequence[int] = ()) -> NearestRows:
+    """ids with ids[position] replaced by `mask`, traced bidirectionally; the rows of the token
+    embedding matrix E (V, D) nearest by cosine to the final hidden state at that position (rows in
+    `skip`, e.g. [CLS], [SEP], [MASK], left out), and where the true token's row ranks."""
+    ids = [int(i) for i in ids]
+    if not 0 <= position < len(ids):
+        raise ValueError(f"position must be in [0, {len(ids) - 1}], got {position}")
+    true = ids[position]
+    masked = ids.copy()
+    masked[position] = int(mask)
+    h = model.trace(torch.tensor([masked]), causal=False).final[0, position].double().numpy()  # (D,)
+    E = model.tok_emb.weight.detach().double().numpy()  # (V, D)
+    cos = (E @ h) / np.maximum(np.linalg.norm(E, axis=1) * np.linalg.norm(h), 1e-300)
+    keep = np.ones(len(cos), dtype=bool)
+    keep[list(skip)] = False
+    keep[true] = True
+    cand = np.flatnonzero(keep)
+    order = cand[np.argsort(-cos[cand], kind="stable")]
+    return NearestRows(masked_ids=masked, top_ids=order[:k], top_cos=cos[order[:k]], true_id=true,
+                       true_cos=float(cos[true]), true_rank=int(np.nonzero(order == true)[0][0]) + 1,
+                       compared=int(cand.size))
+
+
+def is_special_token(label: str) -> bool:
+    """<bos>, <eos>, <pad>, [CLS], [SEP] ...: not a word one would hide."""
+    lab = str(label)
+    return len(lab) > 2 and ((lab[0] == "<" and lab[-1] == ">") or (lab[0] == "[" and lab[-1] == "]"))

@@ -20,7 +20,7 @@ from model.flash import TiledResult, TileStep, measure_peak_bytes, plain_attenti
 MEMORY_TS = (64, 128, 256, 512, 1024, 2048, 4096)  # sequence lengths of the memory chart
 MEMORY_D = 64  # d_k = d_v of the memory measurement (one head)
 MEMORY_TILES = (32, 64, 128, 256)  # key-tile sizes offered for the memory chart (smaller: slower to measure)
-MB = 2**20
+MB = 2**20  # the memory chart's unit: MiB (labels.units, the app's one convention for bytes)
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ class MemoryCurve:
     n lengths."""
     tile: int  # key-tile size of the tiled loop
     lengths: np.ndarray  # (n,) int: the sequence lengths T measured
-    plain_mb: np.ndarray  # (n,) MB: plain attention's measured peak (model.flash.measure_peak_bytes)
-    tiled_mb: np.ndarray  # (n,) MB: the tiled loop's measured peak
-    full_scores_mb: np.ndarray  # (n,) MB: a T × T float32 score matrix
-    tile_scores_mb: np.ndarray  # (n,) MB: a T × min(tile, T) float32 score block
+    plain_mb: np.ndarray  # (n,) MiB: plain attention's measured peak (model.flash.measure_peak_bytes)
+    tiled_mb: np.ndarray  # (n,) MiB: the tiled loop's measured peak
+    full_scores_mb: np.ndarray  # (n,) MiB: a T × T float32 score matrix
+    tile_scores_mb: np.ndarray  # (n,) MiB: a T × min(tile, T) float32 score block
     max_diff: np.ndarray  # (n,) max |tiled − plain| of the outputs
 
 

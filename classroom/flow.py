@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .architecture import describe
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -14,6 +16,7 @@ class Stage:
     shape: tuple[int, ...]  # the tensor it hands on, without the batch axis, e.g. (H, T, T)
     page: str  # url path of the page that explains it ("heads", "ffn-output", …)
     what: str  # one line on what it computes
+    absent: bool = False  # a sublayer the 2017 design has and this model drops (drawn dashed, passes x on)
 
 
 def _shape(a) -> tuple[int, ...]:
@@ -40,6 +43,9 @@ def _input_stages(tr, cfg) -> list[Stage]:
     T = _shape(tr.ids)[1]
     out = [Stage("token ids", (T,), "heads", "the tokenizer's output, one id per token"),
            Stage("token embeddings", _shape(emb.token)[1:], "ffn-output", "a row of the embedding matrix E per token")]
+    if emb.scale is not None:  # Gemma: the embedding times sqrt(d_model)
+        out.append(Stage(f"× {emb.scale:.4g} (√d_model)", _shape(emb.token)[1:], "positional",
+                         "Gemma scales the token embedding before block 0"))
     if cfg.pos_encoding in ("sinusoidal", "learned"):
         out.append(Stage(f"+ {cfg.pos_encoding} positions", _shape(emb.position), "positional",
                          "a position vector added to each token's row"))
@@ -58,9 +64,12 @@ def _attention_stages(tr, cfg) -> list[Stage]:
            else f"Q {_shape(at.q)[1:]}, K {_shape(at.k)[1:]}, V {_shape(at.v)[1:]}")
     return [Stage("block 0 · attention: Q, K, V", _shape(at.q)[1:], "multi-head",
                   qkv + (": K/V heads shared" if at.kv_head is not None else "")
+                  + ("; q and k RMS-normalised" if cfg.qk_norm else "")
                   + ("; rotary turns q, k" if cfg.pos_encoding == "rope" else "")),
-            Stage("block 0 · scores QKᵀ/√d_k, masked", _shape(at.scaled)[1:], "scaling",
-                  "one T × T score matrix per head" + (" (causal mask)" if tr.causal else "")),
+            Stage(f"block 0 · scores {describe(cfg).score}, masked", _shape(at.scaled)[1:], "scaling",
+                  "one T × T score matrix per head"
+                  + (f", soft-capped to ±{cfg.attn_softcap:g}" if cfg.attn_softcap is not None else "")
+                  + (" (causal mask)" if tr.causal else "")),
             Stage("block 0 · softmax weights", _shape(at.weights)[1:], "heads", "each row sums to 1"),
             Stage("block 0 · Z = weights · V, concat", _shape(at.concat)[1:], "multi-head", "the heads side by side"),
             Stage("block 0 · × W_O", _shape(at.output)[1:], "multi-head", "back to d_model")]
@@ -70,8 +79,10 @@ def _block_stages(tr, cfg) -> list[Stage]:
     """Block 0 in the model's order: pre-LN norms before each sublayer, post-LN after each residual add."""
     b0 = tr.layers[0]
     attn = _attention_stages(tr, cfg)
+    act = describe(cfg).activation
     ffn = [Stage("block 0 · FFN hidden", _shape(b0.ffn.hidden_post)[1:], "ffn-output",
-                 f"{cfg.activation} between two linear maps, each position alone"),
+                 (f"{act.name}: a gated unit, three linear maps" if act.gated else
+                  f"{act.name} between two linear maps") + ", each position alone"),
            Stage("block 0 · FFN output", _shape(b0.ffn.output)[1:], "ffn-output", "back to d_model")]
 
     def ln(which: str) -> list[Stage]:
@@ -79,13 +90,24 @@ def _block_stages(tr, cfg) -> list[Stage]:
         return [] if t is None else [Stage(f"block 0 · {_norm_name(cfg)} ({which})", _shape(t.output)[1:],
                                            "layer-norm", "each token's vector rescaled")]
 
+    def post(which: str) -> list[Stage]:  # Gemma 2's sandwich norm on a sublayer's output
+        t = getattr(b0, which)
+        return [] if t is None else [Stage(f"block 0 · {_norm_name(cfg)} ({which})", _shape(t.output)[1:],
+                                           "layer-norm", "the sublayer's output rescaled, before the add")]
+
     def add(what: str) -> list[Stage]:
         return [Stage(f"block 0 · add residual ({what})", _shape(b0.resid_mid)[1:], "layer-norm",
                       "x + sublayer(x): the residual stream")]
 
+    # A decoder-only stack drops the 2017 decoder's middle sublayer (cross-attention over an encoder's
+    # output): drawn where it would sit, dashed, passing the stream on unchanged.
+    cross = ([Stage("block 0 · cross-attention: none", _shape(b0.resid_mid)[1:], "encoder-decoder",
+                    "decoder-only: no encoder, so the 2017 decoder's cross-attention is dropped", absent=True)]
+             if describe(cfg).stack == "decoder-only" else [])
     if cfg.norm == "pre":
-        return ln("ln1") + attn + add("attention") + ln("ln2") + ffn + add("FFN")
-    return attn + add("attention") + ln("ln1") + ffn + add("FFN") + ln("ln2")
+        return (ln("ln1") + attn + post("ln1_post") + add("attention") + cross + ln("ln2") + ffn + post("ln2_post")
+                + add("FFN"))
+    return attn + add("attention") + ln("ln1") + cross + ffn + add("FFN") + ln("ln2")
 
 
 def _output_stages(tr, cfg) -> list[Stage]:
@@ -96,8 +118,12 @@ def _output_stages(tr, cfg) -> list[Stage]:
                          "before the output layer"))
     if cfg.output_head:  # shapes only: the logits themselves are computed on first read (not here)
         t_v = (_shape(tr.final)[1], cfg.vocab_size)  # (T, V)
-        out.append(Stage("logits = h · Eᵀ" if cfg.tie_weights else "logits = h · W_outᵀ", t_v, "ffn-output",
-                         "a score per vocabulary token"))
+        if cfg.mlm_head:  # the BERT family's masked-LM head before the output matrix
+            out.append(Stage("masked-LM head", _shape(tr.final)[1:], "ffn-output",
+                             "dense d_model × d_model, activation, LayerNorm"))
+        out.append(Stage("logits = h · Eᵀ" + (" + b" if cfg.mlm_head else "") if cfg.tie_weights else "logits = h · W_outᵀ",
+                         t_v, "ffn-output", "a score per vocabulary token"
+                         + (f", soft-capped to ±{cfg.final_softcap:g}" if cfg.final_softcap is not None else "")))
         out.append(Stage("softmax → probabilities", t_v, "generate", "the next-token distribution at every position"))
     else:
         out.append(Stage("last hidden states (no output layer)", _shape(tr.final)[1:], "ffn-output",

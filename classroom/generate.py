@@ -119,13 +119,36 @@ class Session:
         with torch.no_grad():
             return model.trace(torch.tensor([self.ids]), causal=True).logits[0, -1]
 
+    def tempered_probs(self) -> torch.Tensor:
+        """(V,) the distribution after the temperature and before top-k and top-p: softmax(logits /
+        temperature) (model.generate.next_token_probs without the cuts). Greedy: the model's own
+        (temperature 1; greedy then keeps only the argmax)."""
+        if self.settings.strategy == "greedy":
+            return next_token_probs(self.logits, temperature=1.0)
+        return next_token_probs(self.logits, temperature=self.settings.temperature)
+
     def next_token(self, k: int = 10) -> "NextToken":
-        """The k most likely next tokens under the model, beside the sampling rule's distribution."""
+        """The k most likely next tokens under the model, through each stage of the sampling rule:
+        the model's distribution, after the temperature, and after top-k and top-p (renormalised)."""
         probs = self.model_probs().numpy()
-        rule = self.next_distribution().numpy()
+        tempered = self.tempered_probs().double().numpy()
+        rule = self.next_distribution().double().numpy()
         top = np.argsort(-probs, kind="stable")[:k]
-        return NextToken(top_ids=top, p_model=probs[top], p_rule=rule[top], kept=int((rule > 0).sum()),
-                         vocab_size=len(probs))
+        keep = rule > 0
+        rank = np.empty(len(tempered), dtype=np.int64)  # each token's place in the tempered order (0 = most likely)
+        rank[np.argsort(-tempered, kind="stable")] = np.arange(len(tempered))
+        s = self.settings
+
+        def why(i: int) -> str:
+            if keep[i]:
+                return ""
+            if s.strategy == "greedy":
+                return "greedy"
+            return "top-k" if s.top_k is not None and rank[i] >= s.top_k else "top-p"
+
+        return NextToken(top_ids=top, p_model=probs[top], p_rule=rule[top], kept=int(keep.sum()),
+                         vocab_size=len(probs), p_tempered=tempered[top], kept_mask=keep[top],
+                         dropped_by=[why(int(i)) for i in top], kept_mass=float(tempered[keep].sum()))
 
     def factorisation(self) -> list["Factor"]:
         """p(x_gen | prompt) = Π p(x_t | x_<t) token by token, with the running sum of log p."""
@@ -139,12 +162,17 @@ class Session:
 
 @dataclass(frozen=True)
 class NextToken:
-    """The distribution the next token comes from, at the top k of the model's own (V tokens)."""
+    """The distribution the next token comes from, at the top k of the model's own (V tokens), stage
+    by stage: the model (temperature 1) -> ÷ temperature -> top-k and top-p cut -> renormalised."""
     top_ids: np.ndarray  # (k,) int: the model's k most likely next tokens, most likely first
     p_model: np.ndarray  # (k,) float64: their probability under the model (softmax, temperature 1)
     p_rule: np.ndarray  # (k,) their probability under the sampling rule (renormalised; greedy: 1 on the argmax)
     kept: int  # how many of the V tokens the rule leaves a chance (p_rule > 0)
     vocab_size: int  # V
+    p_tempered: np.ndarray | None = None  # (k,) float64: softmax(logits / temperature), before the cuts (greedy: p_model)
+    kept_mask: np.ndarray | None = None  # (k,) bool: still possible after top-k and top-p (the kept set)
+    dropped_by: list[str] = field(default_factory=list)  # (k,) "" (kept), "top-k", "top-p" or "greedy"
+    kept_mass: float = 1.0  # the kept set's mass under the tempered distribution, before renormalising
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from training.batching import encode_texts
 
 DK_GRID = (4, 16, 64, 256, 1024)
 NEAR_ZERO = 1e-3  # |d p_i / d z_j| below this counts as a "near-zero gradient"
+DEAD_BELOW = 1e-2  # a query whose ‖∂p/∂q‖ is below this gets almost no gradient
 
 
 def softmax_jacobian(z: np.ndarray) -> np.ndarray:
@@ -57,6 +58,10 @@ class JacobianCurves:
     norm: np.ndarray  # (G,) mean Frobenius norm of J
     max_weight: np.ndarray  # (G,) mean largest softmax weight
     score_std: np.ndarray  # (G,) standard deviation of the softmax inputs
+    q_grad: np.ndarray  # (G,) mean over queries of ‖∂p/∂q‖ (Frobenius; ∂p/∂q = J K · scale): the gradient
+    #                     that reaches the query (seed 004 says a large d_k makes it "explode": measured here)
+    q_grad_median: np.ndarray  # (G,) median over queries of ‖∂p/∂q‖: the typical query
+    q_grad_dead: np.ndarray  # (G,) share of queries with ‖∂p/∂q‖ < DEAD_BELOW (almost no gradient)
 
 
 @dataclass(frozen=True)
@@ -81,12 +86,26 @@ def softmax_gradient_experiment(d_ks: Sequence[int] = DK_GRID, n_keys: int = 16,
         q = torch.randn(n_samples, 1, dk, generator=g, dtype=torch.float64)
         k = torch.randn(n_samples, n_keys, dk, generator=g, dtype=torch.float64)
         raw = (q @ k.transpose(-2, -1))[:, 0].numpy()  # (N, n) dot products, variance d_k
-        for kind, z in (("scaled", raw / math.sqrt(dk)), ("unscaled", raw)):
+        for kind, scale in (("scaled", 1 / math.sqrt(dk)), ("unscaled", 1.0)):
+            z = raw * scale if kind == "unscaled" else raw / math.sqrt(dk)
             stats = jacobian_stats(z, near_zero)
             for f in fields(JacobianStats):
                 curves[kind][f.name][gi] = getattr(stats, f.name)
+            qn = query_gradient_norms(z, k.numpy(), scale)  # (N,)
+            curves[kind]["q_grad"][gi] = float(qn.mean())
+            curves[kind]["q_grad_median"][gi] = float(np.median(qn))
+            curves[kind]["q_grad_dead"][gi] = float((qn < DEAD_BELOW).mean())
     return SoftmaxGradients(d_k=np.asarray(d_ks), n_keys=n_keys, n_samples=n_samples, near_zero_below=near_zero,
                             scaled=JacobianCurves(**curves["scaled"]), unscaled=JacobianCurves(**curves["unscaled"]))
+
+
+def query_gradient_norms(z: np.ndarray, keys: np.ndarray, scale: float) -> np.ndarray:
+    """(N,) ‖∂p/∂q‖ (Frobenius) of each row: p = softmax(z), z = scale · K q, so by the chain
+    rule ∂p/∂q = J · K · scale with J the softmax Jacobian (autograd, softmax_jacobian).
+    z (N, n), keys (N, n, d_k)."""
+    J = softmax_jacobian(z)  # (N, n, n)
+    G = J @ np.asarray(keys, dtype=np.float64) * scale  # (N, n, d_k)
+    return np.sqrt((G ** 2).sum(axis=(1, 2)))
 
 
 def jacobian_stats(z: np.ndarray, near_zero: float = NEAR_ZERO) -> JacobianStats:

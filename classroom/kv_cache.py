@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from labels import units
 from model.config import ModelConfig
 from model.generate import generate_step, kv_cache_bytes_per_token
 from model.transformer import Transformer
@@ -118,12 +119,8 @@ def cache_table(shape: KVShape, context: int, bytes_per_number: int = 4, *, gqa_
 
 
 def human_bytes(n: float) -> str:
-    """1,536 -> '1.5 KiB' (powers of 1024)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} TiB"
+    """1,536 -> '1.5 KiB' (powers of 1024): the app's one convention, labels.units.human_bytes."""
+    return units.human_bytes(n)
 
 
 def engine_cache_bytes(shape: KVShape, n_kv_heads: int | None = None, n_tokens: int = 4) -> int:

@@ -120,6 +120,35 @@ def residual_norms(trace: ForwardTrace) -> tuple[list[str], np.ndarray]:
     return names, np.stack([np.linalg.norm(np.asarray(r, dtype=np.float64), axis=-1) for r in rows])
 
 
+OUTLIER_FACTOR = 10.0  # a token whose largest norm is this many times the typical token's dominates the colours
+
+
+@dataclass(frozen=True)
+class NormOutliers:
+    """Tokens whose residual stream is far larger than the rest's (S stages, T tokens): Llama-style
+    models such as SmolLM2 grow a few huge features on the first token ("massive activations",
+    Sun et al. 2024), which then serves as an attention sink. On a linear colour scale such a token
+    paints every other cell the same colour."""
+    tokens: list[int]  # indices of the outlier tokens (largest norm > OUTLIER_FACTOR × typical)
+    peak: np.ndarray  # (T,) float64 each token's largest norm over the stages
+    typical: float  # median of the other tokens' peaks (all tokens' when there is no outlier)
+    ratio: float  # max(peak) / typical (1.0 for a single token)
+
+
+def norm_outliers(norms: np.ndarray, factor: float = OUTLIER_FACTOR) -> NormOutliers:
+    """Which tokens dominate a (stages, tokens) norm matrix (residual_norms' second value): those
+    whose peak over the stages exceeds `factor` times the median peak of the other tokens."""
+    n = np.asarray(norms, dtype=np.float64)
+    peak = n.max(axis=0) if n.size else np.zeros(0)
+    if peak.size < 2:
+        return NormOutliers(tokens=[], peak=peak, typical=float(peak.max()) if peak.size else 0.0, ratio=1.0)
+    out = [i for i in range(peak.size) if peak[i] > factor * float(np.median(np.delete(peak, i)))]
+    rest = np.delete(peak, out)
+    typical = float(np.median(rest if rest.size else peak))
+    return NormOutliers(tokens=out, peak=peak, typical=typical,
+                        ratio=float(peak.max() / typical) if typical > 0 else float("inf"))
+
+
 @dataclass(frozen=True)
 class NormPlacement:
     """The residual stream's mean norm per stage (S = 1 + 2 L stages: residual_norms' names) with

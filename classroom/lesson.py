@@ -18,6 +18,7 @@ from labels import md_escape, token_label
 from model.attention import attend
 from model.trace import ForwardTrace
 
+from .architecture import Architecture
 from .ffn_output import sequence_logprob
 from .worked_examples import softmax_from_scores
 
@@ -89,6 +90,15 @@ def _vec(v: Sequence[float], nd: int = 3, limit: int = 6) -> str:
     return "[" + s + (", …" if len(v) > limit else "") + "]"
 
 
+def answer_context(source, ids: Sequence[int], causal: bool, head: int, query: int) -> str:
+    """A short digest of everything a lesson question's answer depends on: the model (its source,
+    any hashable value), the token ids, the mask, the head and the query row. The page keys each
+    question's widgets and revealed state by it, so a pick made for one head (or sentence, or query)
+    is never graded against another's answer."""
+    raw = repr((source, tuple(int(i) for i in ids), bool(causal), int(head), int(query)))
+    return hashlib.sha256(raw.encode()).hexdigest()[:10]
+
+
 def factorization_live(trace: ForwardTrace, labels: Sequence[str], n: int = 3) -> str:
     """Notes 001 Q1, live: the auto-regressive factors p(x_t | x_<t) of the sentence, from the
     model's own next-token probabilities (ffn_output.sequence_logprob), as markdown."""
@@ -135,21 +145,23 @@ class Focus:
     labels: tuple[str, ...]  # the tokens as typed
     causal: bool
     norm: str  # "pre" | "post"
+    arch: Architecture | None  # the model in words (classroom.architecture.describe); None: say only pre/post
     head: int
+    kv: int  # the K/V head this query head reads (= head without grouped-query attention)
     i: int  # the query row followed (0..T-1)
     T: int  # tokens
     H: int  # heads
     d_k: int  # width of a query and a key
     d_v: int  # width of a value
-    D: int  # d_model = H·d_k
+    D: int  # d_model (the width of X and of the attention output)
     toks: tuple[str, ...]  # (T,) "j:token" labels for tables and charts
     mtoks: tuple[str, ...]  # (T,) the same, markdown-escaped (inside text and radio options)
     emb_tok: np.ndarray  # (T, D) token embeddings
     emb_pos: np.ndarray  # (T, D) position vectors
     emb_sum: np.ndarray  # (T, D) X = token + position
     q: np.ndarray  # (T, d_k) this head's queries
-    k: np.ndarray  # (T, d_k) keys
-    v: np.ndarray  # (T, d_v) values
+    k: np.ndarray  # (T, d_k) keys of K/V head `kv`
+    v: np.ndarray  # (T, d_v) values of K/V head `kv`
     scores: np.ndarray  # (T, T) q·k, before scaling
     scale: float  # 1/√d_k, or 1.0 when the model does not scale
     scaled: np.ndarray  # (T, T) scores × scale
@@ -176,7 +188,7 @@ class Focus:
 
 
 def focus(trace: ForwardTrace, labels: Sequence[str], *, causal: bool, norm: str = "pre", head: int = 0,
-          query: int | None = None, layer: int = 0) -> Focus:
+          query: int | None = None, layer: int = 0, arch: Architecture | None = None) -> Focus:
     """Layer `layer`'s attention for head `head`, seen from query position `query` (default: the
     last token, which sees the most context). ValueError for a head or query out of range."""
     attn, emb = trace.layers[layer].attn, trace.embeddings  # numpy, B = 1
@@ -189,12 +201,13 @@ def focus(trace: ForwardTrace, labels: Sequence[str], *, causal: bool, norm: str
         raise ValueError(f"query must be in 0..{T - 1}")
     labels = tuple(str(x) for x in labels)
     toks = tuple(tok(j, labels) for j in range(T))
+    kv = head if attn.kv_head is None else int(attn.kv_head[head])  # grouped-query: the shared K/V head
     return Focus(
-        trace=trace, labels=labels, causal=causal, norm=norm, head=head, i=i, T=T, H=H,
-        d_k=attn.q.shape[-1], d_v=attn.v.shape[-1], D=attn.q.shape[-1] * H, toks=toks,
+        trace=trace, labels=labels, causal=causal, norm=norm, arch=arch, head=head, kv=kv, i=i, T=T, H=H,
+        d_k=attn.q.shape[-1], d_v=attn.v.shape[-1], D=emb.sum.shape[-1], toks=toks,
         mtoks=tuple(md_escape(t) for t in toks),
         emb_tok=emb.token[0], emb_pos=emb.position, emb_sum=emb.sum[0],
-        q=attn.q[0, head], k=attn.k[0, head], v=attn.v[0, head],
+        q=attn.q[0, head], k=attn.k[0, kv], v=attn.v[0, kv],
         scores=attn.scores[0, head], scale=float(attn.scale), scaled=attn.scaled[0, head],
         masked=attn.masked[0, head],
         allowed=np.broadcast_to(np.asarray(attn.allowed, dtype=bool), attn.weights.shape)[0, head],
@@ -202,18 +215,40 @@ def focus(trace: ForwardTrace, labels: Sequence[str], *, causal: bool, norm: str
 
 
 def build_lesson(trace: ForwardTrace, labels: Sequence[str], *, n_heads: int, causal: bool,
-                 norm: str = "pre", head: int = 0, query: int | None = None, layer: int = 0) -> list[LessonStep]:
+                 norm: str = "pre", head: int = 0, query: int | None = None, layer: int = 0,
+                 arch: Architecture | None = None) -> list[LessonStep]:
     """Every step of layer `layer`'s attention for head `head`, seen from query position `query`
-    (default: the last token, which sees the most context): one LessonStep per STEP_KEYS entry."""
-    f = focus(trace, labels, causal=causal, norm=norm, head=head, query=query, layer=layer)
+    (default: the last token, which sees the most context): one LessonStep per STEP_KEYS entry.
+    arch: the model in words (positions, norm, W_O's shape); None keeps the generic wording."""
+    f = focus(trace, labels, causal=causal, norm=norm, head=head, query=query, layer=layer, arch=arch)
     return [build(f) for build in STEP_BUILDERS]
 
 
 # ----------------------------------------------------------------------------- the nine steps
 def embeddings_step(f: Focus) -> LessonStep:
     T, D, i = f.T, f.D, f.i
-    ln_note = ("This model is **pre-LN** (GPT-2): attention reads LN(X), the layer-normalised rows."
-               if f.norm == "pre" else "This model is **post-LN** (2017 paper): attention reads X itself.")
+    if f.arch is not None and f.arch.norm.kind != "none":
+        n = f.arch.norm
+        ln_note = (f"This model is **{n.short}**: attention reads {n.name}(X), the normalised rows." if f.norm == "pre"
+                   else f"This model is **{n.short}**: attention reads X itself.")
+    elif f.arch is not None:
+        ln_note = "This model has no norms: attention reads X itself."
+    else:
+        ln_note = ("This model is **pre-LN** (GPT-2): attention reads LN(X), the layer-normalised rows."
+                   if f.norm == "pre" else "This model is **post-LN** (2017 paper): attention reads X itself.")
+    added = f.arch is None or f.arch.positions.added
+    emb_ln = f.arch is not None and "LayerNorm" in f.arch.positions.input_x
+    if not added:
+        row = (f"its token embedding; this model adds no position vector ({f.arch.positions.name} positions"
+               + (": they turn q and k in every head)" if f.arch.positions.kind == "rope" else ")")
+               + f". Token {f.tq}: X row = {_vec(f.emb_sum[i])}. ")
+        formula = r"X = E_{\text{token}} \in \mathbb{R}^{T \times d_{model}}"
+    else:
+        row = (f"its token embedding plus its position vector" + (" (and token type), then LayerNorm" if emb_ln else "")
+               + f". Token {f.tq}: token {_vec(f.emb_tok[i])} + position {_vec(f.emb_pos[i])}"
+               + (" … after LayerNorm" if emb_ln else "") + f" = {_vec(f.emb_sum[i])}. ")
+        formula = (r"X = \mathrm{LN}(E_{\text{token}} + PE + E_{\text{type}}) \in \mathbb{R}^{T \times d_{model}}" if emb_ln
+                   else r"X = E_{\text{token}} + PE \in \mathbb{R}^{T \times d_{model}}")
     q_shape = Question(
         "x_shape", "the lecture on transformers for autoregressive models, self-assessment question 2",
         f"Your sentence has **{T} tokens** and this model has **d_model = {D}**. What is the shape of the input matrix X?",
@@ -232,10 +267,8 @@ def embeddings_step(f: Focus) -> LessonStep:
                  "the Transformer is the methodology; auto-regression is the architecture",
                  "both are architectures", "both are methodologies"))
     return LessonStep(
-        "embeddings", "1 · Embeddings: the data matrix X", r"X = E_{\text{token}} + PE \in \mathbb{R}^{T \times d_{model}}",
-        f"Each of the **{T}** tokens becomes a row of length d_model = **{D}**: its token embedding plus its "
-        f"position vector. Token {f.tq}: token {_vec(f.emb_tok[i])} + position {_vec(f.emb_pos[i])} = "
-        f"{_vec(f.emb_sum[i])}. " + ln_note,
+        "embeddings", "1 · Embeddings: the data matrix X", formula,
+        f"Each of the **{T}** tokens becomes a row of length d_model = **{D}**: " + row + ln_note,
         f.emb_sum, f.toks, _dims(D, "x"), questions=(q_shape, q_method))
 
 
@@ -245,7 +278,9 @@ def qkv_step(f: Focus) -> LessonStep:
         "d_k", "the lecture on causal masking and multi-head attention, self-assessment question 4",
         f"This model has d_model = **{D}** and h = **{H}** heads. How many dimensions does each head's query "
         "(and key, and value) vector have?", "number", float(d_k),
-        f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)."
+        (f"d_k = d_model / h = {D} / {H} = **{d_k}** (the notes: 512 / 8 = 64)." if H * d_k == D else
+         f"d_k = **{d_k}**: this model sets its head width itself (head_dim), so it is not d_model / h = "
+         f"{D / H:g} (the notes' rule, 512 / 8 = 64, holds for most models).")
         + (" Usually d_v = d_k too." if d_v == d_k else f" This model's values are {d_v} wide (d_v ≠ d_k)."),
         lo=0, hi=4096, step=1)
     q_kshape = Question(
@@ -259,7 +294,9 @@ def qkv_step(f: Focus) -> LessonStep:
     return LessonStep(
         "qkv", f"2 · Queries, keys, values ({f.hs})", r"Q_j = X W^Q_j,\quad K_j = X W^K_j,\quad V_j = X W^V_j",
         f"Three learned projections turn every row of X into a query (what it looks for), a key (what it offers) "
-        f"and a value (what it passes on). Each head gets its own {d_k}-dimensional slice. "
+        f"and a value (what it passes on). Each head gets its own {d_k}-dimensional slice"
+        + (f" of Q; keys and values are shared by groups of query heads (grouped-query attention): {f.hs} reads "
+           f"K/V head {f.kv}. " if f.kv != f.head or (f.arch is not None and f.arch.gqa) else ". ") +
         f"Token {f.tq}: q = {_vec(f.q[i])}, k = {_vec(f.k[i])}, v = {_vec(f.v[i])}. The table shows Q of {f.hs}.",
         f.q, f.toks, _dims(d_k, "q"), questions=(q_dk, q_kshape))
 
@@ -368,21 +405,58 @@ def weighted_step(f: Focus) -> LessonStep:
         heads, f.toks, _dims(f.d_v, "z"), questions=(q_avg,))
 
 
+def output_softmax_live(f: Focus) -> str:
+    """Notes 000 Q7, live: the model's own output distribution at the followed token (trace.probs)."""
+    if f.trace.probs is None:
+        return (" This model has no output layer (an encoder): its last hidden states go to a task head instead, "
+                "so there is no next-token softmax to show.")
+    p = np.asarray(f.trace.probs[0, f.i], dtype=np.float64)  # (V,)
+    return (f" Live, at {f.tq}: the softmax over this model's |V| = {p.size:,} logits gives probabilities between "
+            f"{p.min():.2e} and {p.max():.4f} (its top choice), summing to {p.sum():.4f}.")
+
+
+def heads_differ(f: Focus) -> str:
+    """Evidence that heads attend differently, from the live weights: the followed head against
+    another head at a query where their strongest keys differ (the followed query when they differ
+    there, else the first such query); if every head picks the same strongest key for every query,
+    says so and compares how much weight they put there."""
+    H, T, w, head = f.H, f.T, f.w_all, f.head
+    if H == 1:
+        return "This model has a single head, so there is nothing to compare."
+    top = np.argmax(np.where(np.isfinite(w), w, -np.inf), axis=-1)  # (H, T) strongest key per head and query
+    others = [(head + d) % H for d in range(1, H)]
+    for queries in ([f.i], range(T)):  # prefer the followed query
+        for q in queries:
+            for o in others:
+                if top[o, q] != top[head, q]:
+                    at_q = "" if q == f.i else f" (from {f.tq} both pick {f.mtoks[int(top[head, f.i])]}, so look at another query)"
+                    return (f"Here, from **{f.mtoks[q]}**, head {head} puts its largest weight on "
+                            f"**{f.mtoks[int(top[head, q])]}** ({w[head, q, top[head, q]]:.2f}) while head {o} puts "
+                            f"its largest on **{f.mtoks[int(top[o, q])]}** ({w[o, q, top[o, q]]:.2f}){at_q}. Over "
+                            f"the {T} queries, head {head} and head {o} pick different strongest keys for "
+                            f"{int((top[head] != top[o]).sum())}.")
+    o = others[0]
+    gap = float(np.abs(w[head] - w[o]).max())
+    return (f"In this layer every head picks the same strongest key for every query of your sentence (often the first "
+            f"token); they still differ in how they spread the rest: head {head} and head {o} differ by up to "
+            f"{gap:.2f} in some weight. Try a longer sentence or a trained model.")
+
+
 def concat_step(f: Focus) -> LessonStep:
     T, H, d_v, i, head, tq = f.T, f.H, f.d_v, f.i, f.head, f.tq
     q_width = Question(
         "concat_width", "the lecture on causal masking and multi-head attention, self-assessment question 5",
         f"Each of the **{H}** heads outputs a {T} × {d_v} matrix Z_j. How many columns does Concat(Z_1, …, Z_{H}) have?",
-        "number", float(H * d_v), f"h · d_v = {H} · {d_v} = **{H * d_v}** = d_model: the heads sit side by side.",
+        "number", float(H * d_v), f"h · d_v = {H} · {d_v} = **{H * d_v}**"
+        + (" = d_model" if H * d_v == f.D else f" (d_model is {f.D}: W_O maps {H * d_v} back to {f.D})")
+        + ": the heads sit side by side.",
         lo=0, hi=1e6, step=1)
     motive = "different heads can attend to different relationships at once"
     q_why_heads = Question(
         "why_heads", "the lecture on causal masking and multi-head attention, self-assessment question 3",
         "What is the main reason for several heads instead of one big one?", "choice", motive,
-        f"Each head has its own W_Q, W_K, W_V, so it can learn its own pattern (syntax, nearby words, long-range links…). "
-        f"Here head {head} puts its largest weight from {tq} on {f.mtoks[int(np.argmax(f.w[i]))]}"
-        + (f", while head {(head + 1) % H} prefers {f.mtoks[int(np.argmax(f.w_all[(head + 1) % H][i]))]}." if H > 1
-           else "."),
+        "Each head has its own W_Q, W_K, W_V, so it can learn its own pattern (syntax, nearby words, long-range "
+        "links…). " + heads_differ(f),
         options=(motive, "it needs fewer parameters than one head", "it removes the need for a mask",
                  "it makes the softmax unnecessary"))
     return LessonStep(
@@ -397,15 +471,18 @@ def output_step(f: Focus) -> LessonStep:
         "out_shape", "the lecture on causal masking and multi-head attention, self-assessment question 5",
         "After concatenation, the block multiplies by W_O. What is the shape of the result for your sentence?",
         "choice", f"{T} × {D}",
-        f"W_O is {D} × {D}, so ({T} × {D})({D} × {D}) = **{T} × {D}** — the same shape as X, so it can be added to "
+        f"W_O is {f.H * f.d_v} × {D}, so ({T} × {f.H * f.d_v})({f.H * f.d_v} × {D}) = **{T} × {D}** — the same "
+        "shape as X, so it can be added to "
         "the residual stream and the next block can take it.",
         options=tuple(dict.fromkeys([f"{T} × {D}", f"{T} × {f.d_k}", f"{D} × {D}", f"{T} × {T}"])))
     pw = "the same small network is applied to each token separately"
     q_ffn = Question(
         "position_wise", "the lecture on causal masking and multi-head attention, self-assessment question 6",
         "Next comes the feed-forward layer, applied \"position-wise\". What does that mean?", "choice", pw,
-        "The same W_1, W_2 act on every row independently; it does not mix tokens — mixing across positions is "
-        "attention's job (the step you just finished).",
+        f"The same {'W_1, W_2' if f.arch is None else f.arch.activation.matrices.split(' (')[0].replace(' and ', ', ')} "
+        "act on every row independently"
+        + ("" if f.arch is None else f" (here {f.arch.activation.name}: {f.arch.activation.matrices})")
+        + "; it does not mix tokens — mixing across positions is attention's job (the step you just finished).",
         options=(pw, "it looks at the positions of the tokens", "it mixes information across tokens",
                  "it has one set of weights per position"))
     q_final = Question(
@@ -413,9 +490,11 @@ def output_step(f: Focus) -> LessonStep:
         "At the very end, the output layer turns each row into scores over the vocabulary. Which function makes "
         "them a probability distribution?", "choice", "softmax",
         "A linear layer gives |V| logits per position and **softmax** turns them into probabilities that sum to 1 "
-        "(the next-token distribution).", options=("ReLU", "softmax", "layer norm", "argmax"))
+        "(the next-token distribution)." + output_softmax_live(f), options=("ReLU", "softmax", "layer norm", "argmax"))
     return LessonStep(
-        "output", "9 · Output projection W_O", r"\mathrm{MultiHead}(X) = Z_c\, W_O,\quad W_O \in \mathbb{R}^{d_{model} \times d_{model}}",
+        "output", "9 · Output projection W_O",
+        r"\mathrm{MultiHead}(X) = Z_c\, W_O,\quad W_O \in \mathbb{R}^{"
+        + (r"d_{model} \times d_{model}" if f.H * f.d_v == D else r"h d_v \times d_{model}") + "}",
         f"W_O mixes the heads' outputs back into one {D}-dimensional vector per token. Row {f.tq}: {_vec(f.out[f.i])}.",
         f.out, f.toks, _dims(f.out.shape[1], "o"), questions=(q_out, q_ffn, q_final))
 

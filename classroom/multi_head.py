@@ -9,6 +9,8 @@ from typing import Sequence
 from model.config import ModelConfig, param_breakdown, param_count
 from model.generate import kv_cache_bytes_per_token
 
+from .architecture import describe, param_formulas
+
 
 @dataclass(frozen=True)
 class ShapeRow:
@@ -16,47 +18,61 @@ class ShapeRow:
     step: str  # the matrix or step, e.g. "Q = X W_Q (all heads)"
     shape: str  # its shape for this input, e.g. "12 × 64"
     formula: str  # the same in symbols, e.g. "T × d_model"
+    bias: str = ""  # weight matrices: "+ bias (64)" or "no bias"; "" for the other rows
 
 
 def shape_rows(cfg: ModelConfig, T: int) -> list[ShapeRow]:
-    """The dimension table of one multi-head attention layer for a T-token input. With a value
-    width d_v different from d_k (cfg.d_v) the rows of K and V part: K_j is T × d_k, V_j and Z_j
-    are T × d_v."""
-    D, H, dk, dv = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value
+    """The dimension table of one multi-head attention layer for a T-token input, from the config
+    (classroom.architecture.describe): W_K and W_V are d_model × h_kv·d_k with grouped-query
+    attention; V_j and Z_j are T × d_v when the value width differs from d_k; "+ b" only where the
+    model has biases; what X is depends on how the model adds positions."""
+    a = describe(cfg)
+    D, H, dk, dv, kv = a.d_model, a.n_heads, a.d_k, a.d_v, a.kv_heads
     HV = H * dv
-    if dv == dk:
-        heads = [ShapeRow("Q_j, K_j, V_j (one head)", f"{T} × {dk}", f"T × d_k, d_k = d_model / h = {D} / {H}")]
-        wv = []
-        z_formula, concat_formula = "T × d_v (d_v = d_k)", "T × h·d_v = T × d_model"
+
+    def b(m) -> str:
+        return f"+ bias ({m.cols})" if m.bias else "no bias"
+
+    same = a.w_q.shape == a.w_k.shape == a.w_v.shape
+    if same:
+        weights = [ShapeRow("W_Q, W_K, W_V (each)", a.w_q.shape, f"{a.w_q.formula} = h blocks of d_model × d_k", b(a.w_q))]
+    elif a.w_k.shape == a.w_v.shape:
+        weights = [ShapeRow("W_Q", a.w_q.shape, f"{a.w_q.formula} = h blocks of d_model × d_k", b(a.w_q)),
+                   ShapeRow("W_K, W_V (each)", a.w_k.shape,
+                            f"{a.w_k.formula} = {kv} K/V heads × d_k" if a.gqa else a.w_k.formula, b(a.w_k))]
     else:
-        heads = [ShapeRow("Q_j, K_j (one head)", f"{T} × {dk}", f"T × d_k, d_k = d_model / h = {D} / {H}"),
+        weights = [ShapeRow("W_Q, W_K (each)" if a.w_q.shape == a.w_k.shape else "W_Q",
+                            a.w_q.shape, f"{a.w_q.formula} = h blocks of d_model × d_k", b(a.w_q))]
+        if a.w_q.shape != a.w_k.shape:
+            weights.append(ShapeRow("W_K", a.w_k.shape, a.w_k.formula, b(a.w_k)))
+        weights.append(ShapeRow("W_V (d_v ≠ d_k)" if dv != dk else "W_V", a.w_v.shape, a.w_v.formula, b(a.w_v)))
+    proj = [ShapeRow("Q = X W_Q (all heads)", f"{T} × {H * dk}", "T × h·d_k" + (" = T × d_model" if H * dk == D else ""))]
+    if a.gqa:
+        proj.append(ShapeRow("K = X W_K, V = X W_V (all K/V heads)", f"{T} × {kv * dk}" if dv == dk
+                             else f"{T} × {kv * dk}, {T} × {kv * dv}", "T × h_kv·d_k (each K/V head serves "
+                             f"{H // kv} query heads)"))
+    dk_formula = f"T × d_k, d_k = d_model / h = {D} / {H}" if H * dk == D else f"T × d_k, d_k = {dk}"
+    if dv == dk:
+        heads = [ShapeRow("Q_j, K_j, V_j (one head)", f"{T} × {dk}", dk_formula)]
+        z_formula = "T × d_v (d_v = d_k)"
+        concat_formula = "T × h·d_v = T × d_model" if HV == D else "T × h·d_v"
+    else:
+        heads = [ShapeRow("Q_j, K_j (one head)", f"{T} × {dk}", dk_formula),
                  ShapeRow("V_j (one head)", f"{T} × {dv}", f"T × d_v, d_v = {dv} (≠ d_k)")]
-        wv = [ShapeRow("W_V (d_v ≠ d_k)", f"{D} × {HV}", "d_model × h·d_v")]
         z_formula, concat_formula = f"T × d_v (d_v = {dv} ≠ d_k = {dk})", f"T × h·d_v = T × {H}·{dv}"
+    weights_step = "weights softmax(scores / √d_k)" if cfg.scale_scores else "weights softmax(scores) (no scaling)"
     return [
-        ShapeRow("input X (token embedding + position)", f"{T} × {D}", "T × d_model"),
-        ShapeRow("W_Q, W_K, W_V (each)" if dv == dk else "W_Q, W_K (each)", f"{D} × {D}",
-                 "d_model × d_model = h blocks of d_model × d_k"),
-        *wv,
-        ShapeRow("Q = X W_Q (all heads)", f"{T} × {D}", "T × d_model"),
+        ShapeRow(f"input X ({a.positions.input_short})", f"{T} × {D}", "T × d_model"),
+        *weights,
+        *proj,
         *heads,
         ShapeRow("scores Q_j K_jᵀ (one head)", f"{T} × {T}", "T × T"),
-        ShapeRow("weights softmax(scores / √d_k)", f"{T} × {T}", "T × T, rows sum to 1"),
+        ShapeRow(weights_step, f"{T} × {T}", "T × T, rows sum to 1"),
         ShapeRow("Z_j = weights V_j (one head)", f"{T} × {dv}", z_formula),
         ShapeRow("concat(Z_1 … Z_h)", f"{T} × {HV}", concat_formula),
-        ShapeRow("W_O", f"{HV} × {D}", "h·d_v × d_model"),
-        ShapeRow("output concat · W_O", f"{T} × {D}", "T × d_model"),
+        ShapeRow("W_O", a.w_o.shape, a.w_o.formula, b(a.w_o)),
+        ShapeRow(f"output {a.output_formula}", f"{T} × {D}", "T × d_model"),
     ]
-
-
-PART_FORMULAS = {
-    "token_embedding": "V × d_model",
-    "position_embedding": "max_len × d_model (learned only; sinusoidal has none)",
-    "attention": "L × 4 (d_model² + d_model)  [W_Q, W_K, W_V, W_O + biases]",
-    "ffn": "L × (2 d_model d_ff + d_ff + d_model)",
-    "layer_norm": "L × 2 × 2 d_model (+ 2 d_model final LN)",
-    "output": "0 when tied to the embedding, else V × d_model",
-}
 
 
 @dataclass(frozen=True)
@@ -64,18 +80,18 @@ class ParamRow:
     """The parameters of one part of a model (model.config.param_breakdown)."""
     part: str  # "token_embedding", "position_embedding", "attention", "ffn", "layer_norm", "output"
     parameters: int  # how many
-    formula: str  # the count in symbols, e.g. "V × d_model"
+    formula: str  # the count in symbols for this config (classroom.architecture.param_formulas)
     share_pct: float  # percent of the whole model (0 … 100)
 
 
 def param_rows(cfg: ModelConfig) -> list[ParamRow]:
-    """Parameter count per part (model.config.param_breakdown) with formula and share."""
+    """Parameter count per part (model.config.param_breakdown) with this config's formula
+    (classroom.architecture.param_formulas: GQA, SwiGLU, RMSNorm, biases as the config has them)
+    and its share."""
     parts = param_breakdown(cfg)
     total = param_count(cfg)
-    formulas = dict(PART_FORMULAS)
-    if cfg.d_value != cfg.d_k:  # W_V is d_model × h·d_v and W_O h·d_v × d_model
-        formulas["attention"] = "L × (2 (d_model² + d_model) + 2 d_model·h·d_v + h·d_v + d_model)"
-    return [ParamRow(part=k, parameters=int(v), formula=formulas.get(k, ""),
+    formulas = {f.part: f for f in param_formulas(cfg)}
+    return [ParamRow(part=k, parameters=int(v), formula=formulas[k].formula,
                      share_pct=100.0 * v / total if total else 0.0) for k, v in parts.items()]
 
 
@@ -88,19 +104,27 @@ class PresetRow:
 
 def preset_rows(cfg: ModelConfig) -> list[PresetRow]:
     """A config's headline shapes as rows (used for the GPT-2 small preset)."""
-    return [
+    a = describe(cfg)
+    rows = [
         PresetRow("vocabulary V", cfg.vocab_size),
         PresetRow("context length (max_len)", cfg.max_len),
         PresetRow("d_model", cfg.d_model),
         PresetRow("heads h", cfg.n_heads),
-        PresetRow("d_k = d_model / h", cfg.d_k),
+    ]
+    if a.gqa:
+        rows.append(PresetRow("K/V heads h_kv", a.kv_heads))
+    rows += [
+        PresetRow("d_k = d_model / h" if cfg.n_heads * cfg.d_k == cfg.d_model else "d_k", cfg.d_k),
         PresetRow("layers", cfg.n_layers),
         PresetRow("d_ff", cfg.d_ff),
         PresetRow("embedding matrix", f"{cfg.vocab_size} × {cfg.d_model}"),
-        PresetRow("positions", cfg.pos_encoding),
-        PresetRow("norm placement", f"{cfg.norm}-LN" + (" + final LN" if cfg.final_norm else "")),
+        PresetRow("positions", a.positions.name),
+        PresetRow("norm placement", a.norm.short + (f" + final {a.norm.name}" if a.norm.final else "")),
+        PresetRow("FFN activation", a.activation.name),
+        PresetRow("biases", a.biases),
         PresetRow("parameters", f"{param_count(cfg):,}"),
     ]
+    return rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,6 +149,11 @@ class KVSavingsRow:
     cache_bytes_per_token: int  # KV cache per token at float32
     context: int  # the context length of cache_mb
     cache_mb: float  # KV cache for `context` tokens, MB (1e6 bytes)
+
+    @property
+    def cache_bytes(self) -> int:
+        """KV cache for `context` tokens, bytes (the page writes it with labels.units.human_bytes)."""
+        return self.cache_bytes_per_token * self.context
 
 
 def savings(cfg: ModelConfig, context: int = 2048) -> list[KVSavingsRow]:

@@ -404,8 +404,10 @@ PRESETS: dict[str, Preset] = {p.key: p for p in [
         "\"I like cats\" → \"Me gustan\": encoder output E (3 × 4) gives K = V = E; the decoder query Q (2 × 4) = "
         "[[0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5, 0.7]]. Scores are T_dec × T_enc = 2 × 3; scaled by √4 = 2.",
         (
-            "Q·Kᵀ: 0.2·0.1 + 0.4·0.2 + 0.6·0.3 + 0.8·0.4 = 0.60 — the notes' 0.3 is already halved, and then they "
-            "halve it again in the scaling step.",
+            "Q·Kᵀ, row 1: 0.2·0.1 + 0.4·0.2 + 0.6·0.3 + 0.8·0.4 = 0.60 — the notes' first row [0.3, 0.7, 1.1] is "
+            "already halved, and then they halve it again in the scaling step.",
+            "Row 2 is not a halving slip: 0.1·0.1 + 0.3·0.2 + 0.5·0.3 + 0.7·0.4 = 0.50, and half of [0.50, 1.14, 1.78] "
+            "would be [0.25, 0.57, 0.89], not the notes' [0.26, 0.62, 0.98]: compute each dot product yourself.",
             "Row 2 of the context: 0.25·0.1 + 0.35·0.5 + 0.4·0.9 = 0.56 even with the notes' own weights (they write 0.65).",
             "Weights come from softmax of the scaled scores; they are not free to choose.",
         ),
@@ -441,6 +443,51 @@ PRESETS: dict[str, Preset] = {p.key: p for p in [
         ),
         setup=AttentionSetup(DEC_STATES, I4, I4, I4, scale=False, X_kv=ANNOTATIONS, labels=("s0 (→ Me)", "s1 (→ gustan)"),
                              kv_labels=("h_I", "h_like", "h_cats")),
+    ),    Preset(
+        "padding-450", "Padding mask of [4, 5, 0]: 1-D → 2-D, 3 × 3 look-ahead, combined", "004 (masking)", "attention",
+        "The notes' sequence [4, 5, 0]: token ids 4 and 5, then 0 = padding. The 1-D padding mask is [1, 1, 0]; "
+        "extended to 2-D, every row allows keys 1 and 2 (and the padded query row allows nothing); the 3 × 3 "
+        "look-ahead mask is lower-triangular; the combined mask is their elementwise product. The notes give no "
+        "vectors here: this preset uses X = [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0, 0, 0, 0]] and "
+        "W = I so that the masks act on real scores.",
+        (
+            "1-D → 2-D: row i of the padding mask is the 1-D mask [1, 1, 0] (which keys exist), and the padded "
+            "query's own row is all 0 (nothing to compute for a pad).",
+            "Combined = look-ahead × padding, cell by cell: row 1 [1, 0, 0] × [1, 1, 0] = [1, 0, 0]; row 2 "
+            "[1, 1, 0] × [1, 1, 0] = [1, 1, 0]; row 3 [1, 1, 1] × [0, 0, 0] = [0, 0, 0]. The notes get all three "
+            "right here.",
+            "A fully masked row (the pad's) gets all-zero weights, never NaN and never [1, 0, 0].",
+        ),
+        (),
+        setup=AttentionSetup(PADDED[[0, 1, 3]], I4, I4, I4, mask="combined", padding=(True, True, False),
+                             labels=("4", "5", "0 (pad)")),
+    ),
+    Preset(
+        "cross-sketch", "Cross-attention sketch: scores [[.1, .2, .3], [.4, .5, .6]]", "003 (encoder–decoder attention, first sketch)",
+        "attention",
+        "The notes' first encoder–decoder sketch (before the worked 2 × 3 example) gives scores "
+        "[[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]] and then weights [[0.4, 0.3, 0.3], [0.5, 0.3, 0.2]]. Its E and Q have "
+        "elided columns (…), so this preset keeps only what the sketch pins down: three keys (the first three unit "
+        "vectors of d_k = 4) and two queries chosen so that Q·Kᵀ is exactly the sketch's scores; V = K. Scaled "
+        "by √d_k = 2 (the notes write √d_model).",
+        (
+            "Softmax is increasing in every score: in a row whose scores rise (0.1 < 0.2 < 0.3) the weights must "
+            "rise too. The notes' weights fall ([0.4, 0.3, 0.3] and [0.5, 0.3, 0.2]): no scores could give them.",
+            "Adding the same number to a whole row does not change its softmax: row 2 is row 1 + 0.3, so both "
+            "rows get the same weights [0.3168, 0.3331, 0.3501] (scaled) or [0.3006, 0.3322, 0.3672] (unscaled). "
+            "The notes give the two rows different weights.",
+            "Small scores give nearly uniform weights: a 0.1 gap in the scores is a ratio of e^0.05 ≈ 1.05 "
+            "between neighbouring weights after scaling.",
+        ),
+        (
+            Erratum("attention weights", "[[0.4, 0.3, 0.3], [0.5, 0.3, 0.2]] (they fall as the scores rise)",
+                    "softmax([0.1, 0.2, 0.3] / 2) = [0.3168, 0.3331, 0.3501] for both rows (rising with the scores; "
+                    "without scaling [0.3006, 0.3322, 0.3672]). No softmax can make a larger score's weight smaller."),
+            Erratum("scaling", "Scores / √d_model", "Scores / √d_k: the width of the queries and keys (d_model only "
+                    "with one head)"),
+        ),
+        setup=AttentionSetup(np.array([[0.1, 0.2, 0.3, 0.0], [0.4, 0.5, 0.6, 0.0]]), I4, I4, I4,
+                             X_kv=np.eye(4)[:3], labels=("q1", "q2"), kv_labels=("e1", "e2", "e3")),
     ),
 ]}
 
@@ -545,9 +592,36 @@ def _context_vectors(p: Preset) -> list[Step]:
                       "the same vector for every output word.")]
 
 
+def _padding_masks(p: Preset) -> list[Step]:
+    """padding-450: the notes' four masks of [4, 5, 0] in their order, from the engine's mask
+    functions: the 1-D padding mask, its 2-D form, the 3 × 3 look-ahead mask, their product."""
+    real = torch.tensor([bool(x) for x in p.setup.padding])  # (3,) True = real token
+    T = len(real)
+    lab = token_names(p.setup.labels, T, "t")
+    pad2d = padding_allowed(real[None], mask_queries=True)[0, 0].numpy().astype(float)  # (T, T)
+    look = causal_allowed(T).numpy().astype(float)  # (T, T)
+    return [Step("1-D padding mask of [4, 5, 0]", r"[4, 5, 0] \to [1, 1, 0]", real.numpy().astype(float)[None],
+                 ("keys",), lab, decimals=0),
+            Step("1-D → 2-D padding mask", r"P_{ij} = p_i \, p_j", pad2d, lab, lab, decimals=0,
+                 note="Each row is the 1-D mask; the padded query's row is all 0."),
+            Step("Look-ahead mask (3 × 3)", r"L_{ij} = 1 \text{ if } j \le i", look, lab, lab, decimals=0),
+            Step("Combined = look-ahead × padding (elementwise)", r"C = L \odot P", look * pad2d, lab, lab, decimals=0,
+                 note="The same as the calculator's mask above: the engine combines them the same way.")]
+
+
+def _cross_sketch_unscaled(p: Preset) -> list[Step]:
+    """cross-sketch: the weights without scaling too (still rising with the scores)."""
+    raw = compute_attention(replace(p.setup, scale=False))
+    lab = token_names(p.setup.labels, 2, "t")
+    return [Step("Softmax without scaling", r"\mathrm{softmax}(S)", raw.weights[0], lab,
+                 token_names(p.setup.kv_labels, 3, "s"),
+                 note="Still rising along each row, and the same for both rows: no scale makes the notes' weights.")]
+
+
 # Attention presets whose solution goes on after the calculator's steps (preset key -> the extra steps).
 _ATTENTION_EXTRAS = {"scaling-6-4": _unscaled_softmax, "decoder-2x2": _notes_decoder_scores,
-                     "context-vector": _context_vectors}
+                     "context-vector": _context_vectors, "padding-450": _padding_masks,
+                     "cross-sketch": _cross_sketch_unscaled}
 
 
 def _layer_norm_solution(p: Preset) -> list[Step]:

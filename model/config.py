@@ -18,7 +18,7 @@ ATTN_SCORES = ("dot", "additive")  # how a query scores a key: scaled dot produc
 
 # The architecture choices the app offers (sidebar's fresh weights and the Train page): one list and
 # one rule for both. 48, 96, 192 are multiples of 12 (BERT-style 12 heads).
-D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)  # 512: the 2017 paper
+D_MODEL_CHOICES = (8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768)  # 512: the 2017 paper; 768: GPT-2 small
 HEAD_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_D_K = 4  # narrower heads (d_k of 1-3 numbers per query/key) are valid configs but teach nothing
 

@@ -24,6 +24,7 @@ Pure numpy: used by the app's overview, the training tests and the train page.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -81,7 +82,8 @@ class HeadPattern:
         sink = "" if self.sink is None else f" · sink {self.sink:.2f}"
         if self.kind != "other":
             return f"{self.kind} {self.score:.2f}{sink}"
-        return f"other ({self.nearest} {self.score:.2f} < {THRESHOLDS[self.nearest]:g}){sink}"
+        t = THRESHOLDS[self.nearest]
+        return f"other ({self.nearest} {below(self.score, t)} < {t:g}){sink}"
 
     def short(self, mark_borderline: bool = True, sink_sep: str = " ") -> str:
         """A thumbnail's label: "CLS/SEP .74", "prev 1.00", or "other"; "≈" marks a borderline label
@@ -93,6 +95,17 @@ class HeadPattern:
         if self.kind == "other":
             return "other" + sink
         return f"{SHORT[self.kind]} {mark}{self.score:.2f}".replace(" 0.", " .").replace("≈0.", "≈.") + sink
+
+
+def below(score: float, threshold: float, digits: int = 2) -> str:
+    """score (< threshold) written so that it reads as below threshold: 2 decimals, more when
+    rounding would reach the threshold (0.4996 against 0.5 is "0.4996", never "0.50 < 0.5"; issue
+    33), at most 6, then cut rather than rounded."""
+    for d in range(digits, 7):
+        text = f"{score:.{d}f}"
+        if float(text) < threshold:
+            return text
+    return f"{math.floor(score * 1e6) / 1e6:.6f}"
 
 
 def pattern_scores_all(weights: np.ndarray, special: np.ndarray | None = None) -> dict[str, np.ndarray]:

@@ -43,12 +43,17 @@ class RNNConfig:
     d_dec: int = 64  # decoder GRU state s_i
     d_attn: int = 48  # size of the additive-attention hidden layer (W_q s, W_k h, v)
     bidirectional: bool = True
+    attention: bool = True  # False: the encoder–decoder before attention (Cho et al. 2014, Sutskever et al.
+    #                         2014): one fixed context for every output word, the encoder's final states
+    #                         c = [→h_last ; ←h_first]: the bottleneck attention removed. No W_q, W_k, v.
 
     def __post_init__(self) -> None:
         for f in fields(self):
             val = getattr(self, f.name)
             if f.type in ("int", int) and (not isinstance(val, int) or isinstance(val, bool) or val < 1):
                 raise ValueError(f"RNNConfig.{f.name} must be a positive integer, got {val!r}")
+            if f.type in ("bool", bool) and not isinstance(val, bool):
+                raise ValueError(f"RNNConfig.{f.name} must be True or False, got {val!r}")
 
     @property
     def d_annot(self) -> int:
@@ -77,9 +82,10 @@ class RNNSeq2Seq(nn.Module):
             self.tgt_emb = nn.Embedding(cfg.vocab_size, cfg.d_emb)
             self.encoder = nn.GRU(cfg.d_emb, cfg.d_enc, batch_first=True, bidirectional=cfg.bidirectional)
             self.init = nn.Linear(cfg.d_annot, cfg.d_dec)  # s_0 = tanh(W_init mean_j h_j)
-            self.w_q = nn.Linear(cfg.d_dec, cfg.d_attn)  # W_q s_{i-1} (+ bias)
-            self.w_k = nn.Linear(cfg.d_annot, cfg.d_attn, bias=False)  # W_k h_j
-            self.v = nn.Linear(cfg.d_attn, 1, bias=False)  # vᵀ
+            if cfg.attention:
+                self.w_q = nn.Linear(cfg.d_dec, cfg.d_attn)  # W_q s_{i-1} (+ bias)
+                self.w_k = nn.Linear(cfg.d_annot, cfg.d_attn, bias=False)  # W_k h_j
+                self.v = nn.Linear(cfg.d_attn, 1, bias=False)  # vᵀ
             self.cell = nn.GRUCell(cfg.d_emb + cfg.d_annot, cfg.d_dec)
             self.out = nn.Linear(cfg.d_dec + cfg.d_annot + cfg.d_emb, cfg.vocab_size)
 
@@ -101,24 +107,46 @@ class RNNSeq2Seq(nn.Module):
         return h, src_mask[:, None, :], torch.tanh(self.init(mean))
 
     # ------------------------------------------------------------------ one decoder step
+    def fixed_context(self, h: Tensor, allowed: Tensor) -> Tensor:
+        """The one context of the encoder–decoder without attention: the forward GRU's state after
+        the last real word and the backward GRU's state after the first, side by side (B, d_annot).
+        h (B, T_in, d_annot), allowed (B, 1, T_in)."""
+        last = allowed[:, 0].sum(1) - 1  # (B,) index of each sentence's last real word
+        fwd = h[torch.arange(h.shape[0]), last, : self.cfg.d_enc]  # (B, d_enc)
+        if not self.cfg.bidirectional:
+            return fwd
+        return torch.cat([fwd, h[:, 0, self.cfg.d_enc:]], -1)  # (B, 2 d_enc)
+
+    def _keys(self, h: Tensor, allowed: Tensor) -> Tensor:
+        """What every decoder step reads of the encoder: W_k h_j (B, T_in, d_attn) with attention,
+        the fixed context (B, d_annot) without."""
+        return self.w_k(h) if self.cfg.attention else self.fixed_context(h, allowed)
+
     def _step(self, y_prev: Tensor, s_prev: Tensor, h: Tensor, key_proj: Tensor, allowed: Tensor):
         """y_prev (B,) long, s_prev (B, d_dec), h (B, T_in, d_annot), key_proj (B, T_in, d_attn)
-        -> (s_i, logits (B, V), query_proj (B, d_attn), energies (B, T_in), weights, context)."""
-        query_proj = self.w_q(s_prev)  # (B, d_attn)
-        # Additive attention energies, computed here (model.attention's `additive` is the -inf/0
-        # form of a mask, not this): e_ij = vᵀ tanh(W_q s_{i-1} + W_k h_j).
-        energies = self.v(torch.tanh(query_proj[:, None, :] + key_proj))[..., 0]  # (B, T_in)
-        masked, weights, _ = masked_softmax(energies[:, None, :], allowed)  # the one masked softmax
-        weights = weights[:, 0]  # (B, T_in)
-        context = (weights[:, :, None] * h).sum(1)  # (B, d_annot)  c_i = Σ_j α_ij h_j
+        (without attention: the fixed context (B, d_annot)) -> (s_i, logits (B, V), query_proj
+        (B, d_attn), energies (B, T_in), weights, context). Without attention the context is the
+        same at every step and query_proj, energies and weights are zeros (no attention network)."""
+        if self.cfg.attention:
+            query_proj = self.w_q(s_prev)  # (B, d_attn)
+            # Additive attention energies, computed here (model.attention's `additive` is the -inf/0
+            # form of a mask, not this): e_ij = vᵀ tanh(W_q s_{i-1} + W_k h_j).
+            energies = self.v(torch.tanh(query_proj[:, None, :] + key_proj))[..., 0]  # (B, T_in)
+            masked, weights, _ = masked_softmax(energies[:, None, :], allowed)  # the one masked softmax
+            masked, weights = masked[:, 0], weights[:, 0]  # (B, T_in) each
+            context = (weights[:, :, None] * h).sum(1)  # (B, d_annot)  c_i = Σ_j α_ij h_j
+        else:
+            context = key_proj  # (B, d_annot): the fixed context, the same for every i
+            query_proj = s_prev.new_zeros(s_prev.shape[0], self.cfg.d_attn)
+            masked = weights = h.new_zeros(h.shape[0], h.shape[1])  # (B, T_in)
         e = self.tgt_emb(y_prev)  # (B, d_emb)
         s = self.cell(torch.cat([e, context], -1), s_prev)  # (B, d_dec)
         logits = self.out(torch.cat([s, context, e], -1))  # (B, V)
-        return s, logits, query_proj, masked[:, 0], weights, context
+        return s, logits, query_proj, masked, weights, context
 
     def _run(self, src: Tensor, tgt_in: Tensor, src_mask: Tensor | None):
         h, allowed, s = self.encode(src, src_mask)
-        key_proj = self.w_k(h)  # (B, T_in, d_attn), once per sentence
+        key_proj = self._keys(h, allowed)  # (B, T_in, d_attn) once per sentence; without attention the context
         s0 = s
         rec = {k: [] for k in ("s", "logits", "q", "e", "w", "c")}
         for i in range(tgt_in.shape[1]):
@@ -152,7 +180,7 @@ class RNNSeq2Seq(nn.Module):
         self.eval()
         try:
             h, allowed, s = self.encode(src, src_mask)
-            key_proj = self.w_k(h)
+            key_proj = self._keys(h, allowed)
             y = torch.full((src.shape[0],), bos_id, dtype=torch.long)
             outs: list[list[int]] = [[] for _ in range(src.shape[0])]
             done = torch.zeros(src.shape[0], dtype=torch.bool)

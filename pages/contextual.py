@@ -10,7 +10,7 @@ from ui import state
 from ui.models import current_source
 from ui.runs import current_run
 from ui.show import show_code, show_fig
-from viz.charts import line_chart
+from viz.contextual import cosine_by_depth
 
 try:  # the training corpus's polysemy pairs (the trained model has seen both senses)
     from training.corpus import POLYSEMY_PAIRS
@@ -54,10 +54,17 @@ if not words:
     st.warning("No word appears in both sentences. Put the same word in both (for example “apple” in "
                "“i ate an apple” and “apple released a phone”).", icon=":material/search:")
     state.end_page()
-state.fix("ctx_word", words, w_default)
+# the example's word, else the first whose two vectors can differ (issue 33: SmolLM2 opened on
+# token 0, the same under the causal mask in both sentences)
+state.fix("ctx_word", words, contextual.default_word(words, run_a.ids, run_b.ids, run_a.labels, run_b.labels,
+                                                     run_a.causal, preferred=w_default))
 word = st.selectbox("Word to compare (only words found in both sentences are offered)", words, key="ctx_word")
 ia, ib = contextual.find_word(run_a.labels, word), contextual.find_word(run_b.labels, word)
-unk = [s for s, r in (("A", run_a), ("B", run_b)) if any(u.lower() == word for u in r.unknown)]
+if contextual.same_context(run_a.ids, run_b.ids, ia, ib, run_a.causal):
+    st.info(f"Under the causal mask “{md_escape(word)}” sees only itself and the tokens before it, and those are the "
+            "same in both sentences: its vector is the same at every depth (cosine 1 throughout). Pick a word that "
+            "comes after the sentences differ, or switch the mask to bidirectional.", icon=":material/info:")
+unk = [s for s, r in (("A", run_a), ("B", run_b)) if any(contextual.word_key(u) == word for u in r.unknown)]
 if unk:
     st.caption(f"“{md_escape(word)}” is not in this model's vocabulary: it is computed as `{run_a.unk_token}` (so the token "
                "embeddings still match, and the context still changes the later vectors).")
@@ -78,8 +85,8 @@ sim_table = pd.DataFrame({"cosine(A, B)": res.cosine,
 m1, m2 = st.columns(2)
 m1.metric("cosine at the token embedding", f"{res.cosine[0]:.4f}")
 m2.metric("cosine after the last layer", f"{res.cosine[-1]:.4f}", delta=f"{res.cosine[-1] - res.cosine[0]:+.4f}")
-show_fig(line_chart(names, {f"cosine of “{word}” in A vs B": res.cosine}, x_categories=True,
-                    title=f"Same word, two contexts: cosine similarity by depth", yaxis="cosine similarity"),
+show_fig(cosine_by_depth(names, res.cosine, name=f"cosine of “{word}” in A vs B",
+                         title="Same word, two contexts: cosine similarity by depth"),
          "ctx_cosine", table=sim_table,
          alt="1.0 at the token embedding (the same row of the table); position and then each layer's attention pull them apart.")
 st.markdown(f"Token {ia} of A and token {ib} of B. Nearest other tokens (by cosine, among both sentences' tokens; "

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from classroom import cost
+from labels.units import MIB, human_bytes
 from model.config import PRESETS
 from ui import state
 from ui.cost import block_timing
@@ -35,13 +36,13 @@ tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax
 Ts = cost.plot_lengths(tmax)
 cc = cost.cost_curve(cfg, Ts)
 curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc.scores_per_head_layer, "scores, all heads & layers": cc.scores_total,
-                      "memory MB (float32)": cc.memory_bytes / 1e6, "attention FLOPs (T²)": cc.flops_attention,
+                      "memory MiB (float32)": cc.memory_bytes / MIB, "attention FLOPs (T²)": cc.flops_attention,
                       "projection + FFN FLOPs (T)": cc.flops_linear}).set_index("T")
 l1, l2 = st.columns(2)
 with l1:
-    show_fig(line_chart(Ts, {"memory of all attention weights (MB)": cc.memory_bytes / 1e6},
+    show_fig(line_chart(Ts, {"memory of all attention weights (MiB)": cc.memory_bytes / MIB},
                         title=f"Attention-weight memory vs T ({cfg.n_layers} layers × {cfg.n_heads} heads)",
-                        xaxis="sequence length T", yaxis="MB (float32)", log_x=True, log_y=True),
+                        xaxis="sequence length T", yaxis="MiB (float32)", log_x=True, log_y=True),
              "cost_memory", table=curve, alt="On log–log axes a T² curve is a straight line of slope 2.")
 with l2:
     show_fig(line_chart(Ts, {"attention (QKᵀ, weights·V) ∝ T²": cc.flops_attention,
@@ -50,7 +51,7 @@ with l2:
                         log_x=True, log_y=True),
              "cost_flops", table=curve,
              alt=f"The T² part overtakes the linear part at T ≈ {cost.linear_quadratic_crossover(cfg):,} for this model "
-                 "(where 4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)).")
+                 f"(where {cost.crossover_formula(cfg)}).")
 
 st.subheader("Measured: one block on this machine")
 st.caption("Theory says the T² part wins at long lengths. Here is where it actually does on this server: one "
@@ -100,7 +101,7 @@ st.dataframe(pd.DataFrame({"value": [
     f"{g.n_layers} layers × {g.n_heads} heads, d_model {g.d_model}, d_k {g.d_k}",
     f"1,024² = {gc.scores_per_head_layer:,}",
     f"{gc.scores_total:,}",
-    f"{gc.memory_bytes / 2**20:,.0f} MiB ({gc.memory_bytes:,} bytes) per sequence",
+    f"{human_bytes(gc.memory_bytes, digits=0)} ({gc.memory_bytes:,} bytes) per sequence",
     f"{gc.flops_attention / 1e9:,.1f} GFLOPs",
     f"{gc.flops_linear / 1e9:,.1f} GFLOPs",
     f"{100 * gc.flops_attention / gc.flops_total:.0f}%"]},

@@ -11,6 +11,7 @@ from ui import encoder_decoder as ed
 from ui import state
 from ui.show import matrix_table, show_code, show_fig
 from viz.attention import mask_heatmap
+from viz.charts import line_chart
 from viz.encoder_decoder import (
     alignment_beside,
     alignment_links,
@@ -36,6 +37,9 @@ st.caption("The idea is older than the Transformer: an RNN translator kept one v
            "outputs, with dot-product scores, per head.")
 st.page_link("pages/calculator.py", label="Work c_i = Σ α_ij h_j out by hand in the calculator",
              icon=":material/calculate:", query_params={"preset": "context-vector"})
+st.caption("A **decoder-only** model (GPT-2, SmolLM2, this app's causal LMs) keeps this decoder's masked "
+           "self-attention and FFN but **drops the cross-attention**: with no encoder, its queries have nothing else "
+           "to read. The whole-model page draws where that sublayer would sit.")
 
 s2s, tok, scores = ed.get_translator()
 cfg = s2s.cfg
@@ -244,3 +248,61 @@ if rnn_scores is not None:
                f"{rnn_scores.train_cpu_seconds:.0f} s of CPU): a bidirectional GRU encoder and a GRU decoder "
                "with "
                f"{rnn_scores.parameters:,} parameters (model/rnn.py).")
+
+
+# ----------------------------------------------------------------------------- the bottleneck, measured
+st.subheader("The bottleneck, measured")
+acc = ed.bottleneck()
+if acc is None:
+    st.info("The RNN translator without attention is not shipped (run python -m training.rnn_translation --train "
+            "--no-attention): the bottleneck cannot be measured here.")
+else:
+    st.markdown(
+        "The notes (004): with **one fixed context vector** the decoder must rebuild the whole sentence from it, "
+        "and the longer the sentence, the worse the translation. Measured here on the translators' "
+        f"{int(acc.counts.sum()):,} held-out sentences, grouped by source length: the same RNN recipe trained "
+        "**without attention** (its context is the encoder's final states, the same for every output word), the "
+        "shipped RNN **with attention**, and the Transformer.")
+    show_fig(line_chart(acc.lengths, {name: 100 * acc.exact[m] for m, name in enumerate(acc.models)},
+                        title="Exact match by source length (held-out sentences, greedy decoding)",
+                        xaxis="source length (words, “.” included)", yaxis="% translated exactly"),
+             "s2s_bottleneck",
+             table=pd.DataFrame({"sentences": acc.counts,
+                                 **{f"exact, {n}": acc.exact[m] for m, n in enumerate(acc.models)},
+                                 **{f"token accuracy, {n}": acc.token[m] for m, n in enumerate(acc.models)}},
+                                index=pd.Index(acc.lengths, name="source length")),
+             alt="One line per translator: the share of sentences of each length translated exactly.")
+    short, long_ = 0, len(acc.lengths) - 1
+    st.markdown(
+        " ".join(f"**{name}**: {100 * acc.exact[m, short]:.1f}% exact at {acc.lengths[short]} words "
+                 f"({acc.counts[short]} sentences), {100 * acc.exact[m, long_]:.1f}% at {acc.lengths[long_]} "
+                 f"({acc.counts[long_]} sentences); {100 * acc.overall(m):.1f}% overall."
+                 for m, name in enumerate(acc.models))
+        + " The fixed vector is the bottleneck: with attention each output word reads the source words it needs, "
+          "so length hardly matters.")
+    st.dataframe(pd.DataFrame({"sentences": acc.counts,
+                               **{n: acc.exact[m] for m, n in enumerate(acc.models)}},
+                              index=pd.Index(acc.lengths, name="source length")).style.format(
+                     {n: "{:.1%}" for n in acc.models}), width="stretch")
+
+st.subheader("Sequential vs parallel, measured")
+tm = ed.parallel_timing()
+st.markdown(
+    "A recurrent network reads T tokens in **T steps, one after another** (step t needs the state of step t − 1); "
+    "self-attention handles **all T positions at once**: its T² work is a few large matrix products, one step "
+    "that parallel hardware spreads over its cores. Timed here: torch's GRU over T tokens against the engine's "
+    f"multi-head attention layer over the same tokens (d_model {tm.d_model}, best of several runs, "
+    f"{tm.threads} CPU thread{'s' if tm.threads > 1 else ''}).")
+show_fig(line_chart(tm.lengths, {"GRU: T sequential steps": tm.recurrent_ms, "attention layer: 1 parallel step": tm.attention_ms},
+                    title="Time for T tokens (this machine, now)", xaxis="T (tokens)", yaxis="milliseconds",
+                    log_x=True),
+         "s2s_parallel",
+         table=pd.DataFrame({"GRU (ms)": tm.recurrent_ms, "attention (ms)": tm.attention_ms,
+                             "GRU sequential steps": tm.recurrent_steps, "attention sequential steps": tm.attention_steps},
+                            index=pd.Index(tm.lengths, name="T")),
+         alt="The GRU's time grows with T because its steps cannot overlap; attention's grows with T² but in one step.")
+st.caption(" ".join(f"T = {T}: GRU {r:.2f} ms, attention {a:.2f} ms ({'attention' if f else 'the GRU'} faster)."
+                    for T, r, a, f in zip(tm.lengths, tm.recurrent_ms, tm.attention_ms, tm.attention_faster))
+           + " Wall-clock times on a shared CPU vary from run to run. The step counts do not: the GRU's T steps must "
+             "wait for each other, attention's work has no such chain — on a GPU with thousands of cores that is "
+             "what makes transformers fast to train; on a CPU attention's T² cost shows at long lengths.")

@@ -6,7 +6,7 @@ import streamlit as st
 from classroom.experts import TASKS
 from labels import md_escape
 from ui import state
-from ui.experts import expert_scores, load_error, real_models, title
+from ui.experts import causal, expert_scores, load_error, real_models, title
 from ui.models import current_source
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, matrix_heatmap
@@ -58,7 +58,7 @@ with c2:
                                      "prev-token weight": "{:.3f}"}), width="stretch")
     st.caption("Top 10 heads. **Score**: mean weight query → target. **Hit rate**: share of sentences where the target "
                "gets the head's largest weight among the ordinary tokens ([CLS]/[SEP], the query itself"
-               + (" and the first token, where causal models park spare weight," if "SmolLM2" in title(name) else "")
+               + (" and the first token, where causal models park spare weight," if causal(name) else "")
                + " left out). **Far score**: the score over the sentences whose target is 2 or more tokens back. "
                "**Prev-token weight**: the weight on the token just before the query. These two separate a real expert "
                "from a position rule: the target sits "
@@ -80,5 +80,10 @@ show_fig(bar_compare([f"{r.query} → {r.target}" for r in rows], {"weight": [r.
                      title=f"Layer {pl}, head {ph}: weight from the query word to its target, sentence by sentence"),
          "ex_sentences", table=df)
 st.dataframe(df.style.format({"weight": "{:.3f}"}), width="stretch", hide_index=True)
-st.caption("Built-in sentences (fixed, so the scores can be checked). Switch the Model box in the sidebar to "
-           f"{md_escape(title(name))} and open Attention heads to see this head on your own sentence.")
+if src.kind == "pretrained" and src.name == name:  # the sidebar already runs this model
+    st.caption("Built-in sentences (fixed, so the scores can be checked). The sidebar already runs "
+               f"{md_escape(title(name))}: open Attention heads (layer {pl}, head {ph}) to see this head on your own "
+               "sentence.")
+else:
+    st.caption("Built-in sentences (fixed, so the scores can be checked). Switch the Model box in the sidebar to "
+               f"{md_escape(title(name))} and open Attention heads to see this head on your own sentence.")

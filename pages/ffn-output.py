@@ -7,8 +7,9 @@ from classroom import ffn_output
 from classroom.embeddings import mean_loss, next_token_losses
 from labels import md_escape, token_label, token_labels, visible
 from ui import state
-from ui.ffn_output import embedding_neighbours, ffn_position_check, fill_blank, output_layer_view
-from ui.models import trained_causal
+from ui.ffn_output import (embedding_neighbours, ffn_position_check, fill_blank, fill_blank_capability,
+                          nearest_rows, output_layer_view)
+from ui.models import architecture
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, matrix_heatmap, topk_heatmap
@@ -20,16 +21,10 @@ cfg = run.cfg
 idx = token_labels(run.labels, plain=True)
 
 st.subheader("Position-wise feed-forward network")
-b2 = " + b₂" if cfg.bias else ""
-if cfg.activation == "swiglu":  # Llama: a gated unit, two up-projections, no biases in SmolLM2
-    act_name = "SwiGLU"
-    bg, bu = (" + b_gate", " + b_up") if cfg.bias else ("", "")
-    formula = f"FFN(x) = W₂ · (SiLU(W_gate x{bg}) ⊙ (W_up x{bu})){b2}"
-else:
-    act_name = cfg.activation.upper()
-    formula = f"FFN(x) = W₂ · {act_name}(W₁ x{' + b₁' if cfg.bias else ''}){b2}"
-st.caption(f"{formula}, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} "
-           "and back, applied to every position separately with the same weights.")
+arch = architecture(run.source, cfg)  # this model's FFN in words (classroom/architecture.py)
+act = arch.activation
+st.caption(f"{act.ffn_formula}, from d_model = {cfg.d_model} up to d_ff = {cfg.d_ff} and back ({act.matrices}), "
+           "applied to every position separately with the same weights.")
 layers = list(range(cfg.n_layers))
 state.bound("ffn_layer", 0)
 state.fix("ffn_layer", layers)
@@ -37,7 +32,7 @@ layer = st.selectbox("Layer", layers, key="ffn_layer")
 ffn = run.trace.layers[layer].ffn  # FFNTrace (numpy, B = 1)
 hidden = ffn.hidden_post[0]  # (T, d_ff)
 show_fig(matrix_heatmap(hidden, run.labels, [str(j) for j in range(cfg.d_ff)], annotate=False,
-                        title=f"Hidden activations after {act_name} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
+                        title=f"Hidden activations, {act.hidden} ({run.T} × {cfg.d_ff})", col_title="hidden unit",
                         value_name="activation"),
          "ffn_hidden", table=pd.DataFrame(hidden, index=idx))
 diff = ffn_position_check(run, layer)
@@ -55,12 +50,9 @@ def neighbours_section() -> None:
     typed = word.strip() if len(run.vocab) > 1000 else word.strip().lower()  # real vocabularies keep case ("Paris")
     nb = embedding_neighbours(run.source, typed, 8)
     if nb.row_label is not None:
-        real = len(run.vocab) > 1000
         st.caption(f"Cosine similarity of the row of **{md_escape(nb.row_label)}** in the token-embedding matrix E "
                    f"({len(run.vocab):,} × {cfg.d_model}) with every other row (special tokens left out): words used "
-                   "alike end up close" + (": a pretrained model learned these rows from billions of words, so try "
-                                           "cat, king, Paris or apple." if real else
-                                           " (fresh weights: random rows, so no pattern)."))
+                   "alike end up close" + ffn_output.neighbours_note(run.source.kind if run.source else ""))
         show_fig(bar_compare(nb.tokens, {"cosine": nb.cosines}, tokens=False, text_format=".2f",
                              title=f"Nearest neighbours of “{visible(nb.row_label)}” in E (cosine)", yaxis="cosine similarity"),
                  "emb_neighbours", table=pd.DataFrame({"token": nb.tokens, "cosine": nb.cosines}).set_index("token"))
@@ -69,6 +61,40 @@ def neighbours_section() -> None:
                 f"{' + '.join(md_escape(p) for p in nb.pieces)}, so it has no single row in E. Try a common word such as cat.")
     else:
         st.info(f"{md_escape(word)!s} is not in this model's vocabulary of {len(run.vocab):,} words; try apple, cat or red.")
+
+
+def hide_position() -> int:
+    """The word to hide (fill in the blank): any token but the special ones."""
+    choices = [i for i in range(run.T) if not ffn_output.is_special_token(run.labels[i])]
+    state.bound("fb_pos", choices[len(choices) // 2] if choices else 0)
+    state.fix("fb_pos", choices or [0])
+    return st.selectbox("Hide this word", choices or [0], key="fb_pos",
+                        format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+
+
+def encoder_fill_blank() -> None:
+    """A masked LM's encoder without its MLM head (MiniLM): say so, and show the closest honest view."""
+    st.subheader("Fill in the blank? Not without an MLM head")
+    st.markdown("MiniLM reads `[MASK]` like BERT, but this checkpoint (a sentence-embedding model) ships the encoder "
+                "only: there is **no MLM head**, the layer that turns the final vector at a masked position into a "
+                "score for every word of the vocabulary. So it cannot guess a hidden word, and this page shows no "
+                "probabilities. The closest honest view is below: the rows of the token-embedding matrix E nearest "
+                "(cosine) to the final vector at the hidden position. They are **not guesses**; where the hidden "
+                "word's own row ranks shows how far that vector is from a prediction. To see fill in the blank, "
+                "pick the masked LM in the sidebar, or open a BERT or RoBERTa checkpoint that keeps its MLM head.")
+    pos = hide_position()
+    res = nearest_rows(run.source, tuple(run.ids), int(pos), 5)
+    st.code(" ".join("[MASK]" if i == pos else run.labels[i] for i in range(run.T)), language=None, wrap_lines=True)
+    rows = [run.vocab[i] for i in res.top_ids]
+    show_fig(bar_compare(rows, {"cosine": res.top_cos}, tokens=False, text_format=".3f", yaxis="cosine similarity",
+                         title="Rows of E nearest to the final vector at [MASK] (not predictions)"),
+             "fb_nearest", table=pd.DataFrame({"row of E": rows, "cosine": res.top_cos}),
+             alt="Bars: the cosine similarity of the five nearest rows of the embedding matrix; no MLM head, no probabilities.")
+    st.markdown(f"The hidden word **{md_escape(run.labels[pos])}**: its row has cosine {res.true_cos:.3f} and ranks "
+                f"**{res.true_rank:,}** of the {res.compared:,} rows compared (special tokens left out).")
+
+
+fill_cap = fill_blank_capability(run.source)
 
 
 if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show what its last layer gives
@@ -97,19 +123,17 @@ if run.trace.probs is None:  # an encoder without an output layer (MiniLM): show
                f"its first values are [{', '.join(f'{v:.3f}' for v in last.mean[:6])}, …] "
                f"({cfg.d_model} in all). The first row belongs to [CLS], which BERT models trained for "
                "classification read as the whole sentence's summary.")
+    if fill_cap == ffn_output.ENCODER_ONLY:
+        encoder_fill_blank()
     neighbours_section()
     state.end_page()
 
-if trained_causal(run.source.name) is False and run.source.kind == "checkpoint":  # the masked LM
+if fill_cap == ffn_output.MLM_HEAD:  # a masked LM with its head: the toy masked LM, a BERT from disk
     st.subheader("Fill in the blank: what a masked language model is for")
     st.markdown("This model was trained like BERT: some words of each sentence were replaced by `<mask>`, and the "
                 "model learned to guess them **from both sides**. It does not predict the next word, so this page "
                 "shows no next-token table and no perplexity. Pick a word to hide:")
-    choices = [i for i in range(run.T) if run.labels[i] not in ("<bos>", "<eos>", "<pad>")]
-    state.bound("fb_pos", choices[len(choices) // 2] if choices else 0)
-    state.fix("fb_pos", choices or [0])
-    pos = st.selectbox("Hide this word", choices or [0], key="fb_pos",
-                       format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+    pos = hide_position()
     res = fill_blank(run.source, tuple(run.ids), int(pos), 5)
     guesses = [run.vocab[i] for i in res.top_ids]
     shown = " ".join("____" if i == pos else run.labels[i] for i in range(run.T))
@@ -174,6 +198,9 @@ else:
                 f"|V| = {len(crun.vocab)} zeros with a single 1 at the output index of the true next token. The "
                 f"cross-entropy −Σ y_i log p_i then keeps one term, −log p(target). The mean over the "
                 f"{len(losses)} positions, **{mean_loss(losses):.4f}** nats, is the loss training minimises.")
+    st.caption(f"A one-hot target has exactly |V| cells, one per vocabulary entry ({len(crun.vocab)} here). The notes' "
+               "recap of training (004) draws the one-hot vector of “am” with 7 cells for its 6-word vocabulary "
+               "(a, am, I, thanks, student, <eos>: indices 0–5): it should be [0, 1, 0, 0, 0, 0].")
     st.dataframe(ce.style.format({"p(target)": "{:.4f}", "loss −log p": "{:.4f}"}),
                  width="stretch")
 

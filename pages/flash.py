@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from labels import md_escape, token_labels
+from labels.units import MIB, human_bytes
 from ui import flash, state
 from ui.runs import current_run
 from ui.show import show_fig
@@ -107,22 +108,36 @@ st.subheader("Memory: T × tile instead of T × T")
 state.bound("flash_mem_tile", 64)
 state.fix("flash_mem_tile", list(flash.MEMORY_TILES), 64)
 mem_tile = st.select_slider("Key tile size for the measurement", list(flash.MEMORY_TILES), key="flash_mem_tile")
-mem = flash.memory_curve(int(mem_tile))
-Ts = mem.lengths
-show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
-                         "tiled attention (measured)": mem.tiled_mb,
-                         "T × T scores (float32)": mem.full_scores_mb,
-                         "T × tile scores (float32)": mem.tile_scores_mb},
-                    title=f"Peak memory, one head, d_k = {flash.MEMORY_D}, key tile {mem_tile}",
-                    xaxis="sequence length T", yaxis="MB", log_x=True, log_y=True,
-                    dashed=["T × T scores (float32)", "T × tile scores (float32)"]),
-         "flash_memory", table=flash.memory_frame(mem),
-         alt="Log–log lines: plain attention's peak memory grows as T² (slope 2), the tiled loop's as T (slope 1).")
-st.caption(f"At T = {int(Ts[-1]):,}: plain {mem.plain_mb[-1]:.1f} MB, tiled {mem.tiled_mb[-1]:.1f} MB "
-           f"(max |difference| {mem.max_diff[-1]:.1e}). Measured with torch's profiler "
-           "(`profile_memory=True`: every tensor allocation and free, summed in time order; "
-           "model.flash.measure_peak_bytes), once per server. Plain attention holds the scores and the softmax "
-           "(2 × T × T); the tiled loop holds a T × tile block, its exponentials, the accumulator and the output.")
-st.caption("Time is another story: this loop runs in Python, one small matrix product per tile. FlashAttention "
-           "is fast on GPUs because it is one fused kernel whose tiles stay in on-chip memory; here it is a "
-           "teaching copy (benchmarks/bench_flash.py measures both).")
+mem = flash.memory_curve(int(mem_tile))  # measured once per server, in the background
+
+
+@st.fragment(run_every=1.0)
+def memory_pending() -> None:
+    """Until the measurement is done: a note, checked every second; then the whole page once more."""
+    if flash.memory_curve(int(mem_tile)) is not None:
+        st.rerun(scope="app")
+    st.info(f"Measuring the peak memory of plain and tiled attention up to T = {flash.MEMORY_TS[-1]:,} (key tile "
+            f"{mem_tile}), once per server: the chart appears here in a few seconds.", icon=":material/hourglass_top:")
+
+
+if mem is None:
+    memory_pending()
+else:
+    Ts = mem.lengths
+    show_fig(line_chart(Ts, {"plain attention (measured)": mem.plain_mb,
+                             "tiled attention (measured)": mem.tiled_mb,
+                             "T × T scores (float32)": mem.full_scores_mb,
+                             "T × tile scores (float32)": mem.tile_scores_mb},
+                        title=f"Peak memory, one head, d_k = {flash.MEMORY_D}, key tile {mem_tile}",
+                        xaxis="sequence length T", yaxis="MiB", log_x=True, log_y=True,
+                        dashed=["T × T scores (float32)", "T × tile scores (float32)"]),
+             "flash_memory", table=flash.memory_frame(mem),
+             alt="Log–log lines: plain attention's peak memory grows as T² (slope 2), the tiled loop's as T (slope 1).")
+    st.caption(f"At T = {int(Ts[-1]):,}: plain {human_bytes(mem.plain_mb[-1] * MIB)}, tiled {human_bytes(mem.tiled_mb[-1] * MIB)} "
+               f"(max |difference| {mem.max_diff[-1]:.1e}). Measured with torch's profiler "
+               "(`profile_memory=True`: every tensor allocation and free, summed in time order; "
+               "model.flash.measure_peak_bytes), once per server. Plain attention holds the scores and the softmax "
+               "(2 × T × T); the tiled loop holds a T × tile block, its exponentials, the accumulator and the output.")
+    st.caption("Time is another story: this loop runs in Python, one small matrix product per tile. FlashAttention "
+               "is fast on GPUs because it is one fused kernel whose tiles stay in on-chip memory; here it is a "
+               "teaching copy (benchmarks/bench_flash.py measures both).")

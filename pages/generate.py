@@ -4,14 +4,15 @@ import pandas as pd
 import streamlit as st
 
 from classroom.generate import Settings, cache_growth
-from labels import md_escape
+from labels import md_escape, visible
+from labels.units import human_bytes
 from ui import generate as G
 from ui import state
 from ui.models import current_source
 from ui.runs import tokenize
 from ui.show import show_code, show_fig
-from viz.charts import bar_compare, line_chart
-from viz.generate import topk_bars
+from viz.charts import bar_compare
+from viz.generate import cache_growth_chart, sampling_bars
 
 st.title("Generate text, one token at a time")
 show_code("model.generate.generate_step", "model.generate.next_token_probs", what="a generation step")
@@ -98,16 +99,30 @@ def show(gen) -> None:
 
 
 def show_next_token(gen) -> None:
-    """The model's top 10 next tokens, and what the sampling rule makes of them."""
+    """The model's top 10 next tokens through the sampling rule: the model's distribution, after the
+    temperature, after top-k and top-p (renormalised), the kept set marked (classroom.generate)."""
     nt = gen.next_token(k=10)
     labels = G.token_texts(source, [int(i) for i in nt.top_ids])
-    show_fig(topk_bars(labels, nt.p_model, chosen=0 if strategy == "greedy" else None,
-                       title=f"Next token: the model's top 10 of {nt.vocab_size:,}"), "gen_next",
-             table=pd.DataFrame({"token": labels, "p (model)": nt.p_model, "p (your rule)": nt.p_rule}))
-    st.caption("Bars: softmax of the logits (temperature 1). " + (
-        "Greedy takes the top bar." if strategy == "greedy" else
-        f"Your rule (temperature {temp:g}, top-k {int(top_k) or 'off'}, top-p {top_p:g}) keeps {nt.kept:,} tokens "
-        f"and renormalises: the top token now has p = {nt.p_rule[0]:.3f}."))
+    greedy = strategy == "greedy"
+    rule = ("greedy: all on the top token" if greedy else
+            f"top-k {int(top_k) or 'off'}, top-p {'off' if top_p >= 1 else f'{top_p:g}'}: kept, renormalised")
+    show_fig(sampling_bars(labels, nt.p_model, None if greedy else nt.p_tempered, nt.p_rule, nt.kept_mask,
+                           nt.dropped_by, temperature_name=f"÷ temperature {temp:g}", rule_name=rule,
+                           chosen=0 if greedy else None,
+                           title=f"Next token: the model's top 10 of {nt.vocab_size:,}, through your rule"), "gen_next",
+             table=pd.DataFrame({"token": labels, "p (model)": nt.p_model,
+                                 **({} if greedy else {f"p (temperature {temp:g})": nt.p_tempered}),
+                                 "kept": nt.kept_mask, "dropped by": nt.dropped_by, "p (your rule)": nt.p_rule}),
+             alt="Grouped bars per token: the model's probability, after the temperature, and after the top-k/top-p "
+                 "cut (renormalised). A green band marks the tokens the rule keeps.")
+    if greedy:
+        st.caption("Greedy takes the top bar: the rule puts all the probability on it (★). Switch to *sample* to see "
+                   "temperature, top-k and top-p reshape the distribution.")
+    else:
+        st.caption(f"Temperature {temp:g} divides the logits ({'sharper' if temp < 1 else 'flatter' if temp > 1 else 'unchanged'}); "
+                   f"top-k and top-p then keep **{nt.kept:,} of {nt.vocab_size:,}** tokens (green band), which held "
+                   f"{nt.kept_mass:.1%} of the tempered probability; renormalised, the top token now has "
+                   f"p = {nt.p_rule[0]:.3f}. The next token is drawn from the last bars.")
 
 
 def show_attention(gen) -> None:
@@ -124,7 +139,7 @@ def show_attention(gen) -> None:
     who = f"the new token “{ctx[-1]}”" if gen.records else f"the prompt's last token “{ctx[-1]}”"
     show_fig(bar_compare(ctx, {"weight": att[layer, head]}, yaxis="attention weight", height=300,
                          text_format=".2f" if len(ctx) <= 16 else None,
-                         title=f"Where “{md_escape(ctx[-1])}” looks (layer {layer}, head {head})"),
+                         title=f"Where “{visible(ctx[-1])}” looks (layer {layer}, head {head})"),
              "gen_attention", table=pd.DataFrame({"token": ctx, "weight": att[layer, head]}),
              alt=f"Bar per token of the context: the attention weight {md_escape(who)} gives it.")
 
@@ -136,16 +151,15 @@ def show_cache(gen) -> None:
     per = growth.bytes_per_token
     k1, k2, k3 = st.columns(3)
     k1.metric("Positions cached (rows per layer)", f"{gen.cache.length}")
-    k2.metric("KV cache now", f"{gen.cache.nbytes / 1024:,.1f} KiB")
+    k2.metric("KV cache now", human_bytes(gen.cache.nbytes))
     k3.metric("Per token", f"{per:,} B", help=f"2 (K and V) × {cfg.n_layers} layers × {cfg.kv_heads} K/V heads × "
                                              f"{cfg.d_k} × 4 bytes")
-    series = {"this model": growth.this_model / 1024}
+    series = {"this model": growth.this_model}
     if cfg.kv_heads < cfg.n_heads:
-        series["without grouped-query attention"] = growth.without_gqa / 1024
+        series["without grouped-query attention"] = growth.without_gqa
     if len(growth.context) > 1:
-        show_fig(line_chart(growth.context, series, xaxis="positions in the cache", yaxis="KiB", height=280,
-                            title="KV cache size (float32)"), "gen_cache",
-                 table=pd.DataFrame({"positions": growth.context, **series}))
+        show_fig(cache_growth_chart(growth.context, series, title="KV cache size (float32)"), "gen_cache",
+                 table=pd.DataFrame({"positions": growth.context, **{f"{k} (bytes)": v for k, v in series.items()}}))
     else:  # one point (the prompt): an almost empty chart; the metrics above say it
         st.info("Generate a token: a chart of the cache growing step by step appears here.",
                 icon=":material/show_chart:")

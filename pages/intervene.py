@@ -39,7 +39,7 @@ mode = c2.radio("Replace Z_h by", ["zero", "mean"], key="iv_mode", horizontal=Tr
                 help="zero: the head adds nothing. mean: it adds its average output at every position "
                      "(keeps the scale of the residual stream, removes what depends on the token).")
 heads = tuple((int(o.split()[0][1:]), int(o.split()[1][1:])) for o in picked)
-res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode) if heads else None  # two forward passes
+res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode, _clean=run.trace) if heads else None
 labels = run.labels
 
 if not heads:

@@ -73,8 +73,7 @@ if window >= context:
 st.dataframe(kv_ui.cache_frame(rows, readable=True).style.format(
     {"bytes per token": "{:,}", "tokens cached": "{:,}", "share of MHA": "{:.1%}"}), width="stretch")
 show_fig(bytes_bars([r.variant for r in rows], [r.context_bytes for r in rows],
-                    text=[kv_cache.human_bytes(r.context_bytes) for r in rows],
-                    title=f"KV cache for {context:,} tokens at {dtype}, one sequence", yaxis="bytes"),
+                    title=f"KV cache for {context:,} tokens at {dtype}, one sequence"),
          "kv_bars", table=kv_ui.cache_frame(rows),
          alt=f"{shape.name}: {rows[0].bytes_per_token:,} bytes per token with one K/V head per query head; "
              f"{rows[2].bytes_per_token:,} with one shared K/V head (MQA).")

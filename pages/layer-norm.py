@@ -5,32 +5,40 @@ import pandas as pd
 import streamlit as st
 
 from classroom import layer_norm
-from labels import token_labels
+from labels import md_escape, token_labels
 from ui import state
 from ui.layer_norm import get_norm_placement
+from ui.models import architecture
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, histogram_compare, line_chart, matrix_heatmap
+from viz.layer_norm import residual_norm_heatmap
 
 st.title("Layer norm & residuals")
 show_code("model.layers.layer_norm", "model.layers.RMSNorm.forward", "model.layers.Block.forward", what="norms and residuals")
-st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 over its d_model features, "
-           "then applies a learned scale γ and shift β: y = γ · (x − μ) / √(σ² + ε) + β.")
 run = current_run()
 cfg = run.cfg
+arch = architecture(run.source, cfg)  # this model's norm, ε and its provenance (classroom/architecture.py)
+st.caption("Layer norm rescales each token's vector to mean 0 and variance 1 over its d_model features, "
+           "then applies a learned scale γ and shift β: y = γ · (x − μ) / √(σ² + ε) + β. "
+           + (f"This model uses **{arch.norm.name}** ({arch.norm.params}): {arch.norm.formula}."
+              if arch.norm.kind != "none" else "This model has no norms (switched off)."))
 
 sites = {} if run.trace.embeddings.ln is None else {"embeddings · LN": run.trace.embeddings.ln}  # BERT
 sites |= {f"layer {l} · {name}": norm for l, block in enumerate(run.trace.layers)
-         for name, norm in (("ln1", block.ln1), ("ln2", block.ln2)) if norm is not None}  # label -> LayerNormTrace
+         for name, norm in (("ln1", block.ln1), ("ln1_post", block.ln1_post), ("ln2", block.ln2),
+                            ("ln2_post", block.ln2_post)) if norm is not None}  # label -> norm trace (Gemma 2: + _post)
 if run.trace.final_ln is not None:
-    sites["final LN"] = run.trace.final_ln
+    sites["final LN" if arch.norm.kind == "layernorm" else f"final {arch.norm.name}"] = run.trace.final_ln
 where = list(sites)
 state.bound("ln_where", where[0])
 state.fix("ln_where", where)
 choice = st.selectbox("Layer norm", where, key="ln_where",
-                      help="pre-LN: ln1 feeds attention, ln2 feeds the FFN. post-LN: ln1 follows x + attention, ln2 follows + FFN. "
-                           "embeddings · LN (BERT): normalises token + position + type before block 0.")
-st.caption(f"This model's ε = {cfg.ln_eps:g}" + (" (BERT's; PyTorch's default is 1e-5)." if cfg.ln_eps != 1e-5 else "."))
+                      help=("This model is pre-norm: ln1 feeds attention, ln2 feeds the FFN." if cfg.norm == "pre" else
+                            "This model is post-norm: ln1 follows x + attention, ln2 follows + FFN.")
+                           + (" embeddings · LN: normalises token + position + type before block 0."
+                              if run.trace.embeddings.ln is not None else ""))
+st.caption(f"This model's {arch.norm.eps_note}")
 norm = sites[choice]  # LayerNormTrace or NormTrace (numpy, B = 1), computed by model.layers
 x_in, x_norm, x_out = norm.input[0], norm.normalized[0], norm.output[0]  # (T, D)
 idx = token_labels(run.labels, plain=True)
@@ -89,15 +97,24 @@ else:
 
 st.subheader("The residual stream across layers")
 names, norms = layer_norm.residual_norms(run.trace)
-show_fig(matrix_heatmap(norms.T, run.labels, names, title="‖residual stream‖ per token and stage", colorscale="Viridis",
-                        zmid=None, annotate=norms.size <= 150, fmt=".1f", value_name="L2 norm"),
+big = layer_norm.norm_outliers(norms)
+scales = ["linear", "log"]
+state.bound("ln_resid_scale", "log" if big.tokens else "linear")
+state.fix("ln_resid_scale", scales)
+if big.tokens:  # issue 33: SmolLM2's first token (~20,000) painted every other cell the same colour
+    who = ", ".join(f"{i}:{md_escape(run.labels[i])}" for i in big.tokens[:5]) + (" …" if len(big.tokens) > 5 else "")
+    st.info(f"Token{'s' if len(big.tokens) > 1 else ''} **{who}** reach{'' if len(big.tokens) > 1 else 'es'} a norm of "
+            f"**{big.peak.max():,.0f}**, {big.ratio:,.0f}× the other tokens' typical {big.typical:,.0f}. Large language "
+            "models grow a few huge features on the first token (“massive activations”, Sun et al. 2024); many heads "
+            "then park their attention on it (a first-token sink). On a linear colour scale every other cell would get "
+            "the same colour, so the scale is logarithmic (the cells still show the norms).", icon=":material/info:")
+scale = st.radio("Colour scale", scales, key="ln_resid_scale", horizontal=True,
+                 help="log: colours by the norm's order of magnitude, so small and huge norms both stay readable.")
+show_fig(residual_norm_heatmap(norms, run.labels, names, log=scale == "log",
+                               title="‖residual stream‖ per token and stage" + (" (log colour scale)" if scale == "log" else "")),
          "ln_resid", table=pd.DataFrame(norms.T, index=stats.index, columns=names),
          alt="Each sublayer adds its output to the stream (x + f(x)): the identity path carries the signal and the gradient.")
-st.markdown(f"This model is **{cfg.norm}-LN**. "
-            + ("pre-LN (GPT-2): x + Attn(LN(x)), then + FFN(LN(·)), and a final LN before the output layer: the stream "
-               "itself is never normalized, so its norm can grow with depth."
-               if cfg.norm == "pre" else
-               "post-LN (2017 paper): LN(x + Attn(x)), then LN(· + FFN(·)): the stream is renormalized after every sublayer."))
+st.markdown(f"This model is **{arch.norm.short}**: {arch.norm.placement_text}")
 
 
 cmp = get_norm_placement(run)

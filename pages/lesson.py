@@ -2,10 +2,11 @@
 predict-then-reveal questions (classroom/lesson.py builds the steps and questions from the live trace)."""
 import streamlit as st
 
-from classroom.lesson import build_lesson
+from classroom.lesson import answer_context, build_lesson
 from labels import token_label
 from ui import lesson as L
 from ui import state
+from ui.models import architecture
 from ui.runs import current_run
 from ui.show import show_fig
 
@@ -40,7 +41,12 @@ c2.selectbox("Follow the query token", list(range(T)), key="lesson_query",
              format_func=lambda i: token_label(i, run.labels[i]),
              help="The questions and the numbers in the text follow this row.")
 steps = build_lesson(run.trace, run.labels, n_heads=H, causal=run.causal, norm=run.cfg.norm,
-                     head=st.session_state["lesson_head"], query=st.session_state["lesson_query"])
+                     head=st.session_state["lesson_head"], query=st.session_state["lesson_query"],
+                     arch=architecture(run.source, run.cfg))
+# A question's answer depends on the model, the sentence, the mask, the head and the query token: its
+# widgets and its revealed state are keyed by all of them (classroom.lesson.answer_context), so a
+# change of head shows a fresh question instead of grading the old pick against the new answer.
+ctx = answer_context(run.source, run.ids, run.causal, st.session_state["lesson_head"], st.session_state["lesson_query"])
 n = st.session_state["lesson_step"]
 step = steps[n - 1]
 
@@ -66,23 +72,24 @@ def show_step() -> None:
                          max_cols=6 if big else 8)
 
 
-def _reveal_all(ids: tuple[str, ...]) -> None:
-    for qid in ids:
-        st.session_state[f"lq_{qid}__revealed"] = True
+def _reveal_all(keys: tuple[str, ...]) -> None:
+    for key in keys:
+        st.session_state[f"{key}__revealed"] = True
 
 
 st.header(step.title)
 # Predict, then reveal (issue 21): the step's questions come first; its explanation, formula and
 # numbers (which hold the answers) appear once every question of the step has been checked.
-answered = all(st.session_state.get(f"lq_{q.id}__revealed") for q in step.questions)
-for q in step.questions:
+qkeys = tuple(f"lq_{q.id}_{ctx}" for q in step.questions)
+answered = all(st.session_state.get(f"{k}__revealed") for k in qkeys)
+for q, k in zip(step.questions, qkeys):
     with st.container(border=True):
-        L.question(q, key=f"lq_{q.id}")
+        L.question(q, key=k)
 if step.questions and not answered:
     st.info("Predict first: the explanation and the numbers of this step appear once you check your answer.",
             icon=":material/visibility_off:")
     st.button("Show them without predicting", key=f"lesson_show_{step.key}", on_click=_reveal_all,
-              args=(tuple(q.id for q in step.questions),))
+              args=(qkeys,))
 else:
     show_step()
 

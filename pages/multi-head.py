@@ -6,8 +6,10 @@ import streamlit as st
 
 from classroom import multi_head
 from labels import md_escape, token_label, token_labels
+from labels.units import human_bytes
 from model.config import PRESETS, param_count
 from ui import state
+from ui.models import architecture
 from ui.multi_head import allocated_parameters
 from ui.runs import current_run
 from ui.show import show_code, show_fig
@@ -17,13 +19,19 @@ st.title("Multi-head mechanics")
 show_code("model.layers.MultiHeadAttention.split", "model.layers.MultiHeadAttention.forward", what="split, attend, concat, W_O")
 run = current_run()
 cfg = run.cfg
+arch = architecture(run.source, cfg)  # this model's shapes, biases, positions in words (classroom/architecture.py)
 D, H, dk, dv, T = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value, run.T
-widths = f"d_k = d_v = {D} / {H} = {dk}" if dv == dk else f"d_k = {D} / {H} = {dk} and d_v = {dv}"
-st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {widths}. "
-           "Each head projects X to its own Q_j, K_j, V_j, attends, and returns Z_j; the Z_j are "
-           "concatenated and mixed by W_O. Q and K must share d_k (they meet in a dot product); V may have "
+widths = (arch.d_k_text.replace("d_k = ", "d_k = d_v = ", 1) if dv == dk else f"{arch.d_k_text} and d_v = {dv}")
+st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {widths}. X is the "
+           f"{arch.positions.input_x}. Each head projects X to its own Q_j, K_j, V_j"
+           + (f" (K_j, V_j shared by groups of {H // arch.kv_heads} query heads)" if arch.gqa else "")
+           + ", attends, and returns Z_j; the Z_j are concatenated and mixed by W_O. This model: "
+           f"{arch.biases}. Q and K must share d_k (they meet in a dot product); V may have "
            "another width d_v (fresh weights: “d_v” in the sidebar), which sets the width of Z_j and of W_O's input.")
-st.dataframe(pd.DataFrame(multi_head.shape_rows(cfg, T)).set_index("step"), width="stretch")
+if arch.details:  # a family's own numeric details (soft-caps, scales, q/k norms, …), from its config
+    st.markdown("**This model's own details.** " + " ".join(arch.details))
+shape_table = pd.DataFrame(multi_head.shape_rows(cfg, T)).set_index("step")
+st.dataframe(shape_table, width="stretch", height=38 + 35 * len(shape_table))  # every row visible
 
 if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 K/V heads)
     st.subheader("Grouped-query attention: query heads share keys and values")
@@ -35,10 +43,10 @@ if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 
     kv_rows = multi_head.savings(cfg)
     sv = pd.DataFrame({"K/V heads per layer": [r.kv_heads for r in kv_rows], "K and V projection parameters": [r.kv_params for r in kv_rows],
                        "KV cache per token (bytes)": [r.cache_bytes_per_token for r in kv_rows],
-                       f"KV cache for {kv_rows[0].context:,} tokens (MB)": [r.cache_mb for r in kv_rows]},
+                       f"KV cache for {kv_rows[0].context:,} tokens": [human_bytes(r.cache_bytes) for r in kv_rows]},
                       index=pd.Index([r.variant for r in kv_rows], name="variant"))
-    st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}",
-                                  sv.columns[-1]: "{:,.1f}"}), width="stretch")
+    st.dataframe(sv.style.format({"K and V projection parameters": "{:,}", "KV cache per token (bytes)": "{:,}"}),
+                 width="stretch")
     st.caption(f"What sharing saves: the KV cache that generation keeps (2 × {cfg.n_layers} layers × K/V heads × "
                f"{dk} × 4 bytes per token) is {H // cfg.kv_heads}× smaller, and so are the K and V projections. "
                "Llama 2/3, Mistral and SmolLM2 use it; one K/V head for all (multi-query attention) is the extreme.")
@@ -80,7 +88,7 @@ with z2:
                             title=f"concat(Z_0 … Z_{H - 1})  ({T} × {H * dv}); lines separate heads", col_title="dimension"),
              "mh_concat", table=pd.DataFrame(concat, index=token_labels(run.labels, plain=True)))
 show_fig(matrix_heatmap(out, run.labels, [str(j) for j in range(D)], annotate=False,
-                        title=f"Output = concat · W_Oᵀ + b  ({T} × {D})", col_title="dimension"), "mh_out",
+                        title=f"Output = {arch.output_formula}  ({T} × {D})", col_title="dimension"), "mh_out",
          table=pd.DataFrame(out, index=token_labels(run.labels, plain=True)),
          alt="W_O mixes the heads: every output feature can draw on every head.")
 
@@ -113,7 +121,10 @@ with g2:
     grows = param_table(multi_head.param_rows(g))
     st.dataframe(grows.style.format(PARAM_FMT), width="stretch",
                  column_config={"formula": st.column_config.TextColumn("formula", width="medium")})
-    one_layer = multi_head.param_rows(g.replace(n_layers=1))  # [2]: attention, [3]: FFN
+    attn_1, ffn_1 = (next(r.parameters for r in multi_head.param_rows(g.replace(n_layers=1)) if r.part == part)
+                     for part in ("attention", "ffn"))  # one layer's
     st.markdown(f"Total: **{param_count(g):,}** parameters — the embedding alone is {g.vocab_size:,} × {g.d_model} = "
-                f"{g.vocab_size * g.d_model:,}; each of the 12 layers has {one_layer[2].parameters:,} "
-                f"attention and {one_layer[3].parameters:,} FFN parameters.")
+                f"{g.vocab_size * g.d_model:,}; each of the {g.n_layers} layers has {attn_1:,} "
+                f"attention and {ffn_1:,} FFN parameters.")
+    st.caption("Build it: pick “fresh weights” in the sidebar and press “Preset: GPT-2 small” (random weights, the "
+               "toy vocabulary; every page then runs on 12 layers × 12 heads of d_model 768).")

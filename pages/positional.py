@@ -7,6 +7,7 @@ import streamlit as st
 from classroom import ffn_output, positional
 from labels import md_escape, token_label, token_labels
 from ui import state
+from ui.models import architecture
 from ui.positional import comparison_position_table, positions_matter
 from ui.runs import current_run
 from ui.show import matrix_table, show_code, show_fig
@@ -17,10 +18,11 @@ SHUFFLE_MAX_T = 64  # tokens of the "positions matter" shuffle (a long input: it
 
 st.title("Positional encoding")
 show_code("model.layers.sinusoidal_table", "model.layers.rope_tables", "model.layers.apply_rope", "model.transformer.TokenModel.embed", what="positions")
-st.caption("Attention by itself ignores order. Each position gets a vector that is added to the token "
-           "embedding: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).")
 run = current_run()
 cfg = run.cfg
+arch = architecture(run.source, cfg)  # how this model's positions enter, in words (classroom/architecture.py)
+st.caption(f"Attention by itself ignores order. This model's positions: **{arch.positions.name}**. "
+           + arch.positions.sentence)
 D = cfg.d_model
 n_pos = min(cfg.max_len, 128)
 pe = positional.pe_table(n_pos, D)
@@ -73,7 +75,10 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
                  "pe_rope_offset", table=pd.DataFrame({"m − n": rel.offsets, "score": rel.by_offset}))
     st.caption("Below: the 2017 paper's sinusoidal table, for comparison (this model does not add it).")
 
-st.subheader("The sinusoidal table")
+st.subheader("The sinusoidal table" + ("" if cfg.pos_encoding == "sinusoidal" else " (the 2017 paper's)"))
+if cfg.pos_encoding == "learned":
+    st.caption("This model learns its position vectors (compared with this table below); the sinusoidal table is "
+               "the 2017 paper's formula, shown for comparison.")
 dim_opts = list(range(D))
 defaults = [d for d in (4, 5, 12, 13, D // 2 - 2) if 0 <= d < D]  # two sin/cos pairs and a slow one
 state.bound("pe_dims", ",".join(map(str, dict.fromkeys(defaults))))
@@ -112,7 +117,12 @@ with st.expander("Wavelength of every dimension (positions per full cycle)"):
     st.dataframe(pd.DataFrame({"dimension": np.arange(D), "function": ["sin" if d % 2 == 0 else "cos" for d in range(D)],
                                "wavelength": wl}).set_index("dimension"), width="stretch")
 
-st.subheader("Your sentence: token embedding + position = block input")
+st.subheader("Your sentence: token embedding + position = block input" if arch.positions.added else
+             "Your sentence: the block input is the token embedding (no position vector is added)")
+if not arch.positions.added:
+    st.caption(f"This model's positions are {arch.positions.name}: nothing is added to X, so the position column "
+               "below is all zeros and the sum equals the token embedding"
+               + (" (positions turn q and k inside every head, above)." if cfg.pos_encoding == "rope" else "."))
 labels = run.labels
 emb = run.trace.embeddings  # EmbeddingTrace (numpy)
 tok, pos, total = emb.token[0], emb.position, emb.sum[0]  # (T, D) each
@@ -151,15 +161,17 @@ n_cmp = min(run.T if run.T >= 16 else min(cfg.max_len, 32), cfg.max_len)
 cmp = comparison_position_table(run.source, n_cmp)
 learned = cmp.table  # (n_cmp, D)
 n_cmp = learned.shape[0]
+own = {"sinusoidal": "the sinusoidal formula (no parameters)", "rope": "rotary positions (no table: q and k turn)",
+       "none": "no positions at all"}.get(cfg.pos_encoding, arch.positions.name)
 if cmp.origin == "current":
     note = "The current model learns its position table (trained values when it is a trained checkpoint)."
 elif cmp.origin == "checkpoint":
-    note = (f"The current model uses the sinusoidal formula (no parameters). The right side is the "
+    note = (f"The current model uses {own}. The right side is the "
             f"trained position table of the shipped checkpoint “{md_escape(cmp.checkpoint)}” (same d_model = {D}): "
             "whatever code for positions training found, with no formula. The cosine maps below show "
             "which positions each table treats as alike.")
 else:
-    note = ("The current model uses the sinusoidal formula (no parameters). For comparison, the right side is a "
+    note = (f"The current model uses {own}. For comparison, the right side is a "
             "learned table at initialisation (random N(0, 1), seed 0): training would shape it. Choose "
             "“learned” under fresh weights in the sidebar, or a checkpoint trained with learned positions.")
 st.caption(note)
@@ -239,7 +251,7 @@ gaps = pd.DataFrame([
     {"case": name, "max |W_shuffled − P W Pᵀ| (all layers, heads)": r.weight_gap,
      "max |output_shuffled − P · output|": r.output_gap}
     for name, r in (("no positional encoding, no mask", blind), ("no positional encoding, causal mask", causal_case),
-                    (f"with the model's {cfg.pos_encoding} positions, no mask", with_pe))]).set_index("case")
+                    (f"with the model's {arch.positions.name} positions, no mask", with_pe))]).set_index("case")
 st.dataframe(gaps.style.format("{:.2e}"), width="stretch")
 st.markdown(
     f"**Attention alone ignores order.** Without positions and without a mask, shuffling the words moves the "

@@ -7,6 +7,7 @@ import streamlit as st
 from classroom import scaling
 from labels import token_label
 from ui import state
+from ui.models import architecture
 from ui.runs import current_run
 from ui.show import show_code, show_fig
 from viz.charts import bar_compare, line_chart
@@ -44,7 +45,7 @@ if keys.size == 0:
     state.end_page()
 row = scaling.scaling_row(scores[qi, keys], cfg.d_k, float(temp))
 key_labels = [run.labels[j] for j in keys]
-st.markdown(f"d_k = d_model / h = {cfg.d_model} / {cfg.n_heads} = **{cfg.d_k}**, √d_k = **{np.sqrt(cfg.d_k):.4g}**. "
+st.markdown(f"{architecture(run.source, cfg).d_k_markdown}, √d_k = **{np.sqrt(cfg.d_k):.4g}**. "
             f"Query {qi} attends to {keys.size} key(s)" + (" (causal mask: itself and earlier tokens)." if run.causal else "."))
 if not cfg.scale_scores:
     st.warning("This model was built without scaling (scale_scores=False): its own weights use the raw scores.")

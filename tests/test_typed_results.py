@@ -23,7 +23,6 @@ ALLOWED_DICT_RETURNS = {
 # receivers that pages/ui may index by a string, each with why it is not an analysis result
 ALLOWED_SUBSCRIPTS = {
     ("pages/generate.py", "series"): "the chart's input, built by the page from typed fields",
-    ("pages/layer-norm.py", "sites"): "a label map the page builds for its select box",
     ("ui/calculator.py", "cur"): "the calculator's editable matrices, kept in session state",
     ("ui/calculator.py", "base"): "the calculator's preset matrices, kept in session state",
     ("ui/calculator.py", "pdf"): "the data editor's frame (its 'real token' column)",

@@ -28,6 +28,7 @@ from training.loop import LoopSettings, run_loop
 from training.translation import MAX_SENTENCE, Example, build_tokenizer, encode_batch, make_splits, one_thread
 
 CHECKPOINT_DIR = SHIPPED_DIR / "rnn-translator"
+NO_ATTENTION_DIR = SHIPPED_DIR / "rnn-translator-noattn"  # the same recipe without attention: one fixed context
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ class RNNPreset:
     seed: int = 0
 
 
-def default_preset() -> RNNPreset:
-    return RNNPreset(cfg=RNNConfig(vocab_size=len(build_tokenizer())))
+def default_preset(attention: bool = True) -> RNNPreset:
+    """The shipped recipe; attention=False: the same model and training without attention (one
+    fixed context vector, the encoder's final states), for the bottleneck measurement."""
+    return RNNPreset(cfg=RNNConfig(vocab_size=len(build_tokenizer()), attention=attention))
 
 
 def train(preset: RNNPreset | None = None, log=print, max_seconds: float | None = None):
@@ -108,9 +111,11 @@ def evaluate(model: RNNSeq2Seq, tok: Tokenizer, seed: int = 0, n_train: int = 20
     train_set, held = make_splits(seed, n_train, n_heldout)
     tr_acc, tr_exact = token_accuracy(model, tok, train_set[:1000])
     ho_acc, ho_exact = token_accuracy(model, tok, held)
-    return {"token_acc_train_first_1000": round(tr_acc, 4), "exact_match_train_first_1000": round(tr_exact, 4),
-            "token_acc_heldout": round(ho_acc, 4), "exact_match_heldout": round(ho_exact, 4),
-            "alignment_acc_heldout": round(alignment_accuracy(model, tok, held), 4), "n_heldout": len(held)}
+    out = {"token_acc_train_first_1000": round(tr_acc, 4), "exact_match_train_first_1000": round(tr_exact, 4),
+           "token_acc_heldout": round(ho_acc, 4), "exact_match_heldout": round(ho_exact, 4)}
+    if model.cfg.attention:  # without attention there is no alignment to score
+        out["alignment_acc_heldout"] = round(alignment_accuracy(model, tok, held), 4)
+    return {**out, "n_heldout": len(held)}
 
 
 def load_rnn_translator(path: str | Path = CHECKPOINT_DIR) -> tuple[RNNSeq2Seq, Tokenizer, dict]:
@@ -150,13 +155,19 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", action="store_true", help="train the preset and save the checkpoint")
     ap.add_argument("--eval", action="store_true", help="evaluate the checkpoint at --out")
-    ap.add_argument("--out", default=str(CHECKPOINT_DIR))
+    ap.add_argument("--no-attention", action="store_true",
+                    help="train without attention (one fixed context vector); default --out is "
+                         f"{NO_ATTENTION_DIR.name}")
+    ap.add_argument("--out", default=None)
     ap.add_argument("--translate", default=None, help="translate one sentence with --out")
     args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = str(NO_ATTENTION_DIR if args.no_attention else CHECKPOINT_DIR)
     if args.train:
-        preset = default_preset()
+        preset = default_preset(attention=not args.no_attention)
         model, tok, hist = train(preset)
-        info = {"task": "toy English -> Kalo translation (training/translation.py data), RNN + additive attention",
+        info = {"task": "toy English -> Kalo translation (training/translation.py data), RNN + "
+                        + ("additive attention" if preset.cfg.attention else "no attention (one fixed context vector)"),
                 "parameters": param_count(model), "steps": hist["steps_run"],
                 "train_seconds": round(hist["seconds"], 1), "train_cpu_seconds": round(hist["cpu_seconds"], 1),
                 "machine_load_1min": round(os.getloadavg()[0], 1), "final_loss": round(hist["losses"][-1], 4),

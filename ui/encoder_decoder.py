@@ -20,7 +20,8 @@ from labels import md_escape, token_label, token_labels
 from model.trace import AttentionTrace
 from model.tokenizer import Tokenizer
 from training import translation
-from training.rnn_translation import RNNTranslation, load_rnn_translator, rnn_translate
+from classroom import encoder_decoder as bottleneck_cls
+from training.rnn_translation import NO_ATTENTION_DIR, RNNTranslation, load_rnn_translator, rnn_translate
 from training.translation import DEFAULT_MAX_SRC_LEN, TranslationResult, load_translator, translate, translate_words
 
 DEFAULT_SENTENCE = "the big dog sees a small cat in the old house ."
@@ -105,6 +106,43 @@ def get_rnn() -> tuple[torch.nn.Module, Tokenizer, RNNScores | None]:
     """(model, tokenizer, scores) of checkpoints/rnn-translator, shared by every session: never mutate."""
     model, tok, record = load_rnn_translator()
     return _read_only(model), tok, rnn_scores(record)
+
+
+@st.cache_resource(show_spinner=False)
+def get_rnn_noattn() -> tuple[torch.nn.Module, Tokenizer] | None:
+    """checkpoints/rnn-translator-noattn (the RNN recipe without attention), or None when it is
+    not shipped; shared by every session: never mutate."""
+    if not (NO_ATTENTION_DIR / "config.json").is_file():
+        return None
+    model, tok, _ = load_rnn_translator(NO_ATTENTION_DIR)
+    return _read_only(model), tok
+
+
+HELDOUT = 1000  # held-out sentences of the translators' own split (training.translation.make_splits)
+
+
+@st.cache_resource(show_spinner="Translating 1,000 held-out sentences with each translator…")
+def bottleneck() -> bottleneck_cls.LengthAccuracy | None:
+    """Exact match and token accuracy by source length on the held-out split, for the RNN with
+    attention, the RNN without it and the Transformer (classroom.encoder_decoder.accuracy_by_length).
+    Computed once per server process (a few seconds), shared; None without the no-attention RNN."""
+    noattn = get_rnn_noattn()
+    if noattn is None:
+        return None
+    s2s, tok, _ = get_translator()
+    rnn, rtok, _ = get_rnn()
+    _, held = translation.make_splits(0, 20000, HELDOUT)
+    return bottleneck_cls.accuracy_by_length(
+        [("RNN without attention (one fixed context)", bottleneck_cls.rnn_outputs(noattn[0], noattn[1])),
+         ("RNN with attention", bottleneck_cls.rnn_outputs(rnn, rtok)),
+         ("Transformer", bottleneck_cls.transformer_outputs(s2s, tok))], held, tok)
+
+
+@st.cache_resource(show_spinner="Timing a GRU and an attention layer at lengths up to 1,024…")
+def parallel_timing() -> bottleneck_cls.ParallelTiming:
+    """T recurrent steps vs one attention layer (classroom.encoder_decoder.sequential_vs_parallel),
+    measured once per server process on its torch threads."""
+    return bottleneck_cls.sequential_vs_parallel(lengths=(16, 64, 256, 512, 1024))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

@@ -18,6 +18,11 @@ def title(name: str) -> str:
     return ALL_PRETRAINED[name].title
 
 
+def causal(name: str) -> bool:
+    """Whether the model is a causal LM (it parks spare weight on the first token)."""
+    return bool(ALL_PRETRAINED[name].causal)
+
+
 def load_error(name: str) -> str | None:
     return pretrained_error(name)
 

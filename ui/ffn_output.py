@@ -2,11 +2,12 @@
 cached model's weights (FFN per position, weight tying, the output matrix)."""
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from classroom import embeddings, ffn_output
 
-from .models import ModelSource, get_model
+from .models import ModelSource, get_model, trained_causal
 from .runs import Run
 
 
@@ -53,3 +54,24 @@ def fill_blank(source: ModelSource, ids: tuple[int, ...], position: int, k: int)
     if mask is None:
         return None
     return ffn_output.fill_in(model, ids, position, mask, k)
+
+
+def fill_blank_capability(source: ModelSource) -> str | None:
+    """classroom.ffn_output.fill_blank_capability of the source's model: MLM_HEAD (the toy masked
+    LM; a BERT/RoBERTa opened from disk with its MLM head), ENCODER_ONLY (MiniLM) or None. The
+    objective comes from ui.models.trained_causal (False = trained bidirectionally)."""
+    model, tok = get_model(source)
+    tc = trained_causal(source.name)
+    return ffn_output.fill_blank_capability(model.cfg.output_head, tok.vocab, None if tc is None else not tc)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def nearest_rows(source: ModelSource, ids: tuple[int, ...], position: int, k: int) -> ffn_output.NearestRows | None:
+    """classroom.ffn_output.nearest_rows on the source's model (special tokens left out); None
+    when it has no mask token."""
+    model, tok = get_model(source)
+    mask = ffn_output.mask_id(tok.vocab)
+    if mask is None:
+        return None
+    skip = [int(i) for i in np.flatnonzero(_special_rows(source))]
+    return ffn_output.nearest_rows(model, ids, position, mask, k, skip=skip)

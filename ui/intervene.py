@@ -14,9 +14,11 @@ from .models import ModelSource, get_model
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def compare(source: ModelSource, ids: tuple[int, ...], heads: tuple[tuple[int, int], ...], causal: bool,
-            mode: str) -> intervene.Ablation:
+            mode: str, _clean=None) -> intervene.Ablation:
+    """classroom.intervene.compare; _clean (not hashed: the run's trace, which source, ids and causal
+    already determine) saves tracing the clean sentence again on every click."""
     model, _ = get_model(source)
-    return intervene.compare(model, list(ids), list(heads), causal=causal, mode=mode)
+    return intervene.compare(model, list(ids), list(heads), causal=causal, mode=mode, clean=_clean)
 
 
 _IMPORTANCE: "OrderedDict[tuple, intervene.HeadImportance]" = OrderedDict()  # server-wide, the 32 most recent rankings

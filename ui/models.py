@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from classroom.architecture import Architecture, describe
 from model import checkpoint
 from model.checkpoint import from_bytes, load_checkpoint
 from model.config import ModelConfig
@@ -153,3 +154,36 @@ def current_source() -> ModelSource:
         return ModelSource("session", sid)
     return ModelSource("checkpoint", DEFAULT_SOURCE) if DEFAULT_SOURCE in shipped_checkpoints() else \
         ModelSource("fresh", "fresh", json.dumps(state.fresh_config(len(fresh_tokenizer())).to_dict(), sort_keys=True), 0)
+
+
+# Where a loaded model's ε was read (classroom.architecture.eps_note): by the format of its files.
+EPS_FIELDS = {"bert": "{title}'s config.json (layer_norm_eps)",
+              "llama-gguf": "{title}'s GGUF metadata (llama.attention.layer_norm_rms_epsilon)"}
+
+
+# A model opened from disk: the config.json field its family's importer reads ε from (model.families)
+DISK_EPS_FIELDS = {"gpt2": "layer_norm_epsilon", "bert": "layer_norm_eps", "roberta": "layer_norm_eps",
+                   "llama": "rms_norm_eps", "qwen2": "rms_norm_eps", "qwen3": "rms_norm_eps",
+                   "mistral": "rms_norm_eps", "gemma2": "rms_norm_eps"}
+
+
+def eps_source(source: ModelSource | None, cfg: ModelConfig | None = None) -> str:
+    """Where the model's ε comes from: the pretrained model's own file and field, or "" for the
+    models built in this app (checkpoints trained here, fresh weights: the config's default)."""
+    if source is not None and source.kind == "disk" and cfg is not None:
+        name = source.name.rsplit("/", 1)[-1]
+        if source.name.endswith(".gguf"):
+            return f"{name}'s GGUF metadata (attention.layer_norm_rms_epsilon)"
+        if cfg.family == "distilbert":  # DistilBERT's config.json has no ε: the importer uses its fixed 1e-12
+            return "DistilBERT's fixed value (its config.json has no ε)"
+        field = DISK_EPS_FIELDS.get(cfg.family)
+        return f"{name}'s config.json ({field})" if field else f"{name}'s own files"
+    if source is None or source.kind != "pretrained" or source.name not in PRETRAINED:
+        return ""
+    entry = PRETRAINED[source.name]
+    return EPS_FIELDS.get(entry.family, "{title}'s own files").format(title=entry.title.split(" · ")[0])
+
+
+def architecture(source: ModelSource | None, cfg: ModelConfig) -> Architecture:
+    """The current model in words (classroom.architecture.describe), with ε's provenance."""
+    return describe(cfg, eps_source=eps_source(source, cfg))

@@ -24,7 +24,7 @@ h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-s
 """
 
 
-ARCH_KEYS = ("d", "h", "L", "pe", "norm", "act", "dv", "seed")  # the architecture of fresh weights
+ARCH_KEYS = ("d", "h", "L", "pe", "norm", "act", "dv", "ctx", "seed")  # the architecture of fresh weights
 
 
 def use_2017_preset() -> None:
@@ -33,6 +33,15 @@ def use_2017_preset() -> None:
     p = PRESETS["vaswani-base"]
     st.session_state.update(d=p.d_model, h=p.n_heads, L=p.n_layers, pe=p.pos_encoding, norm=p.norm,
                             act=p.activation, dv=0)
+
+
+def use_gpt2_preset() -> None:
+    """GPT-2 small's shapes (model.config PRESETS["gpt2-small"]) into the architecture widgets:
+    d_model 768, 12 heads (d_k = 64), 12 layers, GELU, pre-LN, learned positions, context 1,024.
+    The vocabulary stays the toy one (fresh weights tokenize with it)."""
+    p = PRESETS["gpt2-small"]
+    st.session_state.update(d=p.d_model, h=p.n_heads, L=p.n_layers, pe=p.pos_encoding, norm=p.norm,
+                            act=p.activation, dv=0, ctx=p.max_len)
 
 
 def source_options() -> list[str]:
@@ -129,11 +138,15 @@ def render() -> None:
                 st.button("Preset: 2017 paper (base)", key="preset_2017", on_click=use_2017_preset,
                           help="d_model 512, 8 heads (d_k = d_v = 64), 6 layers, ReLU feed-forward of 2048, "
                                "post-LN, sinusoidal positions: the base model of “Attention Is All You Need”.")
+                st.button("Preset: GPT-2 small", key="preset_gpt2", on_click=use_gpt2_preset,
+                          help="d_model 768, 12 heads (d_k = 64), 12 layers, GELU, pre-LN, learned positions, context "
+                               "1,024: GPT-2 small's shapes with random weights and this app's small vocabulary "
+                               "(about 86M parameters; the first build takes a few seconds).")
                 st.selectbox("d_model", state.D_MODELS, key="d")
                 st.selectbox("Heads", heads, key="h",
                              help="Only head counts that divide d_model and leave each head at least 4 dimensions "
                                   "are offered (d_k = d_model / heads ≥ 4).")
-                st.slider("Layers", 1, 6, key="L")
+                st.slider("Layers", 1, state.MAX_LAYERS, key="L")
                 st.radio("Positional encoding", ["sinusoidal", "learned"], key="pe", horizontal=True)
                 st.radio("Norm placement", ["pre", "post"], key="norm", horizontal=True,
                          help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
@@ -144,6 +157,8 @@ def render() -> None:
                              format_func=lambda v: f"= d_k ({d_k})" if v == 0 else str(v),
                              help="Q and K must share d_k (their dot product); V may be narrower or wider: "
                                   "each head then returns Z_j of width d_v, and W_O reads h·d_v numbers.")
+                st.selectbox("Context (max_len)", state.CONTEXTS, key="ctx",
+                             help="How many positions the model has (the learned position table's rows). GPT-2 small: 1,024.")
                 st.number_input("Seed", 0, 9999, key="seed")
         else:
             # A trained model's architecture is fixed: it is stated, not offered as (disabled)
@@ -160,8 +175,7 @@ def render() -> None:
                            f"({md_escape(cfg.architecture or cfg.family)}); "
                            f"{f'{n / 1e6:.1f}M' if n >= 100_000 else f'{n:,}'} parameters, "
                            f"{4 * n / 1e6:,.1f} MB in float32.")
-            st.caption(f"d_model {cfg.d_model} · {cfg.n_heads} heads · {cfg.n_layers} layers · "
-                       f"{cfg.pos_encoding} PE · {cfg.norm}-LN · {cfg.activation} · vocab {cfg.vocab_size}. "
+            st.caption(f"{models.architecture(models.current_source(), cfg).summary}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
         t_max = min(state.T_LIMIT, cfg.max_len)
         if s["T"] > t_max:

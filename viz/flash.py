@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import (DIVERGING_SCALE, FONT, as_array, check_labels, legend_below_title, masked_z, subplot_layout,
-                     token_labels)
+from .common import (DIVERGING_SCALE, FONT, MASKED_COLOR, as_array, check_labels, legend_below_title, masked_z,
+                     subplot_layout, token_labels)
 
 CURRENT = "#E69F00"  # Okabe-Ito orange: the tile being read
 DONE = "#0072B2"  # blue: tiles already read
@@ -56,6 +56,9 @@ def tile_scores(scaled: np.ndarray, allowed: np.ndarray | None, labels: Sequence
                   line=dict(color=CURRENT, width=4), xref="x", yref="y")
     fig.update_yaxes(autorange="reversed", type="category", title="query")
     fig.update_xaxes(type="category", title="key", tickangle=-60, showticklabels=Tk <= 64)
+    # masked cells are NaN (no colour): the plot area behind them is grey, as on every attention
+    # map, also inside the tile being read (issue 33: they showed the page's white there)
+    fig.update_layout(plot_bgcolor=MASKED_COLOR)
     return _layout(fig, title, height or min(720, max(320, 200 + 18 * Tq)))
 
 

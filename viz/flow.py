@@ -40,6 +40,7 @@ class Stage(Protocol):
     shape: tuple[int, ...]  # the tensor passed on, without the batch axis
     page: str  # url path of the page that explains it (the box's colour)
     what: str  # what it computes
+    absent: bool  # a sublayer this model does not have: a dashed, empty box (the stream passes it unchanged)
 
 
 def flow_diagram(stages: Sequence[Stage], *, title: str = "") -> go.Figure:
@@ -54,8 +55,10 @@ def flow_diagram(stages: Sequence[Stage], *, title: str = "") -> go.Figure:
     for i, s in enumerate(stages):
         y = -i * step
         color = PAGE_COLORS.get(s.page, "#888888")
-        fig.add_shape(type="rect", x0=0.02, x1=1.23, y0=y - 0.32, y1=y + 0.32, line=dict(color=color, width=2),
-                      fillcolor=pastel(color), layer="below")
+        absent = bool(getattr(s, "absent", False))
+        fig.add_shape(type="rect", x0=0.02, x1=1.23, y0=y - 0.32, y1=y + 0.32,
+                      line=dict(color=LINE if absent else color, width=2, dash="dash" if absent else "solid"),
+                      fillcolor=TAG_BG if absent else pastel(color), layer="below")
         fig.add_annotation(x=0.335, y=y, text=f"<b>{visible(s.name)}</b>", showarrow=False,
                            font=dict(size=13, color=TEXT))
         fig.add_annotation(x=0.66, y=y, text=visible(s.what), showarrow=False, xanchor="left",
@@ -70,7 +73,8 @@ def flow_diagram(stages: Sequence[Stage], *, title: str = "") -> go.Figure:
                            bordercolor=LINE, borderwidth=1, borderpad=1)
         xs.append(0.335)
         ys.append(y)
-        hover.append(f"{visible(s.name)}<br>shape ({shape})<br>{visible(s.what)}<br>page: {s.page}")
+        hover.append(f"{visible(s.name)}<br>shape ({shape})<br>{visible(s.what)}<br>page: {s.page}"
+                     + ("<br>(not in this model: the stream passes on unchanged)" if absent else ""))
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", marker=dict(size=40, opacity=0), hovertext=hover,
                              hoverinfo="text", showlegend=False))
     fig.update_xaxes(visible=False, range=[0, 1.25])

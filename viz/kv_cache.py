@@ -7,26 +7,30 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from labels.units import byte_unit
+
 from .common import FONT, figure, visible
 
 
-def bytes_bars(names: Sequence[str], values: Sequence[float], *, title: str = "", yaxis: str = "bytes",
-               text: Sequence[str] | None = None, height: int = 360) -> go.Figure:
-    """One bar per variant (e.g. KV-cache bytes for a context), labels escaped, optional text on
-    each bar (e.g. "90.0 MiB")."""
-    v = np.asarray(values, dtype=float).ravel()
+def bytes_bars(names: Sequence[str], n_bytes: Sequence[float], *, title: str = "", what: str = "KV cache",
+               height: int = 360) -> go.Figure:
+    """One bar per variant (e.g. KV-cache bytes for a context). The axis, the text on each bar and
+    the hover share one binary unit (labels.units: the largest bar's, e.g. MiB), so the axis and
+    the labels beside it never disagree ("90.0 MiB" on a bar, an axis in MiB). Names escaped."""
+    v = np.asarray(n_bytes, dtype=float).ravel()
     if len(names) != v.size:
         raise ValueError(f"names has {len(names)} entries but there are {v.size} values; pass one name per value")
     if not np.isfinite(v).all() or (v < 0).any():
         raise ValueError("values must be finite and non-negative (bytes)")
+    unit = byte_unit(float(v.max()) if v.size else 0.0)
+    y = v / unit.size
+    fmt = ",.0f" if unit.size == 1 else ",.1f"
     cats = [visible(n) for n in names]
-    bars = dict(type="bar", x=cats, y=v, marker=dict(color="#0072B2"),
-                hovertemplate=f"%{{x}}<br>{visible(yaxis)} %{{y:,.0f}}<extra></extra>")
-    if text is not None:
-        if len(text) != v.size:
-            raise ValueError("text must have one entry per value")
-        bars.update(text=[visible(t) for t in text], textposition="outside", cliponaxis=False)
+    bars = dict(type="bar", x=cats, y=y, marker=dict(color="#0072B2"),
+                text=[f"{x:{fmt}} {unit.name}" for x in y], textposition="outside", cliponaxis=False,
+                customdata=v, hovertemplate=f"%{{x}}<br>{visible(what)} %{{y:{fmt}}} {unit.name} "
+                                            f"(%{{customdata:,.0f}} bytes)<extra></extra>")
     return figure([bars], dict(title=dict(text=title) if title else None, font=FONT, height=height,
                                margin=dict(l=60, r=10, t=60 if title else 20, b=80),
                                xaxis=dict(type="category"),
-                               yaxis=dict(title=dict(text=visible(yaxis)), rangemode="tozero")))
+                               yaxis=dict(title=dict(text=f"{visible(what)} ({unit.name})"), rangemode="tozero")))

@@ -193,3 +193,50 @@ def test_search_engine_analogy_equals_numpy_attention():
     w2 /= w2.sum()
     table = [df for df in tables(at) if df.index.name == "document"][0]
     np.testing.assert_allclose(table["weight (softmax)"].astype(float), w2, atol=5e-5)
+
+
+def test_padding_450_preset_shows_the_notes_four_masks():
+    """Issue 34: seed 004's [4, 5, 0] example (1-D mask, 2-D mask, 3 × 3 look-ahead, combined) as a
+    preset, each mask from the engine's mask functions."""
+    at = open_calc(preset="padding-450")
+    assert not errors(at)
+    def numeric(df):
+        try:
+            return shown(df)
+        except ValueError:
+            return None
+
+    assert any(df.shape == (1, 3) and np.array_equal(numeric(df), [[1, 1, 0]]) for df in tables(at))  # 1-D
+    threes = [t for t in (numeric(df) for df in tables(at) if df.shape == (3, 3)) if t is not None]
+    want = {"pad2d": [[1, 1, 0], [1, 1, 0], [0, 0, 0]], "look": [[1, 0, 0], [1, 1, 0], [1, 1, 1]],
+            "combined": [[1, 0, 0], [1, 1, 0], [0, 0, 0]]}
+    for name, m in want.items():
+        assert any(t.shape == (3, 3) and np.array_equal(t, np.array(m, float)) for t in threes), (name, threes)
+    softmax = [t for t in threes if np.allclose(t[1], [0.3729, 0.6271, 0], atol=1e-4)]
+    assert softmax and np.array_equal(softmax[0][2], [0, 0, 0])  # the pad's row: all zero, never NaN
+
+
+def test_cross_sketch_preset_flags_the_impossible_weights():
+    """Issue 34: seed 003's first cross-attention sketch (scores [[.1, .2, .3], [.4, .5, .6]], weights
+    [[.4, .3, .3], [.5, .3, .2]]) as a preset: the computed weights rise with the scores and are the
+    same for both rows; the page says the notes' weights are impossible for a softmax."""
+    at = open_calc(preset="cross-sketch")
+    assert not errors(at)
+    assert find_table(at, [0.1, 0.2, 0.3]) is not None  # the sketch's scores, exactly
+    w = [shown(df) for df in tables(at) if df.shape == (2, 3) and np.allclose(shown(df)[0], [0.3168, 0.3331, 0.3501], atol=1e-4)]
+    assert w and np.allclose(w[0][1], w[0][0])  # row 2 = row 1 + 0.3: the same softmax
+    assert np.all(np.diff(w[0], axis=1) > 0)  # rising with the scores
+    from tests.helpers import all_text
+    text = all_text(at) + " ".join(str(e.proto) for e in at.get("expandable"))
+    assert "[0.4, 0.3, 0.3]" in text and "No softmax can make a larger score's weight smaller" in text
+
+
+def test_enc_dec_hint_says_row_two_is_not_halved():
+    """Issue 34: the hint "the notes' 0.3 is already halved, then halved again" held for row 1 only."""
+    from classroom import worked_examples as wx
+    hints = " ".join(wx.PRESETS["enc-dec-2x3"].hints)
+    assert "first row [0.3, 0.7, 1.1] is already halved" in hints and "Row 2 is not a halving slip" in hints
+    s = wx.compute_attention(wx.PRESETS["enc-dec-2x3"].setup).scores[0]
+    np.testing.assert_allclose(s[0] / 2, [0.3, 0.7, 1.1], atol=1e-12)  # row 1: the notes' numbers are half
+    assert not np.allclose(s[1] / 2, [0.26, 0.62, 0.98], atol=5e-3)  # row 2: not
+    np.testing.assert_allclose(s[1] / 2, [0.25, 0.57, 0.89], atol=1e-12)

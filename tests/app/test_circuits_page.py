@@ -14,9 +14,10 @@ from model.checkpoint import load_checkpoint
 from model.pretrained import PRETRAINED, load_pretrained
 from model.tokenizer import SPECIALS
 from tests.helpers import ROOT, app_test, decode, errors, fig_titled, figures
+from ui.state import DEFAULT_TEXT
 
 PAGE = "pages/circuits.py"
-TEXT = "the keys to the cabinet are on the table ."
+TEXT = DEFAULT_TEXT  # the sidebar's default sentence: the pages open on it
 
 
 def start(tab: str, src: str | None = None, timeout: int = 120, **params):
@@ -190,7 +191,7 @@ def test_minilm_against_smollm2_aligns_tokens_by_characters():
     a_base, b_base = decode(bars[0]["base"]), decode(bars[1]["base"])
     assert len(a_base) == 12 and len(b_base) == 10  # [CLS] 10 words [SEP]; SmolLM2: 10 tokens, no BOS
     # MiniLM's words start where SmolLM2's tokens start (+1: SmolLM2 carries the space in front)
-    assert np.allclose(a_base[1:-1] - 0.05, [0, 4, 9, 12, 16, 24, 28, 31, 35, 41])
+    assert np.allclose(a_base[1:-1] - 0.05, [0, 4, 9, 12, 16, 24, 28, 31, 35, 40])  # "... table." (no space before the full stop)
     assert fig_titled(at, "Shared pieces")
     assert "difference map per head needs the same tokens" in text_of(at)
 

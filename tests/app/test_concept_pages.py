@@ -216,7 +216,8 @@ def test_cost_closed_form_and_timing():
     _, _, labels, _ = engine()
     mem = fig(at, "Attention-weight memory vs T")
     Ts = series(mem, None, "x")
-    np.testing.assert_allclose(series(mem), 2 * 4 * Ts ** 2 * 4 / 1e6)  # L·h·T²·4 bytes
+    np.testing.assert_allclose(series(mem), 2 * 4 * Ts ** 2 * 4 / 2**20)  # L·h·T²·4 bytes, in MiB (issue 33: one unit)
+    assert mem["layout"]["yaxis"]["title"]["text"] == "MiB (float32)"
     fl = fig(at, "FLOPs per forward pass")
     ratio = series(fl, "attention (QKᵀ, weights·V) ∝ T²") / Ts ** 2
     np.testing.assert_allclose(ratio, ratio[0])
@@ -227,6 +228,7 @@ def test_cost_closed_form_and_timing():
     gpt = next(d.value for d in at.dataframe if "scores per head per layer" in d.value.index)
     assert gpt.loc["scores per head per layer", "value"] == "1,024² = 1,048,576"
     assert gpt.loc["scores, all heads and layers", "value"] == "150,994,944"
+    assert gpt.loc["attention weights as float32", "value"] == "576 MiB (603,979,776 bytes) per sequence"
     at.select_slider(key="cost_tmax").set_value(256).run()
     assert series(fig(at, "Attention-weight memory vs T"), None, "x").max() == 256
 

@@ -74,7 +74,7 @@ def test_defaults_equal_the_trace(model):
     assert "Equals the reference translation" in text
     L, H = 2, 4
     figs = figures(at)
-    assert len(figs) == 8  # the seven Transformer figures + the RNN section (tests/app/test_rnn_section.py)
+    assert len(figs) == 10  # seven Transformer figures, the RNN section, the bottleneck and the timing (issue 34)
     # cross-attention grid: layer L-1 (the default), panel h == weights[0, h]; nothing masked
     w = tr.decoder.layers[L - 1].cross_attn.weights[0].numpy()  # (H, T_dec, T_src)
     heat = heatmaps(figs[GRID])
@@ -105,7 +105,7 @@ def test_defaults_equal_the_trace(model):
     np.testing.assert_allclose(decode(figs[BARS]["data"][0]["y"]), w[:, 0].mean(0), rtol=1e-5, atol=1e-6)
     assert int(np.argmax(w[:, 0].mean(0))) == 2  # "woru" looks at "dog"
     # shapes table: live numbers from the trace
-    shapes = at.dataframe[-2].value if "this sentence" in at.dataframe[-2].value.columns else None
+    shapes = next((d.value for d in at.dataframe if "this sentence" in d.value.columns), None)
     assert shapes is not None
     assert shapes.loc["A_j = softmax(Q_j K_jᵀ / √d_k)", "this sentence"] == "13 × 12  (× 4 heads)"
     assert shapes.loc["context = concat · W_O", "this sentence"] == "13 × 64"

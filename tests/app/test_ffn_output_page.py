@@ -61,3 +61,30 @@ def test_topk_cell_text_contrasts_with_its_cell():
         a, b = _luminance(cell), _luminance(hex_to_rgb(col))
         ratio = (max(a, b) + 0.05) / (min(a, b) + 0.05)
         assert ratio >= 3.0, (q, col, ratio)
+
+
+def _ffn_text(**query):
+    from tests.helpers import all_text, app_test
+    at = app_test(default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("pages/ffn-output.py").run()
+    assert not errors(at), errors(at)
+    return all_text(at)
+
+
+def test_neighbours_caption_says_where_the_rows_come_from():
+    """Issue 34: a trained toy model's neighbours (pear, banana, peach) were captioned "(fresh
+    weights: random rows, so no pattern)": the condition tested the vocabulary size."""
+    trained = _ffn_text(emb_word="apple")
+    assert "random rows" not in trained and "learned these rows from the built-in corpus" in trained
+    fresh = _ffn_text(src="fresh weights (your architecture)", emb_word="apple")
+    assert "fresh weights: random rows, so no pattern" in fresh and "built-in corpus" not in fresh
+
+
+def test_one_hot_targets_flag_the_notes_seven_cells():
+    """Issue 34: seed 004 draws the one-hot vector of "am" with 7 cells for a 6-word vocabulary."""
+    text = _ffn_text()
+    assert "exactly |V| cells" in text and "7 cells for its 6-word vocabulary" in text
+    assert "[0, 1, 0, 0, 0, 0]" in text and "(309 here)" in text

@@ -40,6 +40,8 @@ def start(**widgets):
 
 
 def test_scores_steps_and_last_step_equal_plain_attention(reference):
+    from ui import flash as flash_ui
+    assert flash_ui.measurements().wait(64, timeout=600) is not None  # the server's background measurement
     q, k, v, T = reference
     at = start(flash_tile=3)
     assert not at.error
@@ -50,6 +52,7 @@ def test_scores_steps_and_last_step_equal_plain_attention(reference):
     causal = np.tril(np.ones((T, T), dtype=bool))
     assert np.allclose(z[causal], s[causal], atol=1e-4)
     assert np.isnan(z[~causal]).all()  # masked cells blank, never a number
+    assert figs[SCORES]["layout"]["plot_bgcolor"] == "#d9d9d9"  # ... and grey, as the caption says (issue 33)
     # current tile outlined: keys 0..2
     rects = [sh for sh in figs[SCORES]["layout"]["shapes"] if sh["line"].get("width") == 4]
     assert (rects[0]["x0"], rects[0]["x1"]) == (-0.5, 2.5)
@@ -102,3 +105,38 @@ def test_the_step_slider_takes_the_link_and_stays_in_range():
     assert any("flash_step" in w.value and "not available" in w.value for w in at.warning)
     at.number_input(key="flash_tile").set_value(500).run()
     assert not [s for s in at.slider if s.key == "flash_step"] and at.session_state["flash_step"] == 1
+
+
+def test_memory_chart_is_measured_in_the_background_and_joins_when_done(monkeypatch):
+    """Issue 33 item 2: the first visit waited 9–11 s (loaded machine) for the peak-memory
+    measurement. Now the page is drawn at once with a note, the measurement runs once per server
+    in a background thread, and the chart (in MiB, the app's unit) comes when it is done."""
+    import threading
+
+    from ui import flash as flash_ui
+    gate, started = threading.Event(), []
+    real = flash_ui.flash.memory_curve  # classroom.flash.memory_curve
+
+    def held(tile):  # the measurement waits until the test has seen the page without its chart
+        started.append(tile)
+        gate.wait(60)
+        return real(tile, lengths=(64, 128, 256))
+    reg = flash_ui.MemoryMeasurements()
+    monkeypatch.setattr(flash_ui.flash, "memory_curve", held)
+    monkeypatch.setattr(flash_ui, "measurements", lambda: reg)
+    try:
+        at = start()
+        assert any("Measuring the peak memory" in i.value for i in at.info)
+        titles = [str(f["layout"]["title"]) for f in figures(at)]
+        assert not [t for t in titles if "Peak memory" in t] and [t for t in titles if "Step 1/" in t]
+    finally:
+        gate.set()
+    assert reg.wait(64, timeout=60) is not None and started == [64]
+    at.run()
+    assert not errors(at)
+    chart = next(f for f in figures(at) if "Peak memory" in str(f["layout"]["title"]))
+    assert chart["layout"]["yaxis"]["title"]["text"] == "MiB"
+    np.testing.assert_array_equal(decode(chart["data"][0]["x"]), [64, 128, 256])
+    assert not any("Measuring the peak memory" in i.value for i in at.info)
+    at.run()
+    assert started == [64]  # once per server, not once per run

@@ -116,3 +116,60 @@ def test_cache_chart_appears_once_there_is_a_line_to_draw():
     assert "KV cache size (float32)" not in titles(at)
     assert any("cache growing" in i.value for i in at.info)
     assert "KV cache size (float32)" in titles(steps(at, 1))
+
+
+def next_chart(at):
+    from tests.helpers import figures
+    return next(f for f in figures(at) if str(f["layout"].get("title", {}).get("text", "")).startswith("Next token"))
+
+
+def test_distribution_chart_shows_temperature_top_k_and_the_kept_set():
+    """Issue 33 item 4: the chart always showed temperature 1. Now: the model's distribution, after
+    the temperature, after top-k (renormalised), the kept set banded, each checked in numpy."""
+    from tests.helpers import decode
+    at = open_page(gen_prompt="the cat sat on the", gen_strategy="sample", gen_temp=0.5, gen_topk=3)
+    fig = next_chart(at)
+    assert [t["name"] for t in fig["data"]] == ["model (temperature 1)", "÷ temperature 0.5",
+                                                "top-k 3, top-p off: kept, renormalised"]
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    with torch.no_grad():
+        logits = model(torch.tensor([tok.encode("the cat sat on the").ids]))[0, -1].double().numpy()
+    p = np.exp(logits - logits.max()); p /= p.sum()
+    z = logits / 0.5
+    pt = np.exp(z - z.max()); pt /= pt.sum()
+    top = np.argsort(-p, kind="stable")[:10]
+    keep = np.zeros_like(pt, dtype=bool); keep[np.argsort(-pt, kind="stable")[:3]] = True
+    rule = np.where(keep, pt, 0) / pt[keep].sum()
+    np.testing.assert_allclose(decode(fig["data"][0]["x"]), p[top], atol=1e-6)
+    np.testing.assert_allclose(decode(fig["data"][1]["x"]), pt[top], atol=1e-6)
+    np.testing.assert_allclose(decode(fig["data"][2]["x"]), rule[top], atol=1e-6)
+    bands = [s for s in fig["layout"]["shapes"] if s["type"] == "rect"]
+    assert len(bands) == 3 and [s["y0"] + 0.5 for s in bands] == [0, 1, 2]
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["✕ top-k"] * 7
+    assert any("keep **3 of" in c.value for c in at.caption)
+    # top-p as well: of the top 3, the smallest prefix reaching 0.5 of their mass (the crossing token kept)
+    at.slider(key="gen_topp").set_value(0.5).run()
+    fig = next_chart(at)
+    top3 = pt[np.argsort(-pt, kind="stable")[:3]]
+    before = np.cumsum(top3) - top3
+    n_p = int(max(1, (before < 0.5 * top3.sum()).sum()))
+    assert len([s for s in fig["layout"]["shapes"] if s["type"] == "rect"]) == n_p
+    assert [a["text"] for a in fig["layout"]["annotations"]].count("✕ top-p") == 3 - n_p
+
+
+def test_greedy_distribution_chart_puts_everything_on_the_top_token():
+    fig = next_chart(open_page(gen_prompt="the cat sat on the"))
+    from tests.helpers import decode
+    assert len(fig["data"]) == 2  # no temperature under greedy
+    np.testing.assert_array_equal(decode(fig["data"][1]["x"])[:3], [1.0, 0.0, 0.0])
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["✕ greedy"] * 9
+
+
+def test_cache_chart_ticks_whole_positions_in_one_unit():
+    """Issue 33: with a few points Plotly ticked the cache chart at 5.5 positions; its y axis was
+    KiB beside metrics in other units."""
+    from tests.helpers import figures
+    at = steps(open_page(gen_prompt="the cat sat on the"), 2)
+    fig = next(f for f in figures(at) if "KV cache size" in str(f["layout"].get("title", {}).get("text", "")))
+    assert fig["layout"]["xaxis"]["dtick"] == 1 and fig["layout"]["xaxis"]["tickformat"] == "d"
+    assert fig["layout"]["yaxis"]["title"]["text"] == "KiB"

@@ -11,8 +11,9 @@ import torch
 from model.checkpoint import load_checkpoint
 from model.pretrained import PRETRAINED, load_pretrained
 from tests.helpers import ROOT, app_test, decode, errors, figures
+from ui.state import DEFAULT_TEXT
 
-TEXT = "the keys to the cabinet are on the table ."
+TEXT = DEFAULT_TEXT  # the sidebar's default sentence: the pages open on it
 
 
 def start(page: str, src: str | None = None, timeout: int = 120, **params):

@@ -72,6 +72,16 @@ def test_questions_come_before_their_answers():
     assert figures(at)  # the heatmap appears once every question of the step is checked
 
 
+def qk(at, qid: str, part: str) -> str:
+    """The widget key of question `qid`'s `part` (answer, check, reset): lq_<id>_<context>__<part>,
+    the context being the model, sentence, mask, head and query the answer depends on."""
+    keys = {w.key for kind in ("radio", "number_input", "button") for w in at.get(kind) if w.key}
+    found = [k for k in keys if k.startswith(f"lq_{qid}_") and k.endswith(f"__{part}")
+             and re.fullmatch(rf"lq_{qid}_[0-9a-f]{{10}}__{part}", k)]
+    assert len(found) == 1, (qid, part, sorted(keys))
+    return found[0]
+
+
 def header(at) -> str:
     return at.header[0].value
 
@@ -103,21 +113,21 @@ def test_number_question_reveals_live_answer():
     D, H = (int(x) for x in re.findall(r"\*\*(\d+)\*\*", prompt)[:2])
     cfg, _, _ = engine_layer0(at)
     assert (D, H) == (cfg.d_model, cfg.n_heads)  # the model the page traces, not made-up numbers
-    assert at.button(key="lq_d_k__check").disabled  # nothing committed yet
-    at.number_input(key="lq_d_k__answer").set_value(D // H).run()
-    at.button(key="lq_d_k__check").click().run()
+    assert at.button(key=qk(at, "d_k", "check")).disabled  # nothing committed yet
+    at.number_input(key=qk(at, "d_k", "answer")).set_value(D // H).run()
+    at.button(key=qk(at, "d_k", "check")).click().run()
     assert not errors(at)
     ok = " ".join(s.value for s in at.success)
     assert "Right" in ok and f"{D} / {H} = **{D // H}**" in ok
-    at.button(key="lq_d_k__reset").click().run()
+    at.button(key=qk(at, "d_k", "reset")).click().run()
     assert not at.success or "d_model / h" not in " ".join(s.value for s in at.success)
 
 
 def test_choice_question_wrong_answer_is_explained():
     at = open_lesson(reveal=False, lesson_step="4")
-    r = at.radio(key="lq_scale_effect__answer")
+    r = at.radio(key=qk(at, "scale_effect", "answer"))
     r.set_value("more peaked").run()
-    at.button(key="lq_scale_effect__check").click().run()
+    at.button(key=qk(at, "scale_effect", "check")).click().run()
     err = " ".join(e.value for e in at.error)
     assert "You said more peaked" in err and "flatter" in err
     # the explanation quotes the live numbers: two weights, unscaled vs scaled
@@ -137,8 +147,8 @@ def test_choice_question_wrong_answer_is_explained():
 
 def test_self_weight_question_uses_trace():
     at = open_lesson(reveal=False, lesson_step="6")
-    at.number_input(key="lq_self_weight__answer").set_value(0.5).run()
-    at.button(key="lq_self_weight__check").click().run()
+    at.number_input(key=qk(at, "self_weight", "answer")).set_value(0.5).run()
+    at.button(key=qk(at, "self_weight", "check")).click().run()
     text = " ".join(x.value for x in list(at.success) + list(at.error))
     w = float(re.search(r"The weight is \*\*(\d\.\d{4})\*\*", text).group(1))
     row = [float(x) for x in re.search(r"The whole row is \[([^\]]+)\]", text).group(1).replace("…", "").split(",") if x.strip()]
@@ -169,6 +179,7 @@ def test_head_and_query_change_numbers():
     at = open_lesson(lesson_step="6")
     t1 = next(m.value for m in at.markdown if m.value.startswith("Each row becomes"))
     at.selectbox(key="lesson_query").set_value(0).run()
+    show(at)  # another query: its question is asked afresh (issue 34), then revealed
     t2 = next(m.value for m in at.markdown if m.value.startswith("Each row becomes"))
     assert t1 != t2
     # each text quotes the engine's row for its query (layer 0, head 0)
@@ -189,9 +200,9 @@ def test_lesson_answers_notes_001_q1_and_q4_live():
 
     from tests.app.test_lesson import _model, open_lesson
     at = open_lesson(reveal=False, lesson_step="1")
-    at.radio(key="lq_method_arch__answer").set_value(
+    at.radio(key=qk(at, "method_arch", "answer")).set_value(
         "auto-regression is the methodology; the Transformer is the architecture").run()
-    at.button(key="lq_method_arch__check").click().run()
+    at.button(key=qk(at, "method_arch", "check")).click().run()
     ok = " ".join(m.value for m in at.success)
     s = at.session_state
     model, tok = _model(s["src"])
@@ -204,7 +215,87 @@ def test_lesson_answers_notes_001_q1_and_q4_live():
     shown_total = float(re.findall(r"log p\(x\) = (-?\d+\.\d+)", ok)[0])
     assert abs(shown_total - total) < 2e-3
     at = open_lesson(reveal=False, lesson_step="2")
-    at.radio(key="lq_k_shape__answer").set_value("K: 10 × 64, Z: 10 × 128").run()
-    at.button(key="lq_k_shape__check").click().run()
+    at.radio(key=qk(at, "k_shape", "answer")).set_value("K: 10 × 64, Z: 10 × 128").run()
+    at.button(key=qk(at, "k_shape", "check")).click().run()
     ok = " ".join(m.value for m in at.success)
     assert "Z (10, 128)" in ok and "weights (10, 10)" in ok and "same last dimension" in ok, ok
+
+
+def test_an_answer_is_not_carried_to_another_head_query_or_sentence():
+    """Issue 34: the revealed state was keyed by the question alone. After answering step 6's
+    self-weight question for head 0, head 1 showed its own answer at once and graded the old pick
+    against it; the same after changing the query token or the sentence."""
+    at = open_lesson(reveal=False, lesson_step="6")
+    at.number_input(key=qk(at, "self_weight", "answer")).set_value(0.5).run()
+    at.button(key=qk(at, "self_weight", "check")).click().run()
+    assert at.success or at.error  # graded for head 0
+    first = qk(at, "self_weight", "reset")
+    for change in (lambda: at.selectbox(key="lesson_head").set_value(1).run(),
+                   lambda: at.selectbox(key="lesson_query").set_value(0).run(),
+                   lambda: at.sidebar.text_input(key="text").set_value("the cat sat on the mat .").run()):
+        change()
+        assert not errors(at), errors(at)
+        assert not at.success and not at.error, "graded an answer given for another head, query or sentence"
+        assert any("Predict first" in i.value for i in at.info)  # asked afresh, nothing revealed
+        ans = at.number_input(key=qk(at, "self_weight", "answer"))
+        assert ans.value is None and not ans.disabled
+    at.selectbox(key="lesson_head").set_value(0).run()  # back to head 0, query and sentence changed: still fresh
+    assert first not in {b.key for b in at.button}
+
+
+def test_step_8_evidence_contrasts_different_keys():
+    """Issue 34: step 8's evidence named the same token for both heads ("head 0 … on <bos>, while
+    head 1 prefers <bos>"). Now it names a query where the two heads' strongest keys differ, and
+    those are the engine's argmax."""
+    at = open_lesson(reveal=False, lesson_step="8")
+    for q in [r for r in at.radio if (r.key or "").endswith("__answer")]:
+        q.set_value(q.options[0]).run()
+    for n in [n for n in at.number_input if (n.key or "").endswith("__answer")]:
+        n.set_value(1).run()
+    for b in [b for b in at.button if (b.key or "").endswith("__check")]:
+        b.click().run()
+    text = " ".join(str(x.value) for x in (*at.success, *at.error))
+    m = re.search(r"from \*\*(\d+)\\?:[^*]*\*\*, head (\d+) puts its largest weight on \*\*(\d+)\\?:[^*]*\*\* "
+                  r"\(\d\.\d\d\) while head (\d+) puts its largest on \*\*(\d+)\\?:", text)
+    assert m, text
+    q, h1, k1, h2, k2 = (int(g) for g in m.groups())
+    assert k1 != k2 and h1 != h2
+    _, a, _ = engine_layer0(at)
+    w = a.weights[0].numpy()
+    assert int(w[h1, q].argmax()) == k1 and int(w[h2, q].argmax()) == k2
+
+
+def test_notes_000_q7_is_answered_with_the_models_own_softmax():
+    """000 Q7 (which function makes the output a distribution): the explanation quotes the model's
+    own output probabilities at the followed token (the engine's trace), no longer static text."""
+    at = open_lesson(reveal=False, lesson_step="9")
+    at.radio(key=qk(at, "output_layer", "answer")).set_value("softmax").run()
+    at.button(key=qk(at, "output_layer", "check")).click().run()
+    ok = " ".join(s.value for s in at.success)
+    m = re.search(r"\|V\| = ([\d,]+) logits gives probabilities between (\S+) and (\d\.\d{4}) \(its top choice\), "
+                  r"summing to (\d\.\d{4})", ok)
+    assert m, ok
+    cfg, _, T = engine_layer0(at)
+    model, tok = _model(at.session_state["src"])
+    ids = tok.encode(at.session_state["text"]).ids[: int(at.session_state["T"])]
+    p = model.trace(torch.tensor([ids]), causal=at.session_state["mask"] == "causal").probs[0, T - 1].numpy()
+    assert int(m.group(1).replace(",", "")) == cfg.vocab_size
+    assert abs(float(m.group(3)) - p.max()) < 6e-5 and abs(float(m.group(4)) - 1) < 1e-4
+def test_show_without_predicting_gives_the_answer_not_you_said_none():
+    """Issue 33: after "Show them without predicting" every question answered "You said None." in
+    red. With no answer given there is nothing to mark wrong: the answer and the explanation, as
+    information."""
+    for step in ("1", "3"):
+        at = open_lesson(reveal=True, lesson_step=step)
+        assert not any("You said" in e.value for e in at.error), [e.value for e in at.error]
+        answers = [i.value for i in at.info if i.value.startswith("The answer: ")]
+        assert answers, [i.value for i in at.info]
+        assert not at.error
+    # a prediction is still judged: the last option is wrong or right, and the message says which
+    at = open_lesson(reveal=False, lesson_step="3")
+    for q in [r for r in at.radio if (r.key or "").endswith("__answer")]:
+        q.set_value(q.options[-1]).run()
+    for b in [b for b in at.button if (b.key or "").endswith("__check")]:
+        b.click().run()
+    judged = [s.value for s in at.success if s.value.startswith("Right.")] + [e.value for e in at.error if "You said" in e.value]
+    assert judged and not any("None" in j for j in judged)

@@ -24,4 +24,4 @@ def test_multihead_page_with_dv_different_from_dk():
     ti = T - 1
     np.testing.assert_allclose(qkv[2, :8], a.v[0, 0, ti].numpy(), atol=1e-6)
     assert np.isnan(qkv[2, 8:]).all()
-    assert "d_k = 64 / 4 = 16 and d_v = 8" in " ".join(c.value for c in at.caption)
+    assert "d_k = d_model / h = 64 / 4 = 16 and d_v = 8" in " ".join(c.value for c in at.caption)

@@ -65,6 +65,7 @@ ROUND_TRIP = {
     "pages/variants.py": {"var_window": 2, "var_kv": 1, "var_shuffle": 4},
     "pages/kv-cache.py": {"kv_preset": "GPT-2 small", "kv_context": 4096, "kv_window": 1024, "kv_gqa": 4},
     "pages/circuits.py": {"circ_sink_layer": 0, "circ_sink_head": 3},
+    "pages/gradients.py": {"grad_dk": 64, "grad_keys": 8, "grad_depth": 3},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",
                 "text_area", "multiselect", "checkbox", "toggle")

@@ -243,3 +243,36 @@ def test_embedding_neighbours_of_a_real_word_on_minilm():
     np.testing.assert_allclose(decode(f["data"][0]["y"]), [float(cos[tok.vocab.index(n)]) for n in names], atol=1e-5)
     at.text_input(key="emb_word").input("photosynthesis").run()  # split into word pieces: said so
     assert any("not one token" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_fill_in_the_blank_on_minilm_says_there_is_no_mlm_head():
+    """Issue 33 item 3: fill in the blank existed only on the toy masked LM. MiniLM is a masked LM's
+    encoder without its MLM head: the page says so and shows the closest honest view, the rows of E
+    nearest to the final vector at [MASK] (checked here in numpy), with the hidden word's rank."""
+    import numpy as np
+    import torch
+
+    from model.pretrained import load_pretrained
+    at = start("pages/ffn-output.py")
+    text = " ".join(s.value for s in at.subheader) + " ".join(m.value for m in at.markdown)
+    assert "Not without an MLM head" in text and "no MLM head" in text and "not guesses" in text
+    pos = at.session_state["fb_pos"]
+    model, tok = load_pretrained(SRC)
+    ids = tok.encode(at.session_state["text"]).ids
+    assert tok.vocab[ids[pos]] not in ("[CLS]", "[SEP]")
+    masked = list(ids)
+    masked[pos] = tok.vocab.index("[MASK]")
+    with torch.no_grad():
+        h = model.trace(torch.tensor([masked]), causal=False).final[0, pos].double().numpy()
+    E = model.tok_emb.weight.detach().double().numpy()
+    cos = E @ h / (np.linalg.norm(E, axis=1) * np.linalg.norm(h))
+    special = [i for i, t in enumerate(tok.vocab) if (t.startswith("[") and t.endswith("]"))]
+    cos[special] = -np.inf
+    want = np.argsort(-cos, kind="stable")[:5]
+    fig = next(f for f in figures(at) if "nearest to the final vector" in str(f["layout"]["title"]))
+    assert list(fig["data"][0]["x"]) == [tok.vocab[i] for i in want]
+    np.testing.assert_allclose(decode(fig["data"][0]["y"]), cos[want], atol=1e-9)
+    rank = int((cos > cos[ids[pos]]).sum()) + 1
+    assert any(f"ranks **{rank:,}**" in m.value for m in at.markdown)
+    at.selectbox(key="fb_pos").set_value(1).run()  # another word: no exception, its own rank
+    assert not errors(at)

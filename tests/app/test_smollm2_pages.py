@@ -83,6 +83,8 @@ def test_multi_head_page_shows_grouped_query_attention():
     assert table.loc["this model", "KV cache per token (bytes)"] == 2 * 30 * 3 * 64 * 4  # 46,080
     assert table.loc["full multi-head", "KV cache per token (bytes)"] == 2 * 30 * 9 * 64 * 4
     assert table.loc["this model", "K and V projection parameters"] == 30 * 576 * 3 * 128
+    # one unit app-wide (issue 33): the KV-cache page says 90.0 MiB for the same cache, not 94.4 MB
+    assert table.loc["this model", "KV cache for 2,048 tokens"] == "90.0 MiB"
     assert "K/V head 2 → query heads 6, 7, 8" in text_of(at)
     # query head 8 reads K/V head 2: the page's k row is that K/V head's key (from the engine here)
     import torch
@@ -121,9 +123,9 @@ def test_ffn_page_writes_swiglu_as_the_gated_unit_it_is():
     "W2 · SWIGLU(W1 x + b1) + b2", a one-matrix formula with biases the model does not have."""
     at = start("pages/ffn-output.py")
     text = text_of(at)
-    assert "FFN(x) = W₂ · (SiLU(W_gate x) ⊙ (W_up x))" in text
+    assert "FFN(x) = (SiLU(x W_gate) ⊙ (x W_up)) W₂" in text
     assert "b₁" not in text and "SWIGLU(" not in text
-    assert any("after SwiGLU" in (f["layout"]["title"]["text"] if isinstance(f["layout"].get("title"), dict) else "")
+    assert any("SiLU(x W_gate) ⊙ (x W_up)" in (f["layout"]["title"]["text"] if isinstance(f["layout"].get("title"), dict) else "")
                for f in figures(at))
 
 
@@ -135,3 +137,79 @@ def test_top_k_predictions_read_as_text_not_byte_level_spelling():
     cells = [t for tr in topk["data"] for t in (tr.get("text") or []) for t in (t if isinstance(t, list) else [t])]
     assert cells and not any(c in str(cell) for cell in cells for c in "ĠĊ"), cells[:10]
     assert any(str(cell).startswith("·Paris") for cell in cells), cells[:10]
+
+
+def test_lesson_reads_the_shared_kv_head_under_gqa():
+    """Issue 34: the lesson took attn.k[0, head]: with 9 query heads and 3 K/V heads, query head 5
+    reads K/V head 1 (and head 3+ indexed past the 3 K/V heads). Step 2 names the shared head and
+    quotes its key."""
+    at = start("pages/lesson.py", lesson_step=2, lesson_head=5)
+    show = [b for b in at.button if (b.key or "").startswith("lesson_show_")]
+    show[0].click().run()
+    assert not errors(at), errors(at)
+    text = text_of(at)
+    assert "head 5 reads K/V head 1" in text
+# ---- issue 33: real-model views that mislead ------------------------------------------------------
+
+def test_default_sentence_reads_well_for_every_tokenizer():
+    """The default sentence ended with " ." so SmolLM2 read "·." (perplexity 230). Now it ends in
+    "table." for every model; the toy vocabularies give the ids of the corpus's "table ."."""
+    from model.checkpoint import CHECKPOINT_DIR, load_checkpoint
+    from model.pretrained import load_pretrained
+    from training.corpus import DEFAULT_SENTENCE
+    from ui.state import DEFAULT_TEXT
+    _, tok = load_pretrained(SRC)
+    labels = tok.encode(DEFAULT_TEXT).labels
+    assert labels[-2:] == ["·table", "."] and "·." not in labels
+    for name in ("causal-lm", "masked-lm"):
+        _, toy = load_checkpoint(CHECKPOINT_DIR / name)
+        enc = toy.encode(DEFAULT_TEXT)
+        assert enc.ids == toy.encode(DEFAULT_SENTENCE).ids and toy.unk_id not in enc.ids
+        assert enc.labels[-2:] == ["table", "."]
+    at = start("pages/ffn-output.py")
+    ppl = next(m for m in at.metric if m.label == "perplexity")
+    assert float(ppl.value) < 150  # 111 here; 230 with " ."
+
+
+def test_contextual_opens_on_bank_not_on_token_0():
+    """SmolLM2 labels " bank" as "·bank": only "i" (token 0, identical in both sentences under the
+    causal mask: cosine 1.0 throughout) matched, and the page opened on it."""
+    at = start("pages/contextual.py")
+    assert at.selectbox(key="ctx_word").value == "bank"
+    assert "bank" in at.selectbox(key="ctx_word").options and "i" in at.selectbox(key="ctx_word").options
+    chart = next(f for f in figures(at) if "Same word, two contexts" in str(f["layout"]["title"]))
+    cos = decode(chart["data"][0]["y"])
+    assert cos[0] == pytest.approx(1.0, abs=1e-6) and cos[-1] < 0.95
+    lo, hi = chart["layout"]["yaxis"]["range"]
+    assert hi >= 1.0 and lo <= 0.9
+    at.selectbox(key="ctx_word").set_value("i").run()  # the same prefix: said, and a flat line at 1
+    assert not errors(at)
+    assert any("same at every depth" in i.value for i in at.info)
+    chart = next(f for f in figures(at) if "Same word, two contexts" in str(f["layout"]["title"]))
+    np.testing.assert_allclose(decode(chart["data"][0]["y"]), 1.0, atol=1e-5)
+    lo, hi = chart["layout"]["yaxis"]["range"]
+    assert hi - lo >= 0.1  # float noise is not blown up into a zig-zag
+
+
+def test_layer_norm_residual_heatmap_is_not_swamped_by_token_0():
+    """SmolLM2's first token reaches a residual norm of ~20,000 (the others < 900): the heatmap
+    colours by log10 with the norms kept in the cells and the hover, and says why."""
+    import torch
+
+    from classroom.layer_norm import residual_norms
+    from model.pretrained import load_pretrained
+    at = start("pages/layer-norm.py")
+    assert at.radio(key="ln_resid_scale").value == "log"
+    assert any("massive activations" in i.value for i in at.info)
+    chart = next(f for f in figures(at) if "‖residual stream‖" in str(f["layout"]["title"]))
+    model, tok = load_pretrained(SRC)
+    tr = model.trace(torch.tensor([tok.encode(at.session_state["text"]).ids])).numpy()
+    _, norms = residual_norms(tr)
+    assert norms[:, 0].max() > 10_000 and norms[:, 1:].max() < 2_000
+    np.testing.assert_allclose(decode(chart["data"][0]["z"]), np.log10(norms.T), rtol=1e-6)
+    np.testing.assert_allclose(decode(chart["data"][0]["customdata"]), norms.T, rtol=1e-6)
+    assert "10,000" in chart["data"][0]["colorbar"]["ticktext"]
+    at.radio(key="ln_resid_scale").set_value("linear").run()
+    assert not errors(at)
+    chart = next(f for f in figures(at) if "‖residual stream‖" in str(f["layout"]["title"]))
+    np.testing.assert_allclose(decode(chart["data"][0]["z"]), norms.T, rtol=1e-6)

@@ -86,8 +86,13 @@ def test_kv_cache_page_smollm2_numbers():
     assert per[9] == 2 * 30 * 9 * 64 * 4 and per[1] == 2 * 30 * 1 * 64 * 4
     win = df[df.index.str.startswith("sliding window")]
     assert list(win["tokens cached"]) == [100]
-    bars = decode(fig(at, "KV cache for 1,000 tokens")["data"][0]["y"])
-    np.testing.assert_array_equal(bars, [2 * 30 * 9 * 64 * 4 * 1000, 46_080 * 1000, 2 * 30 * 64 * 4 * 1000, 46_080 * 100])
+    chart = fig(at, "KV cache for 1,000 tokens")
+    want = [2 * 30 * 9 * 64 * 4 * 1000, 46_080 * 1000, 2 * 30 * 64 * 4 * 1000, 46_080 * 100]
+    np.testing.assert_array_equal(decode(chart["data"][0]["customdata"]), want)
+    # one unit for the axis and the bar labels (issue 33: the axis was in bytes, the labels in MiB)
+    np.testing.assert_allclose(decode(chart["data"][0]["y"]), np.array(want) / 2**20)
+    assert chart["layout"]["yaxis"]["title"]["text"] == "KV cache (MiB)"
+    assert chart["data"][0]["text"][1] == "43.9 MiB"
 
 
 def test_kv_cache_page_fp16_and_bad_input():

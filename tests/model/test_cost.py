@@ -41,3 +41,18 @@ def test_measure_forward_time_and_fit(tiny):
     exact = cost.fit_theory(Ts, synthetic, cfg)
     np.testing.assert_allclose(exact.fit, synthetic, rtol=1e-6)
     np.testing.assert_allclose(exact.quadratic, synthetic - 1e-3, rtol=1e-5)
+
+
+def test_flops_follow_the_config_gqa_and_swiglu():
+    """Issue 34: the FLOP count assumed four d_model² projections and a two-matrix FFN for every
+    model. SmolLM2's shape (GQA 9/3 heads, SwiGLU) counts its own weights: W_K and W_V are 576 × 192."""
+    from model.config import ModelConfig
+    s = ModelConfig(vocab_size=100, d_model=576, n_heads=9, n_kv_heads=3, n_layers=30, d_ff=1536, max_len=8192,
+                    pos_encoding="rope", norm_kind="rmsnorm", activation="swiglu", bias=False)
+    c = cost.attention_cost(s, 100)
+    per_layer = 576 * 576 + 2 * 576 * 192 + 576 * 576 + 3 * 576 * 1536
+    assert c.flops_linear == 30 * 2 * 100 * per_layer
+    assert c.flops_attention == 30 * 2 * 100 ** 2 * (9 * 64 + 9 * 64)
+    x = cost.linear_quadratic_crossover(s)
+    assert x == round(per_layer / 1152) and "2·T·1,152" in cost.crossover_formula(s)
+    assert cost.crossover_formula(PRESETS["gpt2-small"]) == "4·T·d_model = 2·(4·d_model² + 2·d_model·d_ff)"

@@ -59,3 +59,39 @@ def test_active_share_last_layer_view_and_state_change():
     np.testing.assert_allclose(ch.cosine, [1.0, 0.0, 1.0], atol=1e-12)
     np.testing.assert_allclose(ch.distance, [0.0, math.sqrt(8), 0.0])
     np.testing.assert_allclose(ch.norm_a, [5.0, 2.0, 5.0])
+
+
+def test_fill_blank_is_a_capability_not_a_model_name():
+    """Issue 33 item 3: any masked LM with its head plugs in (a BERT/RoBERTa opened from disk);
+    an encoder without one gets the honest stand-in; causal LMs and fresh weights get neither."""
+    from classroom.ffn_output import ENCODER_ONLY, MLM_HEAD, fill_blank_capability, is_special_token
+    bert, roberta, toy = ["[PAD]", "[CLS]", "[MASK]", "cat"], ["<s>", "<mask>", "cat"], ["<pad>", "the"]
+    assert fill_blank_capability(True, bert, True) == MLM_HEAD
+    assert fill_blank_capability(True, roberta, True) == MLM_HEAD
+    assert fill_blank_capability(False, bert, True) == ENCODER_ONLY  # MiniLM
+    assert fill_blank_capability(True, toy, True) is None  # no mask token
+    assert fill_blank_capability(True, bert, False) is None  # trained causally
+    assert fill_blank_capability(True, bert, None) is None  # objective unknown (fresh weights)
+    assert is_special_token("[CLS]") and is_special_token("<bos>") and not is_special_token("<") and not is_special_token("cat")
+
+
+def test_nearest_rows_against_numpy():
+    import torch
+
+    from classroom.ffn_output import nearest_rows
+    from model.config import ModelConfig
+    from model.transformer import Transformer
+    model = Transformer(ModelConfig(vocab_size=30, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=16,
+                                    output_head=False), seed=2).eval()
+    ids = [1, 5, 7, 9, 2]
+    res = nearest_rows(model, ids, 2, mask=3, k=4, skip=[0, 1, 2, 3])
+    with torch.no_grad():
+        h = model.trace(torch.tensor([[1, 5, 3, 9, 2]]), causal=False).final[0, 2].double().numpy()
+    E = model.tok_emb.weight.detach().double().numpy()
+    cos = E @ h / (np.linalg.norm(E, axis=1) * np.linalg.norm(h))
+    cos[[0, 1, 2, 3]] = -np.inf
+    order = np.argsort(-cos, kind="stable")
+    np.testing.assert_array_equal(res.top_ids, order[:4])
+    np.testing.assert_allclose(res.top_cos, cos[order[:4]], atol=1e-12)
+    assert res.masked_ids == [1, 5, 3, 9, 2] and res.true_id == 7 and res.compared == 26
+    assert res.true_rank == int((cos > cos[7]).sum()) + 1

@@ -91,3 +91,61 @@ def test_cache_bytes_follow_the_formula(model):
     assert g.bytes_per_token == per_token and g.bytes_per_token_without_gqa == 2 * per_token
     assert gen.records[-1].attention.shape == (2, 4, 7)
     np.testing.assert_allclose(gen.records[-1].attention.sum(-1), 1.0, atol=1e-6)
+
+
+def numpy_rule(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None):
+    """Sampling written here in numpy: softmax(logits / T), keep the top_k most likely, then the
+    smallest prefix reaching top_p (the crossing token kept), renormalise. Returns (tempered, keep,
+    reason) with reason "top-k" / "top-p" / "" per token."""
+    z = logits.astype(np.float64) / temperature
+    tempered = np.exp(z - z.max())
+    tempered /= tempered.sum()
+    order = np.argsort(-tempered, kind="stable")
+    keep = np.zeros(len(z), dtype=bool)
+    reason = np.array([""] * len(z), dtype=object)
+    for r, i in enumerate(order):
+        if top_k is not None and r >= top_k:
+            reason[i] = "top-k"
+    candidates = [i for i in order if reason[i] == ""]
+    mass = sum(tempered[i] for i in candidates)
+    before = 0.0
+    for n, i in enumerate(candidates):
+        if top_p is not None and n > 0 and before >= top_p * mass:
+            reason[i] = "top-p"
+        else:
+            keep[i] = True
+        before += tempered[i]
+    return tempered, keep, reason
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [(0.7, 5, 0.6), (1.5, None, 0.3), (0.4, 3, None),
+                                                       (1.0, None, None), (2.0, 12, 0.9)])
+def test_next_token_stages_equal_numpy(model, temperature, top_k, top_p):
+    """Issue 33 item 4: the Generate page shows the distribution before and after the temperature,
+    top-k and top-p, the kept set marked. Each stage against the rule written here in numpy."""
+    gen = Session.start(model, [4, 9, 2], Settings(strategy="sample", temperature=temperature, top_k=top_k, top_p=top_p))
+    logits = gen.logits.double().numpy()
+    tempered, keep, reason = numpy_rule(logits, temperature, top_k, top_p)
+    model_p = np.exp(logits - logits.max())
+    model_p /= model_p.sum()
+    nt = gen.next_token(k=15)
+    top = np.argsort(-model_p, kind="stable")[:15]
+    np.testing.assert_array_equal(nt.top_ids, top)
+    np.testing.assert_allclose(nt.p_model, model_p[top], atol=1e-6)
+    np.testing.assert_allclose(nt.p_tempered, tempered[top], atol=1e-6)
+    np.testing.assert_array_equal(nt.kept_mask, keep[top])
+    assert nt.dropped_by == list(reason[top])
+    assert nt.kept == int(keep.sum())
+    np.testing.assert_allclose(nt.kept_mass, tempered[keep].sum(), atol=1e-6)
+    np.testing.assert_allclose(nt.p_rule, np.where(keep, tempered, 0.0)[top] / tempered[keep].sum(), atol=1e-6)
+    if temperature != 1.0:  # the temperature really changed the distribution shown
+        assert np.abs(nt.p_tempered - nt.p_model).max() > 1e-3
+
+
+def test_next_token_stages_under_greedy(model):
+    gen = Session.start(model, [4, 9, 2], Settings())
+    nt = gen.next_token(k=5)
+    np.testing.assert_allclose(nt.p_tempered, nt.p_model, atol=1e-6)
+    assert list(nt.kept_mask) == [True, False, False, False, False] and nt.kept == 1
+    assert nt.dropped_by == ["", "greedy", "greedy", "greedy", "greedy"]
+    assert nt.p_rule[0] == 1.0 and nt.kept_mass == pytest.approx(nt.p_model[0], abs=1e-6)

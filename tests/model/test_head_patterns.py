@@ -337,3 +337,15 @@ def test_hidden_labels_for_a_stack_equal_one_head_at_a_time_and_bert_keys():
         assert got.score == pytest.approx(one.score) and got.sink == pytest.approx(one.sink)
         want_sink = np.mean([head[i, 0] + head[i, T - 1] for i in range(1, T)])
         assert got.sink == pytest.approx(want_sink)
+def test_other_title_never_reads_as_false_after_rounding():
+    """Issue 33: "other (first-token sink 0.50 < 0.5)" for a score of 0.4996. The score is written
+    with the digits it takes to stay below its threshold as shown."""
+    from model.patterns import HeadPattern, below
+    scores = {k: 0.0 for k in THRESHOLDS}
+    scores["first-token sink"] = 0.4996
+    hp = HeadPattern(kind="other", score=0.4996, scores=scores, nearest="first-token sink")
+    assert hp.title() == "other (first-token sink 0.4996 < 0.5)"
+    shown = hp.title().split("(first-token sink ")[1].split(" <")[0]
+    assert float(shown) < 0.5
+    assert below(0.37, 0.4) == "0.37" and below(0.395, 0.4) == "0.395" and below(0.3999999999, 0.4) == "0.399999"
+    assert below(0.8951, 0.9) == "0.895"  # "0.90" would equal the threshold

@@ -105,3 +105,61 @@ def test_attention_flow_on_the_two_layer_example_by_hand():
     np.testing.assert_allclose(F, [[1.0, 0.0], [0.4, 0.7]], atol=1e-9)
     with pytest.raises(ValueError, match="at most"):
         iv.attention_flow(np.ones((1, 1, 30, 30)) / 30)
+
+
+FAMILIES = {  # every option the sweep's own block loop must handle as Transformer.run does
+    "gpt2-like": dict(),
+    "post-LN relu learned": dict(norm="post", activation="relu", pos_encoding="learned"),
+    "llama-like (rope, GQA, rmsnorm, swiglu)": dict(pos_encoding="rope", n_kv_heads=2, norm_kind="rmsnorm",
+                                                    activation="swiglu", bias=False),
+    "bert-like encoder (emb LN, token types, no output layer)": dict(emb_norm=True, type_vocab_size=2,
+                                                                     output_head=False, final_norm=False),
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("causal, mode", [(True, "zero"), (False, "mean")])
+def test_importance_sweep_equals_whole_passes_with_each_head_off(family, causal, mode):
+    """Issue 33 item 2: the sweep starts each pass at the ablated head's layer and scores only the
+    last position. Against whole forward passes (model.run, one head off) on every family."""
+    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_layers=3, d_ff=64, max_len=32, **FAMILIES[family])
+    model = Transformer(cfg, seed=7).eval()
+    ids = [1, 4, 9, 2, 7, 3, 11]
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        clean = model(x, causal=causal)
+        for batch in (4, 5, 32):  # one layer per pass, one layer (4 heads) + a partial, every layer at once
+            res = iv.head_importance(model, ids, causal=causal, mode=mode, batch=batch)
+            for l in range(3):
+                for h in range(4):
+                    out = model.trace(x, causal=causal, ablate_heads=[(l, h)], ablation=mode)
+                    if cfg.output_head:
+                        lp0 = torch.log_softmax(clean[0, -1].double(), -1)
+                        want = float(lp0[res.target] - torch.log_softmax(out.logits[0, -1].double(), -1)[res.target])
+                    else:
+                        want = float((out.final - clean).norm(dim=-1).mean())
+                    assert res.score[l, h] == pytest.approx(want, abs=1e-5), (family, batch, l, h)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("heads, mode", [([(1, 2)], "zero"), ([(2, 0), (1, 3)], "mean"), ([], "zero")])
+def test_compare_from_the_runs_trace_equals_two_whole_traces(family, heads, mode):
+    """Issue 33 item 2 (an ablation click took 4.6 s): compare reads the clean side from the page's
+    trace and starts the ablated pass at the first layer with a head off. Against two whole traces."""
+    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, n_layers=3, d_ff=64, max_len=32, **FAMILIES[family])
+    model = Transformer(cfg, seed=7).eval()
+    ids = [1, 4, 9, 2, 7, 3, 11]
+    x = torch.tensor([ids])
+    for causal in (True, False):
+        clean = model.trace(x, causal=causal)
+        abl = model.trace(x, causal=causal, ablate_heads=heads, ablation=mode)
+        got = iv.compare(model, ids, heads, causal=causal, mode=mode, clean=clean.numpy())
+        np.testing.assert_array_equal(got.w_clean, iv.layer_weights(clean))
+        np.testing.assert_array_equal(got.w_ablated, iv.layer_weights(abl))
+        want_dh = np.stack([(a.resid_out[0] - c.resid_out[0]).norm(dim=-1).numpy() for a, c in zip(abl.layers, clean.layers)])
+        np.testing.assert_array_equal(got.hidden_change, want_dh)
+        if cfg.output_head:
+            np.testing.assert_array_equal(got.p_clean, clean.probs[0, -1].double().numpy())
+            np.testing.assert_array_equal(got.p_ablated, abl.probs[0, -1].double().numpy())
+        else:
+            assert got.p_clean is None and got.p_ablated is None

@@ -71,3 +71,16 @@ def test_token_stats_of_a_layer_norm_and_an_rmsnorm(tiny):
     np.testing.assert_allclose(r.rms_normalized, rms / np.sqrt(rms ** 2 + cfg.ln_eps), rtol=1e-5)
     np.testing.assert_allclose(r.mean_in, x.mean(-1), rtol=1e-12)
     np.testing.assert_allclose(r.mean_normalized, x.mean(-1) / np.sqrt(rms ** 2 + cfg.ln_eps), rtol=1e-5, atol=1e-7)
+
+
+def test_norm_outliers_finds_a_token_that_swamps_the_rest():
+    """Issue 33: SmolLM2's first token reaches ~20,000 while the others stay under 900."""
+    from classroom.layer_norm import norm_outliers
+    norms = np.array([[5.0, 4.0, 6.0, 5.0], [20_000.0, 700.0, 800.0, 650.0], [300.0, 600.0, 870.0, 500.0]])
+    out = norm_outliers(norms)
+    assert out.tokens == [0]
+    np.testing.assert_array_equal(out.peak, [20_000.0, 700.0, 870.0, 650.0])
+    assert out.typical == 700.0 and out.ratio == pytest.approx(20_000 / 700)
+    assert norm_outliers(np.array([[20_000.0, 800.0]])).tokens == [0]  # two tokens: each against the other
+    assert norm_outliers(np.array([[10.0, 30.0, 20.0]])).tokens == []  # a toy model's spread
+    assert norm_outliers(np.zeros((3, 1))).tokens == []

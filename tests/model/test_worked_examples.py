@@ -44,7 +44,7 @@ def close(a, b):
 
 def test_presets_cover_every_worked_example():
     assert set(wx.PRESETS) == {"the-cat-sat", "scaling-6-4", "layernorm-2468", "pe-d4", "padded-batch",
-                               "decoder-2x2", "enc-dec-2x3", "context-vector"}
+                               "decoder-2x2", "enc-dec-2x3", "context-vector", "padding-450", "cross-sketch"}
     for p in wx.PRESETS.values():
         assert p.hints, p.key
         wx.solve(p.key)  # every preset solves

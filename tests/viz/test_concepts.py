@@ -112,3 +112,19 @@ def test_legend_sits_under_the_title_in_the_top_margin():
     lg = fig.layout.legend
     assert lg.yref == "container" and lg.yanchor == "top"
     assert lg.y * fig.layout.height <= fig.layout.height - 30  # under the ~34 px title line
+
+
+def test_residual_norm_heatmap_log_scale_keeps_the_norms_in_cells_and_hover():
+    from tests.helpers import decode
+    from viz.layer_norm import residual_norm_heatmap
+    norms = np.array([[1.0, 2.0], [20_000.0, 700.0]])  # (stages, tokens)
+    lin = residual_norm_heatmap(norms, ["a", "b"], ["s0", "s1"])
+    np.testing.assert_allclose(decode(lin.to_plotly_json()["data"][0]["z"]), norms.T)
+    log = residual_norm_heatmap(norms, ["a", "b"], ["s0", "s1"], log=True)
+    tr = log.to_plotly_json()["data"][0]
+    np.testing.assert_allclose(decode(tr["z"]), np.log10(norms.T))
+    np.testing.assert_allclose(decode(tr["customdata"]), norms.T)
+    assert list(tr["colorbar"]["ticktext"]) == ["1", "10", "100", "1,000", "10,000", "100,000"]
+    assert [list(r) for r in tr["text"]] == [["1.0", "20,000"], ["2.0", "700"]]
+    with pytest.raises(ValueError, match="non-negative"):
+        residual_norm_heatmap(-norms, ["a", "b"], ["s0", "s1"])
