@@ -2,7 +2,8 @@
 pasted paragraph cut to the longest input the sidebar allows for the model.
 
 Configs: MiniLM-L6 at 512 tokens (its 512 positions), SmolLM2-135M at 1,024 tokens (the sidebar's
-limit, ui.state.T_LIMIT), the shipped toy causal LM at 128 (its max_len: the sidebar allows no more).
+limit, ui.state.T_LIMIT), the shipped toy causal LM at 128 (its max_len: the sidebar allows no more), fresh weights
+with a 1,024-token context at 1,024.
 For each config one browser session opens the app with the paragraph (LONG_TEXT, ~1,060-1,090
 tokens on the real models) and the model in its link; the first page (heads) computes and caches
 the trace ("trace + first page"). Then every page of the app is visited in the same session by
@@ -108,6 +109,8 @@ CONFIGS = {
     "MiniLM-L6, 512 tokens": (dict(src="minilm-l6", T=512), 512, BUDGET_S),
     "SmolLM2-135M, 1,024 tokens": (dict(src="smollm2-135m", T=1024), 1024, BUDGET_S),
     "toy causal LM, 128 tokens (its max_len)": (dict(src="causal-lm", T=128), 128, BUDGET_S),
+    "fresh weights (2 layers, 4 heads, context 1,024), 1,024 tokens": (
+        dict(src="fresh weights (your architecture)", ctx=1024, T=1024), 1024, BUDGET_S),
 }
 
 IDLE = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'

@@ -36,7 +36,7 @@ PAGES = ["" if p.endswith("/heads.py") else p.removeprefix("pages/").removesuffi
 SUBPATH_PROBE = re.compile(r"Failed to load resource.*404.*/_stcore/(health|host-config)")
 HEAP_MAX_MB = 768
 # Every page at the other models' limits (SmolLM2 1,024 tokens: 10-40 s a page on this machine; the
-# toys' limits 128 and 256) runs with LONG_FULL=1 (`make test-long`); `make test` runs these pages,
+# toys' limits: 128 and, fresh weights with a 1,024 context, 1,024) runs with LONG_FULL=1 (`make test-long`); `make test` runs these pages,
 # the heaviest at a long input (the attention grids, the model view, the tables of positions, the
 # circuits) and one of each other kind
 REPRESENTATIVE = {"", "overview", "model-view", "causal-vs-bidirectional", "positional", "circuits", "flow", "generate"}
@@ -44,7 +44,7 @@ FULL = os.environ.get("LONG_FULL") == "1"
 LIMITS = {  # name -> (link query, tokens)
     "smollm2-1024": (dict(src="smollm2-135m", T=1024), 1024),
     "toy-causal-lm-128": (dict(src="causal-lm", T=128), 128),
-    "fresh-weights-256": (dict(src="fresh weights (your architecture)", T=256), 256),
+    "fresh-weights-1024": (dict(src="fresh weights (your architecture)", ctx=1024, T=1024), 1024),
 }
 
 # every tick label of every chart: its box as drawn (rotated), in screen coordinates
@@ -127,8 +127,9 @@ def test_every_page_at_512_tokens_on_minilm(server, browser, path):
                  marks=[] if p in REPRESENTATIVE else [pytest.mark.skipif(not FULL, reason="LONG_FULL=1 (make test-long)")])
     for c in LIMITS for p in PAGES])
 def test_every_page_at_the_models_limit(server, browser, config, path):
-    """SmolLM2 at 1,024 tokens (the app's limit), the shipped toy causal LM at 128 and fresh weights
-    at 256 (their positions), the pasted paragraph cut there: every page as at 512 on MiniLM."""
+    """SmolLM2 at 1,024 tokens (the app's limit), the shipped toy causal LM at 128 (its positions) and
+    fresh weights with a 1,024 context at 1,024, the pasted paragraph cut there: every page as at 512
+    on MiniLM."""
     query, _ = LIMITS[config]
     check_page(browser, server, path, urlencode({**query, "text": LONG_TEXT}))
 
