@@ -80,7 +80,7 @@ table = pd.DataFrame(rows)
 st.subheader("Labels and scores" + (f" (layers {listed.start}–{listed.stop - 1})" if len(listed) < L else ""))
 if len(listed) < L:
     st.caption(f"At {run.T:,} tokens the table lists the layers shown above (labelling all {L * H} heads would read "
-               f"{L * H * run.T ** 2 / 1e6:,.0f}M weights on every visit); pick another layer group for the others.")
+               f"{L * H * run.T ** 2 / 1e6:,.0f}M weights, ~10 s, before the page could show); pick another layer group for the others.")
 st.caption("Each pattern has its own threshold (broad/uniform needs 0.9, previous-token 0.4, …), so the label is "
            "decided by the **margin** = score − threshold, not by the largest raw score: a head can have broad/uniform "
            "0.55 (margin −0.35) and self/diagonal 0.26 (margin −0.14); both miss, and self/diagonal is the nearest. "

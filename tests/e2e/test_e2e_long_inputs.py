@@ -37,11 +37,12 @@ SUBPATH_PROBE = re.compile(r"Failed to load resource.*404.*/_stcore/(health|host
 HEAP_MAX_MB = 768
 # Every page at the other models' limits (SmolLM2 1,024 tokens: 7-50 s a page at load 20 on this
 # machine; the shipped toy causal LM's 128; fresh weights with a 1,024 context) runs with LONG_FULL=1
-# (`make test-long`: 75 tests, ~25 min at load 20). `make test` runs these pages of each: SmolLM2's
-# heaviest (Intervene took the server to 19.7 GB and the kernel's OOM killer; its heads grid, overview
-# and model view are in test_smollm2_reaches_1024_tokens), one of the toy's, the fresh model's grids.
-REPRESENTATIVE = {"smollm2-1024": {"intervene", "circuits", "positional"}, "toy-causal-lm-128": {"", "intervene"},
-                  "fresh-weights-1024": {"", "overview", "model-view", "positional"}}
+# (`make test-long`: 75 more tests; the toy's and fresh weights' 50 took 22 min at load 20).
+# `make test` runs 4 of them (the whole file with 9 of them took 8 min at load 12): SmolLM2's
+# Intervene (it took the server to 19.7 GB and the kernel's OOM killer; SmolLM2's heads grid, overview
+# and model view are in test_smollm2_reaches_1024_tokens), the toy's heads page, the fresh
+# 1,024-context model's heads and positional pages.
+REPRESENTATIVE = {"smollm2-1024": {"intervene"}, "toy-causal-lm-128": {""}, "fresh-weights-1024": {"", "positional"}}
 FULL = os.environ.get("LONG_FULL") == "1"
 LIMITS = {  # name -> (link query, tokens)
     "smollm2-1024": (dict(src="smollm2-135m", T=1024), 1024),
