@@ -3,10 +3,12 @@ import streamlit as st
 
 from ui import circuits as sink
 from ui import state
+from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
 from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, show_code, show_fig
 from ui.sidebar import example_buttons
-from viz.attention import head_grid, head_heatmap
+from viz.attention import GRID_MAX_CELLS, head_grid, head_heatmap
+from viz.common import block_note, block_step
 from viz.heads import token_lines_html
 
 LINE_VIEW_MAX_T = 64
@@ -30,13 +32,14 @@ with c3:
 
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
-pats = sink.labels_of(run, w, hide)  # one HeadPattern per head (the sink named apart when hidden)
 keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
+pats = layer_labels(run, layer, keys)  # one HeadPattern per head (cached with the trace; the sink named apart when hidden)
 shown = sink.hidden(run, w) if hide else w  # (H, T, T): as computed, or the derived sink-hidden view
 subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
-          "Each head's title names its pattern and the score that decided it.")
+          "Each head's title names its pattern and the score that decided it. "
+          + block_note(block_step(run.T, GRID_MAX_CELLS), run.T))
 if hide:
     sink.derived_note(run)
 if not st.session_state.get("present"):
@@ -68,8 +71,9 @@ def head_detail() -> None:
             layer = st.session_state["layer"]
             hide = bool(st.session_state.get("hide_sink"))
             w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
+            keys = sink.sink_keys(run) if hide else None
             detail_body(run, layer, sink.hidden(run, w) if hide else w, layer_allowed(run, layer),
-                        sink.labels_of(run, w, hide), sink.sink_keys(run) if hide else None)
+                        layer_labels(run, layer, keys), keys)
     state.sync_url()
 
 

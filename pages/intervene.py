@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom.intervene import layer_weights, prediction_change, rollout
+from classroom.intervene import prediction_change, rollout
 from labels import md_escape, token_label, token_labels, visible
 from ui import circuits as sink
 from ui import intervene as IV
@@ -15,6 +15,8 @@ from ui.runs import current_run
 from ui.show import deferred, show_code, show_fig
 from viz.attention import compare_grid
 from viz.charts import bar_compare, matrix_heatmap
+
+EDIT_AUTO_T = 128  # up to this many tokens the row editor's forward passes run on every visit
 
 st.title("Intervene: switch heads off")
 show_code("model.intervene.apply_to_heads", "classroom.intervene.head_importance", "classroom.intervene.rollout",
@@ -39,7 +41,7 @@ mode = c2.radio("Replace Z_h by", ["zero", "mean"], key="iv_mode", horizontal=Tr
                 help="zero: the head adds nothing. mean: it adds its average output at every position "
                      "(keeps the scale of the residual stream, removes what depends on the token).")
 heads = tuple((int(o.split()[0][1:]), int(o.split()[1][1:])) for o in picked)
-res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode, _clean=run.trace)
+res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode, _clean=run.trace) if heads else None
 labels = run.labels
 
 
@@ -116,7 +118,6 @@ if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch 
                                "iv_heads", list(dict.fromkeys(st.session_state.get("iv_heads", []) + [nm]))))
 
 st.subheader("Attention rollout and attention flow across layers")
-W_all = layer_weights(run.trace)  # (L, H, T, T)
 state.bound("iv_how", "rollout")
 state.fix("iv_how", ["rollout", "flow"])
 how = st.radio("Combine the layers by", ["rollout", "flow"], key="iv_how", horizontal=True,
@@ -130,7 +131,7 @@ if how == "flow" and T > 24:
     st.warning(f"Attention flow solves {T}² max-flow problems: it is offered up to 24 tokens (this sentence has {T}). "
                "Showing rollout instead.")
     how = "rollout"
-R = rollout(W_all) if how == "rollout" else IV.flow(run.source, tuple(run.ids), run.causal)  # (T, T)
+R = rollout([lt.attn.weights[0] for lt in run.trace.layers]) if how == "rollout" else IV.flow(run.source, tuple(run.ids), run.causal)  # (T, T)
 r1, r2 = st.columns([3, 2])
 with r1:
     show_fig(matrix_heatmap(R, labels, labels, tokens_cols=True, colorscale="Cividis", zmid=None, zmin=0,
@@ -164,8 +165,13 @@ cols = token_labels(labels, plain=True)
 edited = st.data_editor(pd.DataFrame([np.round(current, 4)], columns=cols, index=["weight"]),
                         key=f"iv_e_row_{el}_{eh}_{eq}", width="stretch")
 row = edited.iloc[0].to_numpy(dtype=np.float64)
-res_e = IV.edit(run.source, tuple(run.ids), run.causal, (el, eh, eq, tuple(float(x) for x in row)))
-if res_e.error:
+# a long input: the two forward passes run once a weight is changed, not on every visit (SmolLM2 at
+# 1,024 tokens: ~4.5 GB and several seconds each)
+waiting = T > EDIT_AUTO_T and np.array_equal(row, np.round(current, 4))
+res_e = None if waiting else IV.edit(run.source, tuple(run.ids), run.causal, (el, eh, eq, tuple(float(x) for x in row)))
+if res_e is None:
+    st.caption(f"At {T:,} tokens the edited forward pass runs once you change a weight in the row above.")
+elif res_e.error:
     st.error(res_e.error)
 elif res_e.p_clean is not None:
     ch = prediction_change(res_e.p_clean, res_e.p_edited)

@@ -120,13 +120,25 @@ def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
 
+def truncation_notice(run: Run) -> str:
+    """What the cut-text warning says: raise the limit in the sidebar while it can go higher; at
+    the limit (the model's positions or the app's T_LIMIT), that this is the most the model reads
+    here (issue 33: it said "Raise it … (up to 512)" at 512)."""
+    most = min(state.T_LIMIT, run.cfg.max_len)
+    head = f"Your text has {run.n_tokens:,} tokens; the model sees the first {run.T:,} (max sequence length). "
+    if run.T < most:
+        return head + f"Raise it in the sidebar (up to {most:,})."
+    if most == run.cfg.max_len:
+        return head + f"That is the most this model reads: it has {run.cfg.max_len:,} positions."
+    return head + (f"That is the most the app shows ({state.T_LIMIT:,} tokens; the model has "
+                   f"{run.cfg.max_len:,} positions).")
+
+
 def input_notices(run: Run) -> None:
     if run.text_cut:
         st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon=":material/content_cut:")
     if run.truncated:
-        st.warning(f"Your text has {run.n_tokens} tokens; the model sees the first {run.T} "
-                   f"(max sequence length). Raise it in the sidebar (up to {min(state.T_LIMIT, run.cfg.max_len)}).",
-                   icon=":material/content_cut:")
+        st.warning(truncation_notice(run), icon=":material/content_cut:")
     if run.unknown:
         uniq = list(dict.fromkeys(run.unknown))
         shown = ", ".join(md_escape(u) for u in uniq[:12]) + (" …" if len(uniq) > 12 else "")

@@ -31,7 +31,10 @@ URL_ZIPPED_CHARS = 6_000
 ZIPPED = ".z"  # suffix of a compressed value's URL key: text.z=<base64url(deflate(utf-8))>
 T_MIN, T_MAX = 2, 256  # T_MAX: the fresh-weights models' default max_len
 CONTEXTS = [256, 512, 1024]  # fresh weights' context (max_len) choices; 1024: GPT-2 small
-T_LIMIT = 1024  # the longest any model in the app allows (GPT-2 small's context): the slider's and the URL's bound
+# The slider's and the URL's bound: the longest input the app shows, for models whose max_len allows
+# it (SmolLM2: 8,192 positions, GPT-2 small's context; MiniLM stops at its 512, the shipped toy models
+# at 128). Long inputs are drawn as blocks or windows of tokens (issue 33; benchmarks/bench_long.py).
+T_LIMIT = 1024
 MAX_LAYERS = 12  # fresh weights: up to GPT-2 small's 12 layers
 DV_CHOICES = [0, 4, 8, 16, 32, 64]  # value width per head for fresh weights; 0 = d_k (the usual)
 
