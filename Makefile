@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast fuzz bench screenshots chromium nginx redis system-deps train clean-venv
+.PHONY: run test test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,14 @@ test: $(STAMP) system-deps
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not e2e"
 
+# Every page at every model's longest input in Chromium (`make test` runs a representative subset).
+test-long: $(STAMP) chromium
+	LONG_FULL=1 $(PY) -m pytest tests/e2e/test_e2e_long_inputs.py
+
+# The fuzz tiers at their full budget (`make test` runs a fixed-seed subset): one widget at a time
+# (tests/fuzz/test_fuzz.py) and random sequences of changes (issue 33): AppTest
+# (tests/fuzz/test_stateful.py, 12 sequences x 5 changes per page) and real Chromium
+# (tests/fuzz/test_stateful_browser.py, every page). FUZZ_SEED=n for another seed.
 fuzz: $(STAMP)
 	FUZZ_FULL=1 $(PY) -m pytest tests/fuzz -m fuzz
 

@@ -46,6 +46,35 @@ def visit(at, page: str, text: str) -> tuple[float, float, list[str]]:
     return first, again, errors(at)
 
 
+def measure(pages: list[str], text: str, T: int = 0) -> list[dict]:
+    """One row per page: GPT-2 small's and the toy model's first visit and rerun (s), same run."""
+    toy, gpt2 = session(None, T), session("gpt2", T)
+    rows = []
+    for page in pages:
+        t1, t2, e1 = visit(toy, page, text + " .")
+        g1, g2, e2 = visit(gpt2, page, text + " .")
+        rows.append(dict(page=page, gpt2_first=g1, gpt2_rerun=g2, toy_first=t1, toy_rerun=t2, errors=e1 + e2,
+                         T=(toy.session_state["T"], gpt2.session_state["T"])))
+        for at in (toy, gpt2):  # back to the sentence both start from
+            at.sidebar.text_input(key="text").set_value(text).run()
+    return rows
+
+
+def run(quick: bool = False) -> list[dict]:
+    """benchmarks/run_all's rows: every page's first visit with GPT-2 small (quick: three pages)."""
+    pages = [p for p in app_pages() if not quick or p in QUICK]
+    rows = []
+    for r in measure(pages, SENTENCE):
+        rows.append(dict(benchmark=f"GPT-2 small preset (fresh weights), {r['page']}: first visit",
+                         metric="server s (default toy model = baseline; AppTest)", app=round(r["gpt2_first"], 3),
+                         bare=round(r["toy_first"], 3), ratio=r["gpt2_first"] / max(r["toy_first"], 1e-9),
+                         target="informational", ok=None if not r["errors"] else False))
+    return rows
+
+
+QUICK = ("pages/heads.py", "pages/positional.py", "pages/cost.py")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="pages whose path contains this")
@@ -54,20 +83,15 @@ def main() -> None:
     args = ap.parse_args()
     text = " ".join((SENTENCE.split() * 100)[: args.words]) if args.words else SENTENCE
     pages = [p for p in app_pages() if args.only in p]
-    toy, gpt2 = session(None, args.T), session("gpt2", args.T)
-    print(f"load average {os.getloadavg()[0]:.1f}; sentence of {len(text.split())} words; max length "
-          f"{toy.session_state['T']} (toy), {gpt2.session_state['T']} (GPT-2 small)")
+    print(f"load average {os.getloadavg()[0]:.1f}; sentence of {len(text.split())} words")
     print("| page | GPT-2 small first visit s | rerun s | toy first visit s | rerun s | ratio (first, rerun) |")
     print("|---|---:|---:|---:|---:|---:|")
-    for page in pages:
-        t1, t2, e1 = visit(toy, page, text + " .")
-        g1, g2, e2 = visit(gpt2, page, text + " .")
-        bad = f" errors: {e1 + e2}" if e1 or e2 else ""
-        print(f"| {page} | {g1:.2f} | {g2:.2f} | {t1:.2f} | {t2:.2f} | {g1 / t1:.1f}×, {g2 / t2:.1f}× |{bad}",
+    for r in measure(pages, text, args.T):
+        bad = f" errors: {r['errors']}" if r["errors"] else ""
+        print(f"| {r['page']} | {r['gpt2_first']:.2f} | {r['gpt2_rerun']:.2f} | {r['toy_first']:.2f} | "
+              f"{r['toy_rerun']:.2f} | {r['gpt2_first'] / r['toy_first']:.1f}×, {r['gpt2_rerun'] / r['toy_rerun']:.1f}× |{bad}",
               flush=True)
-        for at in (toy, gpt2):  # back to the sentence both start from
-            at.sidebar.text_input(key="text").set_value(text).run()
-    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"load average {os.getloadavg()[0]:.1f}; max length (toy, GPT-2 small) {r['T']}")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ class RunResult:
     alerts: list[str] = field(default_factory=list)  # st.warning / st.info / st.error bodies
     elements: dict[str, int] = field(default_factory=dict)  # element type -> count this run
     markdown: list[str] = field(default_factory=list)  # st.markdown bodies drawn this run
+    charts: list[str] = field(default_factory=list)  # each st.plotly_chart's figure (its JSON spec)
     # the requested page did not exist ("Page not found" dialog in a browser; the main page ran).
     # Not part of `ok` (other benchmarks may ask for "heads", which is the default page at "/").
     not_found: str = ""
@@ -181,6 +182,7 @@ class StClient:
         t0 = time.perf_counter() if t0 is None else t0
         n = nbytes = 0
         markdown: list[str] = []
+        charts: list[str] = []
         exceptions: list[str] = []
         alerts: list[str] = []
         elements: dict[str, int] = {}
@@ -234,6 +236,8 @@ class StClient:
                     alerts.append(el.alert.body)
                 elif etype == "markdown":
                     markdown.append(el.markdown.body)
+                elif etype == "plotly_chart":
+                    charts.append(el.plotly_chart.spec)
                 else:
                     w = getattr(el, etype, None)
                     label, wid = getattr(w, "label", None), getattr(w, "id", None)
@@ -259,7 +263,7 @@ class StClient:
                     continue  # a fragment run that finished before the page run we wait for
                 self.runs += 1
                 return RunResult(time.perf_counter() - t0, status, n, nbytes, exceptions, alerts, elements,
-                                 not_found=not_found, markdown=markdown)
+                                 not_found=not_found, markdown=markdown, charts=charts)
 
     def _learn_pages(self, app_pages) -> None:
         for p in app_pages:
@@ -315,3 +319,11 @@ def server_pid_rss_kb(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def server_pid_cpu_s(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used, in seconds, from /proc."""
+    import os
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

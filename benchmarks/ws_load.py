@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 
-from benchmarks.stclient import StClient, server_pid_rss_kb
+from benchmarks.stclient import StClient, server_pid_cpu_s, server_pid_rss_kb
 from deploy.server import ROOT, Server
 
 WORDS = ["cat", "dog", "bird", "child", "teacher", "robot", "king", "queen", "river", "table",
@@ -58,6 +59,13 @@ class LoadResult:
     rss_start_mb: float = 0.0
     rss_peak_mb: float = 0.0
     rss_end_mb: float = 0.0
+    cpu_s: float = 0.0  # server CPU time (all threads) during the timed phase
+
+    @property
+    def cpu_ms_per_rerun(self) -> float:
+        """Server core-milliseconds per finished rerun: what a rerun costs, whatever share of the
+        cores the server got (on a shared machine wall-clock rates depend on the neighbours)."""
+        return 1000 * self.cpu_s / len(self.times) if self.times else float("nan")
 
     def q(self, p: float) -> float:
         if not self.times:
@@ -82,7 +90,7 @@ class LoadResult:
         return (f"{self.label}: {self.sessions} sessions x {self.reruns} reruns: p50 {self.p50:.2f} s, "
                 f"p90 {self.p90:.2f} s, {self.throughput:.1f} reruns/s, errors {len(self.errors)}, "
                 f"RSS {self.rss_start_mb:.0f} -> peak {self.rss_peak_mb:.0f} -> {self.rss_end_mb:.0f} MB, "
-                f"{kb:.0f} kB/rerun")
+                f"{kb:.0f} kB/rerun, server CPU {self.cpu_ms_per_rerun:.0f} core-ms/rerun")
 
 
 class RssSampler:
@@ -157,8 +165,10 @@ async def load(url: str, pages: list[str], sessions: int, reruns: int, label: st
     try:
         await loaded.wait()
         t0 = time.perf_counter()
+        c0 = server_pid_cpu_s(pid) if pid else 0.0
         await asyncio.gather(*tasks)
         res.wall = time.perf_counter() - t0
+        res.cpu_s = server_pid_cpu_s(pid) - c0 if pid else 0.0
     finally:
         if sampler:
             sampler.__exit__()
@@ -258,17 +268,24 @@ TOY = ""  # the default model (ui.models.DEFAULT_SOURCE): no src in the URL
 
 
 def run_models(sessions: int = 30, reruns: int = 20, srcs: tuple[str, ...] = (TOY, "smollm2-135m"),
-               page: str = "") -> list[LoadResult]:
+               page: str = "", batch: tuple[str, ...] = ("",), rounds: int = 1) -> list[LoadResult]:
     """The same load on one page (default: heads) with each model in `srcs`, picked by the link's
     query (?src=...; TOY = the default model), one fresh server each, one after the other in the
-    same invocation."""
+    same invocation. batch: the pretrained models' runs once per ATTN_LAB_BATCH mode given ("" =
+    the app's default; model/batcher.py); rounds > 1 repeats the whole sequence (toy, then each
+    model and mode), so that the machine's load hits every side alike; results are in run order."""
     out = []
-    for src in srcs:
-        query = f"src={src}" if src else ""
-        label = f"heads page, {src or 'default model (' + default_source() + ')'}"
-        with Server("app.py") as s:
-            asyncio.run(warm(s.url, page, query))
-            out.append(asyncio.run(load(s.url, [page], sessions, reruns, label, s.pid, query=query)))
+    for _ in range(rounds):
+        for src in srcs:
+            for mode in (batch if src else ("",)):
+                query = f"src={src}" if src else ""
+                label = f"heads page, {src or 'default model (' + default_source() + ')'}"
+                if mode:
+                    label += f", ATTN_LAB_BATCH={mode}"
+                with Server("app.py", env={"ATTN_LAB_BATCH": mode} if mode else None) as s:
+                    asyncio.run(warm(s.url, page, query))
+                    out.append(asyncio.run(load(s.url, [page], sessions, reruns, label, s.pid, query=query)))
+                print(out[-1].summary(), f"(load average {os.getloadavg()[0]:.1f})", flush=True)
     return out
 
 
@@ -294,6 +311,9 @@ def model_rows(results: list[LoadResult]) -> list[dict]:
                  ok=not r.errors and not base.errors),
             dict(benchmark=n, metric="server RSS peak (MB)", app=r.rss_peak_mb, bare=base.rss_peak_mb,
                  ratio=r.rss_peak_mb / base.rss_peak_mb if base.rss_peak_mb else None, target=""),
+            dict(benchmark=n, metric="server CPU per rerun (core-ms)", app=r.cpu_ms_per_rerun,
+                 bare=base.cpu_ms_per_rerun, ratio=r.cpu_ms_per_rerun / base.cpu_ms_per_rerun,
+                 target="(reported: a rerun's cost, whatever the neighbours)"),
         ]
     return out
 
@@ -306,15 +326,22 @@ def main() -> None:
                     "(empty = the default page, heads)")
     ap.add_argument("--src", default="", help="a pretrained model (e.g. smollm2-135m): load the heads page "
                     "with the default model and then with this one (?src=...), instead of bare app vs app")
+    ap.add_argument("--batch", default="", help="with --src: comma-separated ATTN_LAB_BATCH modes "
+                    "(exact, pad, off) to run the pretrained model with, each on its own server")
+    ap.add_argument("--no-baseline", action="store_true", help="with --src: skip the default model's run")
+    ap.add_argument("--rounds", type=int, default=1, help="with --src: repeat the sequence (alternating sides)")
     a = ap.parse_args()
     from benchmarks.report import table
     if a.src:
-        results = run_models(a.sessions, a.reruns, (TOY, a.src))
+        srcs = (a.src,) if a.no_baseline else (TOY, a.src)
+        results = run_models(a.sessions, a.reruns, srcs, batch=tuple(a.batch.split(",")) if a.batch else ("",),
+                             rounds=a.rounds)
         for r in results:
-            print(r.summary())
             for e in r.errors[:5]:
                 print("  error:", e)
-        print(table(model_rows(results)))
+        if not a.no_baseline:
+            for i in range(0, len(results), len(results) // a.rounds):
+                print(table(model_rows(results[i:i + len(results) // a.rounds])))
         return
     bare, app = run_pair(a.sessions, a.reruns, a.pages.split(",") if a.pages else None)
     print(bare.summary())

@@ -219,17 +219,17 @@ def edit_row(model, ids: list[int], causal: bool, row: tuple) -> RowEdit:
     """One attention row replaced (model.intervene edit_rows; row = (layer, head, query, weights)):
     the next-token distributions as trained and edited, or the message saying why it was refused."""
     x = torch.tensor([list(ids)])
-    clean = model.trace(x, causal=causal)
+    clean = model.trace(x, causal=causal)  # one full trace alive at a time (compare)
+    final, p_clean = clean.final, None if clean.probs is None else clean.probs[0, -1].double().numpy()
+    del clean
     try:
         ed = model.trace(x, causal=causal, edit_rows=[row])
     except ValueError as e:
         return RowEdit(error=str(e), row=None, p_clean=None, p_edited=None, hidden_change=None)
     l, h, q, _ = row
-    has_head = clean.probs is not None
-    return RowEdit(error=None, row=ed.layers[l].attn.weights[0, h, q].numpy(),
-                   p_clean=clean.probs[0, -1].double().numpy() if has_head else None,
-                   p_edited=ed.probs[0, -1].double().numpy() if has_head else None,
-                   hidden_change=float((ed.final - clean.final).norm(dim=-1).max()))
+    return RowEdit(error=None, row=ed.layers[l].attn.weights[0, h, q].numpy(), p_clean=p_clean,
+                   p_edited=None if p_clean is None else ed.probs[0, -1].double().numpy(),
+                   hidden_change=float((ed.final - final).norm(dim=-1).max()))
 
 
 @torch.no_grad()
@@ -238,20 +238,28 @@ def flow_of(model, ids: list[int], causal: bool) -> np.ndarray:
     return attention_flow(layer_weights(model.trace(torch.tensor([list(ids)]), causal=causal)))
 
 
-def rollout(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema, 2020). weights (L, H, T, T): per layer, the heads'
-    mean A_l, mixed with the residual path: Â_l = residual·I + (1 − residual)·A_l, each row
-    renormalised; then R = Â_{L−1} · … · Â_1 · Â_0. Row i of R: how much each input token flows
-    into position i's last-layer vector."""
-    w = np.asarray(weights, dtype=np.float64)
-    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f"weights must be (L, H, T, T); got {w.shape}")
+def rollout(weights, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020). weights (L, H, T, T), or a sequence of L arrays
+    (H, T, T) (a trace's layers as they are: a long input's layers are never stacked into one
+    array, 2.2 GB in float64 for SmolLM2 at 1,024 tokens): per layer, the heads' mean A_l, mixed
+    with the residual path: Â_l = residual·I + (1 − residual)·A_l, each row renormalised; then
+    R = Â_{L−1} · … · Â_1 · Â_0. Row i of R: how much each input token flows into position i's
+    last-layer vector."""
+    layers = list(weights) if isinstance(weights, (list, tuple)) else None
+    if layers is None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+            raise ValueError(f"weights must be (L, H, T, T); got {w.shape}")
+        layers = list(w)
+    elif not layers or any(np.ndim(x) != 3 or np.shape(x)[-1] != np.shape(x)[-2] or np.shape(x) != np.shape(layers[0])
+                           for x in layers):
+        raise ValueError("weights must be (L, H, T, T) or L arrays of one shape (H, T, T)")
     if not 0 <= residual <= 1:
         raise ValueError("residual must be in [0, 1]")
-    T = w.shape[-1]
+    T = np.shape(layers[0])[-1]
     R = np.eye(T)
-    for l in range(w.shape[0]):
-        A = residual * np.eye(T) + (1 - residual) * w[l].mean(0)  # (T, T)
+    for wl in layers:
+        A = residual * np.eye(T) + (1 - residual) * np.asarray(wl, dtype=np.float64).mean(0)  # (T, T)
         A = A / A.sum(-1, keepdims=True)
         R = A @ R
     return R

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+import weakref
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Callable, Self
 
 import numpy as np
 import torch
@@ -31,13 +32,20 @@ class TraceNode:
 
 def _to_numpy_tree(obj: Any) -> Any:
     if isinstance(obj, Tensor):
-        arr = obj.detach().cpu().numpy()
+        arr = (obj.detach() if obj.requires_grad else obj).cpu().numpy()
         arr.flags.writeable = False
         return arr
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, TraceNode):
+        # A trace node holds its fields in its __dict__ (a derived field in its slot, None until
+        # read): the same node with each value converted, without dataclasses.replace's __init__
+        # call per node (a SmolLM2 trace has ~250 nodes; this took a tenth of a rerun under load)
+        new = object.__new__(type(obj))
+        new.__dict__.update({k: _to_numpy_tree(v) for k, v in obj.__dict__.items()})
+        return new
+    if isinstance(obj, (np.ndarray, str, int, float, bool, WeightRef)) or obj is None:
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{f.name: _to_numpy_tree(_stored(obj, f.name))
+        return dataclasses.replace(obj, **{f.name: _to_numpy_tree(stored(obj, f.name))
                                            for f in dataclasses.fields(obj) if f.init})
     if isinstance(obj, tuple):
         return tuple(_to_numpy_tree(x) for x in obj)
@@ -46,7 +54,7 @@ def _to_numpy_tree(obj: Any) -> Any:
     return obj
 
 
-def _stored(obj: Any, name: str) -> Any:
+def stored(obj: Any, name: str) -> Any:
     """A field's value as stored: a `derived` field not read yet stays None (the numpy tree then
     computes it on first read, from its numpy inputs, with the same op) instead of being computed
     here."""
@@ -81,10 +89,39 @@ class derived:
         if value is None:
             value = self.compute(obj)
             obj.__dict__[self.slot] = value  # frozen: only this cache is written, once
+            watcher = _WATCHERS.get(id(obj))
+            if watcher is not None and watcher[0]() is obj and value is not None:
+                watcher[1](value)
         return value
 
     def __set__(self, obj, value) -> None:
         obj.__dict__[self.slot] = value
+
+
+def derived_slots(cls: type) -> tuple[str, ...]:
+    """The __dict__ keys where a trace class keeps its derived fields once computed."""
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = tuple(d.slot for c in reversed(cls.__mro__) for d in vars(c).values()
+                                     if isinstance(d, derived))
+    return slots
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+_WATCHERS: dict[int, tuple[weakref.ref, Callable[[Any], None]]] = {}
+
+
+def on_derived(node: Any, callback: Callable[[Any], None]) -> None:
+    """Call callback(value) each time a derived field of `node` is computed on first read (in the
+    thread that read it): ui/budget_cache.py counts a cached trace's bytes as they grow. One
+    callback per node (the last one set); it goes with the node."""
+    key = id(node)
+
+    def gone(ref: weakref.ref) -> None:
+        if _WATCHERS.get(key, (None,))[0] is ref:
+            _WATCHERS.pop(key, None)
+
+    _WATCHERS[key] = (weakref.ref(node, gone), callback)
 
 
 # _torch_op reads read-only numpy arrays through torch.from_numpy (the same memory, no copy): torch

@@ -9,7 +9,8 @@ from ui import state
 from ui.runs import current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
-from viz.attention import compare_grid, topk_bars
+from viz.attention import GRID_MAX_CELLS, compare_grid, topk_bars
+from viz.common import block_note, block_step
 from viz.charts import bar_compare
 
 st.title("Causal vs bidirectional")
@@ -48,7 +49,8 @@ if hide:  # the derived view: both with the sink's columns out and their rows re
     sink.derived_note(causal)
 st.caption("Per head: causal | bidirectional | bidirectional − causal (red: more attention without the mask, "
            "blue: less). In layer 0 the bidirectional row i equals the causal row i re-spread over more keys; "
-           "from layer 1 on, every token's input already differs, because earlier layers saw the future too.")
+           "from layer 1 on, every token's input already differs, because earlier layers saw the future too. "
+           + block_note(block_step(causal.T, GRID_MAX_CELLS), causal.T))
 
 
 def diff_table() -> pd.DataFrame:

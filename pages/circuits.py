@@ -14,6 +14,7 @@ from ui.show import show_code, show_fig
 from ui.sidebar import source_title
 from viz.attention import compare_grid, head_grid, head_heatmap
 from viz.charts import matrix_heatmap
+from viz.common import EXACT_MAX_T
 from viz.circuits import kinds_map, layer_head_map, logit_lens_map, loss_by_position, token_alignment
 
 TABS = ["Attention sinks", "Induction heads", "Logit lens", "Two models", "One head: QK & OV"]
@@ -67,13 +68,20 @@ with t_sink:
         w = run.trace.layers[sl].attn.weights[0, sh]  # (T, T)
         allowed = layer_allowed(run, sl)
         hidden = C.hide_sink(w, keys)
+        def one_head(x, title, hidden_keys=None):
+            """One head's (T, T) weights: every cell up to EXACT_MAX_T tokens; a long input as the heads
+            grid draws it, in blocks of tokens (1,024 × 1,024 cells were 5.6 MB a chart)."""
+            if run.T <= EXACT_MAX_T:
+                return head_heatmap(x, run.labels, allowed=allowed, hidden_keys=hidden_keys, title=title)
+            return head_grid(x[None], run.labels, allowed=allowed, hidden_keys=hidden_keys, title=title,
+                             subtitles=[f"layer {sl}, head {sh}"], cols=1)
+
         a1, a2 = st.columns(2)
         with a1:
-            show_fig(head_heatmap(w, run.labels, allowed=allowed, title=f"Layer {sl}, head {sh}: as computed"),
+            show_fig(one_head(w, f"Layer {sl}, head {sh}: as computed"),
                      "circ_sink_raw", alt="The raw weights; the sink column is usually the brightest.")
         with a2:
-            show_fig(head_heatmap(hidden, run.labels, allowed=allowed, hidden_keys=keys,
-                                  title="Sink hidden (derived view)"),
+            show_fig(one_head(hidden, "Sink hidden (derived view)", keys),
                      "circ_sink_hidden",
                      alt="A derived view, not what the model computed: the sink keys' columns removed (peach) and "
                          "every row divided by what is left, so the rest of the pattern is visible. A row that gave "

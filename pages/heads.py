@@ -3,10 +3,12 @@ import streamlit as st
 
 from ui import circuits as sink
 from ui import state
+from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
-from ui.show import download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
+from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
 from ui.sidebar import example_buttons
-from viz.attention import head_grid, head_heatmap
+from viz.attention import GRID_MAX_CELLS, head_grid, head_heatmap
+from viz.common import block_note, block_step
 from viz.heads import token_lines_html
 
 LINE_VIEW_MAX_T = 64
@@ -31,10 +33,12 @@ with c3:
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
 keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
+pats = layer_labels(run, layer, keys)  # one HeadPattern per head (cached with the trace; the sink named apart when hidden)
 shown = sink.hidden(run, w) if hide else w  # (H, T, T): as computed, or the derived sink-hidden view
 mode = "causal" if run.causal else "bidirectional"
 legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
-          "Each head's title names its pattern and the score that decided it.")
+          "Each head's title names its pattern and the score that decided it. "
+          + block_note(block_step(run.T, GRID_MAX_CELLS), run.T))
 if hide:
     sink.derived_note(run)
 if not st.session_state.get("present"):
@@ -43,14 +47,13 @@ if not st.session_state.get("present"):
 
 def grid():
     """The grid of this run's layer: the same for every session showing it (ui.show.shared_fig)."""
-    pats = sink.labels_of(run, w, hide)  # one HeadPattern per head (the sink named apart when hidden)
-    return head_grid(shown, run.labels, allowed=allowed, subtitles=[f"head {h} · {p.title()}" for h, p in enumerate(pats)],
-                     hidden_keys=keys,
+    return head_grid(shown, run.labels, allowed=allowed, hidden_keys=keys,
+                     subtitles=[f"head {h} · {p.title()}" for h, p in enumerate(pats)],
                      title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else ""))
 
 
 show_fig(shared_fig(run, ("heads_grid", layer, hide), grid), "heads_grid",
-         table=lambda: heads_table(shown, run.labels, layer), filename=f"layer{layer}_heads",
+         table=deferred(heads_table, shown, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
 if st.session_state.get("present"):
     st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen
@@ -75,8 +78,9 @@ def head_detail() -> None:
             layer = st.session_state["layer"]
             hide = bool(st.session_state.get("hide_sink"))
             w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
+            keys = sink.sink_keys(run) if hide else None
             detail_body(run, layer, sink.hidden(run, w) if hide else w, layer_allowed(run, layer),
-                        sink.labels_of(run, w, hide), sink.sink_keys(run) if hide else None)
+                        layer_labels(run, layer, keys), keys)
     state.sync_url()
 
 
@@ -85,8 +89,9 @@ def detail_body(run, layer: int, w, allowed, pats, keys=None) -> None:
     H = w.shape[0]
     state.bound("head", 0)
     state.fix("head", list(range(H)))
-    h = st.selectbox("Head", list(range(H)), key="head",
-                     format_func=lambda i: f"head {i} · {pats[i].title()}")
+    title = lambda i: f"head {i} · {pats[i].title()}"  # noqa: E731  (the title follows the pattern)
+    state.follow_labels("head", list(range(H)), title)
+    h = st.selectbox("Head", list(range(H)), key="head", format_func=title)
     # lazy tabs: only the open tab's content is computed and sent (a tab switch reruns this fragment)
     state.bound("head_tab", "Heatmap")
     state.fix("head_tab", TABS)
@@ -117,5 +122,5 @@ def detail_body(run, layer: int, w, allowed, pats, keys=None) -> None:
 
 
 head_detail()
-show_code("model.attention.attend", "model.attention.masked_softmax", what="attention weights")
-del run, w, shown, allowed  # the trace is not kept alive by this page's namespace (see head_detail)
+show_code(*ATTENTION_CODE, what="attention weights: q kᵀ, scaling, mask, softmax")
+del run, w, shown, allowed, pats  # the trace is not kept alive by this page's namespace (see head_detail)

@@ -5,16 +5,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from classroom.intervene import layer_weights, prediction_change, rollout
+from classroom.intervene import prediction_change, rollout
 from labels import md_escape, token_label, token_labels, visible
 from ui import circuits as sink
 from ui import intervene as IV
 from ui import state
 from ui.generate import token_texts
 from ui.runs import current_run
-from ui.show import show_code, show_fig
+from ui.show import deferred, show_code, show_fig
 from viz.attention import compare_grid
 from viz.charts import bar_compare, matrix_heatmap
+
+EDIT_AUTO_T = 128  # up to this many tokens the row editor's forward passes run on every visit
 
 st.title("Intervene: switch heads off")
 show_code("model.intervene.apply_to_heads", "classroom.intervene.head_importance", "classroom.intervene.rollout",
@@ -27,9 +29,11 @@ run = current_run()
 cfg = run.cfg
 L, H, T = cfg.n_layers, cfg.n_heads, run.T
 options = [f"L{l} H{h}" for l in range(L) for h in range(H)]
-if "iv_heads" not in st.session_state:
-    st.session_state["iv_heads"] = []
+# the chosen heads and the views below are in the URL: a copied link shows the same intervention (issue 33)
+state.bound_list("iv_heads")
 st.session_state["iv_heads"] = [o for o in st.session_state["iv_heads"] if o in options]
+state.bound("iv_mode", "zero")
+state.fix("iv_mode", ["zero", "mean"])
 c1, c2 = st.columns([3, 1])
 picked = c1.multiselect("Heads to switch off", options, key="iv_heads",
                         help="Empty = no intervention. Pick from the list or from the ranking below.")
@@ -37,8 +41,13 @@ mode = c2.radio("Replace Z_h by", ["zero", "mean"], key="iv_mode", horizontal=Tr
                 help="zero: the head adds nothing. mean: it adds its average output at every position "
                      "(keeps the scale of the residual stream, removes what depends on the token).")
 heads = tuple((int(o.split()[0][1:]), int(o.split()[1][1:])) for o in picked)
-res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode, _clean=run.trace)
+res = IV.compare(run.source, tuple(run.ids), heads, run.causal, mode, _clean=run.trace) if heads else None
 labels = run.labels
+
+
+def tok_title(i: int) -> str:
+    return token_label(i, labels[i], sep=": ")
+
 
 if not heads:
     st.info("No head switched off: pick heads above (or use the ranking below) to see what changes.")
@@ -68,6 +77,7 @@ if heads:
              "iv_hidden", table=pd.DataFrame(dh, index=[f"layer {l}" for l in range(L)], columns=token_labels(labels, plain=True)),
              alt=f"Rows before layer {first} are zero: an ablation only changes what comes after it.")
     later = list(range(first, L))
+    state.bound("iv_layer", later[-1])
     state.fix("iv_layer", later, later[-1])
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     lay = c1.selectbox("Attention maps of layer", later, key="iv_layer",
@@ -79,13 +89,14 @@ if heads:
         sink.derived_note(run)
     show_fig(compare_grid(w_before, w_after, labels, names=("before", "after"),
                           hidden_keys=sink.sink_keys(run) if hide else None),
-             "iv_diff", table=lambda: pd.DataFrame((res.w_ablated[lay] - res.w_clean[lay]).reshape(H * T, T)),
+             "iv_diff", table=deferred(pd.DataFrame, (res.w_ablated[lay] - res.w_clean[lay]).reshape(H * T, T)),
              alt="Layer by layer the attention of later heads moves once their input changed; the ablated head's own "
                  "weights are unchanged (only its output is replaced).")
 
 st.subheader("Which heads matter? Ablate each one alone")
 st.caption("Every head is switched off on its own (" + ("drop in log p of the top prediction at the last position"
            if cfg.output_head else "change of the last layer's output, mean over tokens") + f"); {L * H} heads, in batches.")
+state.bound("iv_rank", False)
 if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch of heads."):
     bar = st.progress(0.0, text="Ablating heads…")
     imp = IV.importance(run.source, tuple(run.ids), run.causal, mode, progress=lambda f: bar.progress(f))
@@ -107,7 +118,8 @@ if st.toggle("Rank every head", key="iv_rank", help="One forward pass per batch 
                                "iv_heads", list(dict.fromkeys(st.session_state.get("iv_heads", []) + [nm]))))
 
 st.subheader("Attention rollout and attention flow across layers")
-W_all = layer_weights(run.trace)  # (L, H, T, T)
+state.bound("iv_how", "rollout")
+state.fix("iv_how", ["rollout", "flow"])
 how = st.radio("Combine the layers by", ["rollout", "flow"], key="iv_how", horizontal=True,
                help="rollout: multiply the layers' matrices. flow: the maximum flow through the layers' graph.")
 st.caption("Abnar & Zuidema (2020): per layer, the heads' attention is averaged and mixed with the residual path, "
@@ -119,7 +131,7 @@ if how == "flow" and T > 24:
     st.warning(f"Attention flow solves {T}² max-flow problems: it is offered up to 24 tokens (this sentence has {T}). "
                "Showing rollout instead.")
     how = "rollout"
-R = rollout(W_all) if how == "rollout" else IV.flow(run.source, tuple(run.ids), run.causal)  # (T, T)
+R = rollout([lt.attn.weights[0] for lt in run.trace.layers]) if how == "rollout" else IV.flow(run.source, tuple(run.ids), run.causal)  # (T, T)
 r1, r2 = st.columns([3, 2])
 with r1:
     show_fig(matrix_heatmap(R, labels, labels, tokens_cols=True, colorscale="Cividis", zmid=None, zmin=0,
@@ -128,8 +140,10 @@ with r1:
                             title=f"{'Rollout' if how == 'rollout' else 'Attention flow'} over {L} layers ({T} × {T})"),
              "iv_rollout", table=pd.DataFrame(R, index=token_labels(labels, plain=True), columns=token_labels(labels, plain=True)))
 with r2:
+    state.bound("iv_tok", T - 1)
     state.fix("iv_tok", list(range(T)), T - 1)
-    ti = st.selectbox("Token", list(range(T)), key="iv_tok", format_func=lambda i: token_label(i, labels[i], sep=": "))
+    state.follow_labels("iv_tok", list(range(T)), tok_title)  # a token's label follows the sentence
+    ti = st.selectbox("Token", list(range(T)), key="iv_tok", format_func=tok_title)
     show_fig(bar_compare(labels, {"share": R[ti]}, yaxis="share of the input", height=320,
                          title=f"What flows into {visible(labels[ti])}"), "iv_rollout_tok",
              table=pd.DataFrame({"share": R[ti]}, index=token_labels(labels, plain=True)))
@@ -144,15 +158,20 @@ el = e1.selectbox("Layer", list(range(L)), key="iv_e_layer")
 state.fix("iv_e_head", list(range(H)), 0)
 eh = e2.selectbox("Head", list(range(H)), key="iv_e_head")
 state.fix("iv_e_query", list(range(T)), T - 1)
-eq = e3.selectbox("Query token", list(range(T)), key="iv_e_query",
-                  format_func=lambda i: token_label(i, labels[i], sep=": "))
+state.follow_labels("iv_e_query", list(range(T)), tok_title)
+eq = e3.selectbox("Query token", list(range(T)), key="iv_e_query", format_func=tok_title)
 current = np.asarray(run.trace.layers[el].attn.weights[0, eh, eq], dtype=np.float64)  # (T,)
 cols = token_labels(labels, plain=True)
 edited = st.data_editor(pd.DataFrame([np.round(current, 4)], columns=cols, index=["weight"]),
                         key=f"iv_e_row_{el}_{eh}_{eq}", width="stretch")
 row = edited.iloc[0].to_numpy(dtype=np.float64)
-res_e = IV.edit(run.source, tuple(run.ids), run.causal, (el, eh, eq, tuple(float(x) for x in row)))
-if res_e.error:
+# a long input: the two forward passes run once a weight is changed, not on every visit (SmolLM2 at
+# 1,024 tokens: ~4.5 GB and several seconds each)
+waiting = T > EDIT_AUTO_T and np.array_equal(row, np.round(current, 4))
+res_e = None if waiting else IV.edit(run.source, tuple(run.ids), run.causal, (el, eh, eq, tuple(float(x) for x in row)))
+if res_e is None:
+    st.caption(f"At {T:,} tokens the edited forward pass runs once you change a weight in the row above.")
+elif res_e.error:
     st.error(res_e.error)
 elif res_e.p_clean is not None:
     ch = prediction_change(res_e.p_clean, res_e.p_edited)

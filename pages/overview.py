@@ -1,18 +1,20 @@
 """All layers x all heads as thumbnails, each labelled with its dominant pattern (deep models: a
 page of layers at a time)."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from model.patterns import BORDERLINE
 from ui import circuits as sink
 from ui import state
+from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
-from viz.attention import overview_grid
+from viz.attention import THUMB_MAX_CELLS, overview_grid
+from viz.common import block_note, block_step
 
 PER_PAGE = 6  # layers per page on deep models (SmolLM2: 30 layers × 9 heads = 5 pages of 54 thumbnails)
+LABEL_ALL_MAX = 24_000_000  # weights labelled for the table in one rerun (~0.8 s here), else the shown layers'
 
 st.title("All heads overview")
 show_code("model.patterns.pattern_scores_all", "model.patterns._label", what="the head labels")
@@ -20,8 +22,7 @@ example_buttons()
 run = current_run()
 L, H = run.cfg.n_layers, run.cfg.n_heads
 hide = sink.sink_switch()
-w_all = np.stack([block.attn.weights[0] for block in run.trace.layers])  # (L, H, T, T)
-pats = sink.labels_of(run, w_all, hide)  # [layer][head] -> HeadPattern (the sink named apart when hidden)
+keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
 if hide:
     sink.derived_note(run)
 if L > PER_PAGE + 2:
@@ -34,10 +35,14 @@ if L > PER_PAGE + 2:
 else:
     first = 0
 shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
-w = w_all[shown.start:shown.stop]  # (L_shown, H, T, T)
+w = [run.trace.layers[l].attn.weights[0] for l in shown]  # (H, T, T) per shown layer: views, no copy
 if hide:
-    w = sink.hidden(run, w)  # the derived view: the sink's columns out, rows renormalised
-allowed = np.stack([np.broadcast_to(layer_allowed(run, l), w.shape[1:]) for l in shown])
+    w = [sink.hidden(run, x) for x in w]  # the derived view: the sink's columns out, rows renormalised
+allowed = [layer_allowed(run, l) for l in shown]
+# The table lists every head, unless labelling them all would hold up the page (a deep model at a long
+# input: SmolLM2's 270 heads at 1,024 tokens are 283M weights, ~10 s): then the shown layers'.
+listed = range(L) if L * H * run.T ** 2 <= LABEL_ALL_MAX else shown
+pats = {l: layer_labels(run, l, keys) for l in listed}  # [layer][head] -> HeadPattern (cached with the trace)
 def wide_label(p) -> str:
     """Few heads, wide thumbnails: the full pattern name ("previous-token ≈0.42", "other ≈self/diagonal")."""
     mark = "≈" if p.borderline() else ""
@@ -47,20 +52,18 @@ def wide_label(p) -> str:
 
 subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<br>{pats[l][h].short(mark_borderline=H <= 9, sink_sep='<br>')}"
              for l in shown for h in range(H)]
-n_border = sum(p.borderline() for row in pats for p in row)
+n_border = sum(p.borderline() for row in pats.values() for p in row)
+n_heads = len(listed) * H
 st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thumbnail's title names the head and "
            "its label: the pattern whose score clears its threshold by the most (prev = previous-token, next = "
            "next-token, self = diagonal, 1st sink = first token, CLS/SEP = special tokens, broad = uniform), with "
            f"that score; \"other\" when no score reaches its threshold. "
            + (f"**≈** marks a borderline label " if H <= 9 else "The table marks borderline labels ")
-           + f"(within {BORDERLINE} of the threshold, {n_border} of {L * H} heads here): another sentence may flip them. "
-           "Hover a thumbnail for the token pair and weight.")
-show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start,
-                       hidden_keys=sink.sink_keys(run) if hide else None),
-         "overview_grid", filename="all_heads", table=lambda: table,
-         alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
+           + f"(within {BORDERLINE} of the threshold, {n_border} of {n_heads} heads here): another sentence may flip them. "
+           "Hover a thumbnail for the token pair and weight. "
+           + block_note(block_step(run.T, THUMB_MAX_CELLS), run.T))
 rows = []
-for l in range(L):
+for l in listed:
     for h, p in enumerate(pats[l]):
         ru, ru_margin = p.runner_up()
         rows.append({"layer": l, "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
@@ -70,7 +73,14 @@ for l in range(L):
                      **({} if p.sink is None else {"sink (hidden)": round(p.sink, 4)}),
                      **{k: round(v, 4) for k, v in p.scores.items()}})
 table = pd.DataFrame(rows)
-st.subheader("Labels and scores")
+show_fig(overview_grid(w, subtitles=subtitles, allowed=allowed, labels=run.labels, first_layer=shown.start,
+                       hidden_keys=keys),
+         "overview_grid", filename="all_heads", table=table,
+         alt="Thumbnails share the 0..1 Cividis scale; grey cells are masked.")
+st.subheader("Labels and scores" + (f" (layers {listed.start}–{listed.stop - 1})" if len(listed) < L else ""))
+if len(listed) < L:
+    st.caption(f"At {run.T:,} tokens the table lists the layers shown above (labelling all {L * H} heads would read "
+               f"{L * H * run.T ** 2 / 1e6:,.0f}M weights, ~10 s, before the page could show); pick another layer group for the others.")
 st.caption("Each pattern has its own threshold (broad/uniform needs 0.9, previous-token 0.4, …), so the label is "
            "decided by the **margin** = score − threshold, not by the largest raw score: a head can have broad/uniform "
            "0.55 (margin −0.35) and self/diagonal 0.26 (margin −0.14); both miss, and self/diagonal is the nearest. "

@@ -14,6 +14,8 @@ from ui.show import matrix_table, show_code, show_fig
 from viz.charts import line_chart, matrix_heatmap, pe_curves, two_heatmaps
 from viz.positional import rope_pairs
 
+SHUFFLE_MAX_T = 64  # tokens of the "positions matter" shuffle (a long input: its first ones)
+
 st.title("Positional encoding")
 show_code("model.layers.sinusoidal_table", "model.layers.rope_tables", "model.layers.apply_rope", "model.transformer.TokenModel.embed", what="positions")
 run = current_run()
@@ -230,10 +232,15 @@ st.subheader("Positions matter: switch positional encoding off")
 state.bound("pe_shuffle", 0)
 seed = st.number_input("Shuffle (seed of the new word order)", 0, 9999, key="pe_shuffle",
                        help="Each seed gives another order of the same words.")
-pm = positions_matter(run.source, tuple(run.ids), int(seed))
+# a long input: the first SHUFFLE_MAX_T tokens (each shuffle keeps every layer's weights of three more
+# runs in float64: 20 GB for SmolLM2 at 1,024 tokens)
+demo = tuple(run.ids[:SHUFFLE_MAX_T])
+pm = positions_matter(run.source, demo, int(seed))
 perm = pm.perm
 shuffled = [labels[i] for i in perm]
-st.markdown("**Original:** " + " ".join(md_escape(w) for w in labels) + "  \n"
+if run.T > len(demo):
+    st.caption(f"Long input: the shuffle uses the first {len(demo)} of the {run.T} tokens.")
+st.markdown("**Original:** " + " ".join(md_escape(w) for w in labels[:len(demo)]) + "  \n"
             "**Shuffled:** " + " ".join(md_escape(w) for w in shuffled))
 st.caption("The current model's own weights, with its position vectors removed (positional encoding “none”). "
            "P is the permutation matrix of the shuffle (row i of the shuffled sentence is word perm[i]): if the "
@@ -259,12 +266,12 @@ lay = run.cfg.n_layers - 1
 w1, w2 = st.columns(2)
 with w1:
     show_fig(matrix_heatmap(blind.weights_shuffled[lay, 0], shuffled, shuffled, tokens_cols=True, colorscale="Viridis",
-                            zmid=None, zmin=0, zmax=1, annotate=run.T <= 10, value_name="weight",
+                            zmid=None, zmin=0, zmax=1, annotate=len(demo) <= 10, value_name="weight",
                             title=f"No PE: weights of the shuffled sentence (layer {lay}, head 0)"),
              "pe_off_shuffled", table=matrix_table(blind.weights_shuffled[lay, 0], shuffled, shuffled))
 with w2:
     show_fig(matrix_heatmap(blind.pwpT[lay, 0], shuffled, shuffled, tokens_cols=True, colorscale="Viridis",
-                            zmid=None, zmin=0, zmax=1, annotate=run.T <= 10, value_name="weight",
+                            zmid=None, zmin=0, zmax=1, annotate=len(demo) <= 10, value_name="weight",
                             title="P W Pᵀ: the original weights, rows and columns moved"),
              "pe_off_moved", table=matrix_table(blind.pwpT[lay, 0], shuffled, shuffled),
              alt=f"The two heatmaps are the same (largest difference {blind.weight_gap:.1e}).")

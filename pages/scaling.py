@@ -9,11 +9,11 @@ from labels import token_label
 from ui import state
 from ui.models import architecture
 from ui.runs import current_run
-from ui.show import show_code, show_fig
+from ui.show import ATTENTION_CODE, show_code, show_fig
 from viz.charts import bar_compare, line_chart
 
 st.title("Scaling & softmax")
-show_code("model.attention.attend", "model.attention.masked_softmax", what="scaling and softmax")
+show_code(*ATTENTION_CODE, what="scaling and softmax")
 st.caption("Attention weights are softmax(QKᵀ / √d_k). Why divide by √d_k? Pick a query below and "
            "compare the softmax of the raw scores with the softmax of the scaled ones.")
 run = current_run()

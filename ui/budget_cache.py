@@ -1,12 +1,18 @@
 """A least-recently-used cache bounded by bytes, for traces shared between sessions.
 
 `st.cache_resource(max_entries=...)` bounds a cache by count, but a trace's size varies 1,000-fold:
-a toy model's 11-token trace is ~50 kB, SmolLM2-135M's is ~32 MB at 14 tokens and ~300 MB at 128.
+a toy model's 11-token trace is ~50 kB, SmolLM2-135M's is ~20 MB at 14 tokens and ~200 MB at 128.
 Measured under load (benchmarks/ws_load.py --src smollm2-135m, 30 sessions with their own
 sentences): 48 cached SmolLM2 traces took the server to 3.9 GB. This cache evicts the least recently
 used entries once their arrays pass a byte budget (ATTN_LAB_TRACE_CACHE_MB, default 512), and
 computes each key once even when many sessions ask for it at the same moment (a class opening the
 same link). Values are read-only (numpy arrays with writeable=False), so sharing them is safe.
+
+Bytes are counted once per entry when it is stored (Footprint: every distinct buffer once, whether
+numpy's own or a torch tensor's memory seen through numpy), and then grow with the trace's derived
+fields (model.trace.derived: logits, probabilities, scores, ... computed when a page first reads
+them): the trace tells the footprint as each is computed (model.trace.on_derived), and the cache
+evicts right then, so it stays within its budget without walking its entries again.
 """
 from __future__ import annotations
 
@@ -17,53 +23,102 @@ from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
 import numpy as np
+import torch
+
+from model.trace import TraceNode, derived_slots, on_derived
 
 DEFAULT_BUDGET_MB = 512
 
 
-def nbytes(obj: Any) -> int:
-    """Bytes of every distinct numpy buffer reachable from obj (dataclasses, lists, tuples, dicts);
-    views of one buffer count once."""
-    seen: set[int] = set()
-    total = 0
+def _buffer(a: np.ndarray | torch.Tensor) -> tuple[tuple, int]:
+    """(key, bytes) of the memory behind an array: numpy views of one array, and numpy arrays over
+    one torch storage (a trace's `.numpy()`: fields sharing a tensor), share a key."""
+    if isinstance(a, torch.Tensor):
+        st = a.untyped_storage()
+        return ("t", st.data_ptr()), st.nbytes()
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    if isinstance(base.base, torch.Tensor):
+        return _buffer(base.base)
+    return ("n", id(base)), base.nbytes
 
-    def walk(o: Any) -> None:
-        nonlocal total
-        if isinstance(o, np.ndarray):
-            base = o
-            while isinstance(base.base, np.ndarray):
-                base = base.base
-            if id(base) not in seen:
-                seen.add(id(base))
-                total += base.nbytes
-        elif dataclasses.is_dataclass(o) and not isinstance(o, type):
-            # the instance's own values: a field computed on first read (model.trace.derived) is
-            # counted once computed, and is not computed by being counted
-            for x in vars(o).values():
-                walk(x)
+
+_ATOMS = frozenset({int, float, bool, str, bytes, complex})  # hold no buffer: not walked
+
+
+class Footprint:
+    """The bytes of every distinct buffer reachable from a value (dataclasses, lists, tuples,
+    dicts), counted once; `grow(callback)` then keeps the count as the value's derived trace
+    fields are computed, calling callback(added_bytes) each time. A derived field not computed
+    yet is not computed by being counted. A dataclass may name fields that every value of a model
+    shares (`FOOTPRINT_SHARED`, e.g. a run's vocabulary): they are not the entry's memory (evicting
+    it frees none of it) and are not walked (SmolLM2's 49,152 labels were a sixth of a rerun)."""
+
+    def __init__(self, obj: Any):
+        self.seen: set[tuple] = set()
+        self.bytes = 0
+        self._nodes: list = []  # trace nodes with derived fields not computed yet
+        self._walk(obj)
+
+    def _walk(self, o: Any) -> None:
+        if isinstance(o, (np.ndarray, torch.Tensor)):
+            key, n = _buffer(o)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.bytes += n
+        elif o is None or type(o) in _ATOMS:  # most values of a trace node that are not arrays
+            return
+        elif isinstance(o, TraceNode) or (dataclasses.is_dataclass(o) and not isinstance(o, type)):
+            # (isinstance first: dataclasses.is_dataclass was the hottest line of this walk under load)
+            d = vars(o)  # the instance's own values (a derived field in its slot, None until read)
+            slots = derived_slots(type(o))
+            if any(d.get(s) is None for s in slots):
+                self._nodes.append(o)
+            shared = getattr(type(o), "FOOTPRINT_SHARED", ())
+            for k, x in d.items():
+                if k not in shared:
+                    self._walk(x)
         elif isinstance(o, (list, tuple)):
             for x in o:
-                walk(x)
+                self._walk(x)
         elif isinstance(o, dict):
             for x in o.values():
-                walk(x)
+                self._walk(x)
 
-    walk(obj)
-    return total
+    def add(self, value: Any) -> int:
+        """Count a newly computed value; returns the bytes it added (0 if already counted)."""
+        before = self.bytes
+        self._walk(value)
+        return self.bytes - before
+
+    def grow(self, callback: Callable[[Any], None]) -> None:
+        """callback(value) each time a derived field of the counted value is computed."""
+        for node in self._nodes:
+            on_derived(node, callback)
+        self._nodes = []
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes of every distinct buffer reachable from obj (dataclasses, lists, tuples, dicts);
+    views of one buffer count once."""
+    return Footprint(obj).bytes
 
 
 class BudgetCache:
     """get(key, make) -> make()'s value, cached; least recently used entries go first once the
     cached bytes pass `budget` (the newest entry always stays, however big) or there are more than
-    `max_entries`. Thread-safe; concurrent calls for one key wait for the first to compute it."""
+    `max_entries`. Thread-safe; concurrent calls for one key wait for the first to compute it.
+    `size`: a value's bytes when stored (default: its Footprint, which then follows its derived
+    fields); a custom size is counted once."""
 
     def __init__(self, budget: int | None = None, max_entries: int = 48,
-                 size: Callable[[Any], int] = nbytes):
+                 size: Callable[[Any], int] | None = None):
         mb = os.environ.get("ATTN_LAB_TRACE_CACHE_MB")
         self.budget = budget if budget is not None else int(float(mb or DEFAULT_BUDGET_MB) * 2**20)
         self.max_entries = max_entries
         self._size = size
-        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._items: OrderedDict[Hashable, list] = OrderedDict()  # key -> [value, bytes, Footprint or None]
         self._lock = threading.Lock()
         self._pending: dict[Hashable, threading.Lock] = {}
         self.bytes = 0
@@ -73,10 +128,8 @@ class BudgetCache:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
-            else:
-                gate = self._pending.setdefault(key, threading.Lock())
-        if hit is not None:
-            return self._recount(key, *hit)
+                return hit[0]
+            gate = self._pending.setdefault(key, threading.Lock())
         with gate:  # one computation per key; the others wait here, then find it cached
             with self._lock:
                 if key in self._items:
@@ -84,37 +137,49 @@ class BudgetCache:
                     return self._items[key][0]
             try:
                 value = make()
-                n = self._size(value)
+                fp = None if self._size is not None else Footprint(value)
+                n = self._size(value) if fp is None else fp.bytes
             except BaseException:
                 with self._lock:
                     self._pending.pop(key, None)
                 raise
             with self._lock:
                 self._pending.pop(key, None)
-                self._items[key] = (value, n)
+                self._items[key] = [value, n, fp]
                 self.bytes += n
-                self._evict()
+                gone = self._evict()
+            del gone  # the evicted values are freed here, outside the lock (freeing a trace takes time)
+            if fp is not None:
+                # the callback holds the cache, the key and the footprint, never the value: the
+                # trace's nodes keep it (model.trace.on_derived), and a callback that held the value
+                # would keep every trace ever cached alive
+                fp.grow(lambda v: self._grown(key, fp, v))
             return value
 
-    def _recount(self, key: Hashable, value: Any, counted: int) -> Any:
-        """A hit: count the entry again. Fields computed on first read since it was cached (a
-        trace's logits and probabilities, model.trace.derived) grow it after the fact; without
-        this, the cache would hold more than its budget."""
-        n = self._size(value)
-        if n != counted:
-            with self._lock:
-                item = self._items.get(key)
-                if item is not None and item[0] is value:
-                    self._items[key] = (value, n)
-                    self.bytes += n - item[1]
-                    self._evict()
-        return value
+    def _grown(self, key: Hashable, fp: Footprint, value: Any) -> None:
+        """A derived field of a cached value was computed (model.trace.on_derived): count it, and
+        evict others if the cache is now over budget (the entry was just read: it counts as the
+        most recently used). Nothing if the entry has left the cache."""
+        gone = []
+        with self._lock:
+            added = fp.add(value)
+            item = self._items.get(key)
+            if added and item is not None and item[2] is fp:
+                item[1] += added
+                self.bytes += added
+                self._items.move_to_end(key)
+                gone = self._evict()
+        del gone  # freed outside the lock
 
-    def _evict(self) -> None:
-        """Drop least recently used entries until within budget and count (caller holds the lock)."""
+    def _evict(self) -> list:
+        """Drop least recently used entries until within budget and count (caller holds the lock);
+        returns the dropped values, for the caller to let go of once it has released the lock."""
+        gone = []
         while len(self._items) > 1 and (self.bytes > self.budget or len(self._items) > self.max_entries):
-            _, (_, m) = self._items.popitem(last=False)
+            _, (v, m, _) = self._items.popitem(last=False)
+            gone.append(v)
             self.bytes -= m
+        return gone
 
     def __len__(self) -> int:
         return len(self._items)

@@ -8,6 +8,7 @@ read-only numpy arrays (`ForwardTrace.numpy()`): pages read `run.trace.layers[l]
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, ClassVar
 
 import numpy as np
 import streamlit as st
@@ -17,11 +18,13 @@ from classroom.embeddings import display_vocab
 from labels import md_escape
 from model.config import ModelConfig
 from model.trace import ForwardTrace
+from model.batcher import TraceBatcher
 from model.batching import pad_batch
 
 from . import state
 from .budget_cache import BudgetCache
 from .models import ModelSource, current_source, get_model
+from .runtime import batcher_settings
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class Run:
     unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
     special: tuple[int, ...] = ()  # positions of [CLS]/[SEP] (WordPiece models; none for the toy vocabularies)
 
+    # the model's own values, shared by every run of it: not counted in a cached run's bytes
+    # (ui/budget_cache.Footprint; the vocabulary is 49,152 strings on SmolLM2)
+    FOOTPRINT_SHARED: ClassVar[tuple[str, ...]] = ("cfg", "vocab", "source")
+
     @property
     def T(self) -> int:
         return len(self.ids)
@@ -57,6 +64,13 @@ class Run:
     def export_extras(self) -> dict[str, np.ndarray]:
         """What the .npz export adds to the trace's arrays."""
         return {"token_ids": np.asarray(self.ids), "token_labels": np.asarray(self.labels, dtype=str)}
+
+    def again(self) -> Callable[[], ForwardTrace]:
+        """A function that traces this run's tokens again (the same forward as _run: the same
+        values), holding its model and tokens but not the run: for what a session keeps past its
+        rerun (the .npz button's callable, ui.show.download_npz), which must not keep the trace alive."""
+        source, ids, causal = self.source, list(self.ids), self.causal
+        return lambda: _trace(source, ids, causal)
 
 
 def tokenize(source: ModelSource, text: str, max_len: int) -> tuple[list[int], list[str], int, bool, list[str]]:
@@ -79,30 +93,52 @@ def special_ids(tok) -> set[int]:
 TRACES = BudgetCache(max_entries=48)
 
 
+# sessions' traces asked for at the same moment share a forward (model/batcher.py; ui/runtime.py
+# says how: ATTN_LAB_BATCH)
+BATCHER = TraceBatcher(**batcher_settings())
+
+
 def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
     return TRACES.get(("run", source, text, causal, max_len), lambda: _run(source, text, causal, max_len))
+
+
+def _trace(source: ModelSource, ids: list[int], causal: bool) -> ForwardTrace:
+    """The trace of these tokens (numpy, read-only), through the process's batcher."""
+    model, _ = get_model(source)
+    return BATCHER.trace(model, ids, causal).numpy()
 
 
 def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
-    tr = model.trace(torch.tensor([ids], dtype=torch.long), causal=causal)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=tr.numpy(),
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal),
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
+
+
+def truncation_notice(run: Run) -> str:
+    """What the cut-text warning says: raise the limit in the sidebar while it can go higher; at
+    the limit (the model's positions or the app's T_LIMIT), that this is the most the model reads
+    here (issue 33: it said "Raise it … (up to 512)" at 512)."""
+    most = min(state.T_LIMIT, run.cfg.max_len)
+    head = f"Your text has {run.n_tokens:,} tokens; the model sees the first {run.T:,} (max sequence length). "
+    if run.T < most:
+        return head + f"Raise it in the sidebar (up to {most:,})."
+    if most == run.cfg.max_len:
+        return head + f"That is the most this model reads: it has {run.cfg.max_len:,} positions."
+    return head + (f"That is the most the app shows ({state.T_LIMIT:,} tokens; the model has "
+                   f"{run.cfg.max_len:,} positions).")
 
 
 def input_notices(run: Run) -> None:
     if run.text_cut:
         st.warning(f"Your text is longer than {state.MAX_TEXT_CHARS:,} characters; only the start is used.", icon=":material/content_cut:")
     if run.truncated:
-        st.warning(f"Your text has {run.n_tokens} tokens; the model sees the first {run.T} "
-                   f"(max sequence length). Raise it in the sidebar (up to {min(state.T_LIMIT, run.cfg.max_len)}).",
-                   icon=":material/content_cut:")
+        st.warning(truncation_notice(run), icon=":material/content_cut:")
     if run.unknown:
         uniq = list(dict.fromkeys(run.unknown))
         shown = ", ".join(md_escape(u) for u in uniq[:12]) + (" …" if len(uniq) > 12 else "")

@@ -66,3 +66,24 @@ def slim_plotly_template() -> str:
 
 
 slim_plotly_template()
+
+
+# Sessions' traces of one model asked for at the same moment share one batched forward
+# (model/batcher.py). ATTN_LAB_BATCH: "exact" (the default: sentences of the same length share a
+# forward, unpadded: each trace is bit for bit what its own forward gives, whoever else typed at
+# that moment), "pad" (sentences of different lengths padded into one forward: more sentences per
+# forward, but the last bits of a trace then depend on its batch: up to ~8e-6 of a field's scale on
+# SmolLM2, whose residual stream reaches 2e4), "off" (every trace alone). ATTN_LAB_BATCH_SLOTS:
+# forwards of one model at once (default: one per core, each on the one intra-op thread above).
+# Measured in docs/benchmarks.md ("A class on SmolLM2").
+BATCH_MODES = ("exact", "pad", "off")
+
+
+def batcher_settings() -> dict:
+    mode = os.environ.get("ATTN_LAB_BATCH", "exact")
+    if mode not in BATCH_MODES:
+        raise ValueError(f"ATTN_LAB_BATCH must be one of {', '.join(BATCH_MODES)}; got {mode!r}")
+    slots = int(os.environ.get("ATTN_LAB_BATCH_SLOTS", os.cpu_count() or 1))
+    if mode == "off":
+        return dict(slots=1, max_rows=1, pad=False)
+    return dict(slots=max(1, slots), pad=mode == "pad")

@@ -10,6 +10,7 @@ import re
 import textwrap
 import threading
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -42,8 +43,10 @@ def present_fonts(fig: go.Figure) -> None:
     fig.update_layout(font_size=PRESENT_FONT_PX)
     fig.update_xaxes(tickfont_size=PRESENT_FONT_PX)
     fig.update_yaxes(tickfont_size=PRESENT_FONT_PX)
+    _open_row_gaps(fig)  # before the panel titles grow: it reads their sizes
+    dflt_font = _ann_default(fig, "font")
     for ann in fig.layout.annotations or ():
-        size = ann.font.size if ann.font and ann.font.size else 12
+        size = ann.font.size if ann.font and ann.font.size else (dflt_font.size if dflt_font and dflt_font.size else 12)
         ann.font.size = max(size, PRESENT_FONT_PX)
     m = fig.layout.margin
     title = fig.layout.title
@@ -119,12 +122,66 @@ def shared_fig(run, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
     return fig
 
 
+def _ann_default(fig: go.Figure, name: str):
+    """An annotation property every annotation inherits from the figure's template (viz.common.hoist_shared)."""
+    tpl = fig.layout.template
+    return getattr(tpl.layout.annotationdefaults, name, None) if tpl and tpl.layout else None
+
+
+LINE_EM = 1.3  # Plotly's line height, in font sizes
+
+
+def _open_row_gaps(fig: go.Figure) -> None:
+    """A grid of panels with a title over each (the heads grid, the overview): presentation mode
+    grows the titles from 12 px to PRESENT_FONT_PX, and a three-line title then reached down onto
+    the panels of the row above it (issue 33: SmolLM2's 9 heads at 1280 x 720). Open every gap
+    between rows by what the tallest title grew, keeping each panel's height: the chart grows by
+    (rows - 1) x that, and every y domain and paper-anchored annotation moves up by the gaps
+    below it."""
+    ykeys = [k for k in fig.layout.to_plotly_json() if k.startswith("yaxis") and fig.layout[k].domain]
+    rows = sorted({tuple(fig.layout[k].domain) for k in ykeys}, key=lambda d: d[1])  # bottom row first
+    if len(rows) < 2 or not fig.layout.height:
+        return
+    tops = [d[1] for d in rows]
+    dflt_font, dflt_anchor, dflt_yref = (_ann_default(fig, n) for n in ("font", "yanchor", "yref"))
+    grow = 0.0
+    for ann in fig.layout.annotations or ():
+        yref = ann.yref or dflt_yref
+        anchor = ann.yanchor or dflt_anchor
+        if yref != "paper" or anchor != "bottom" or ann.y is None or not any(abs(ann.y - t) < 1e-6 for t in tops[:-1]):
+            continue  # not the title of a panel with a row above it
+        size = ann.font.size if ann.font and ann.font.size else (dflt_font.size if dflt_font and dflt_font.size else 12)
+        lines = str(ann.text or "").count("<br>") + 1
+        grow = max(grow, lines * LINE_EM * (PRESENT_FONT_PX - size))
+    if grow <= 0:
+        return
+    grow = float(int(grow) + 2)
+    m = fig.layout.margin
+    plot = fig.layout.height - (m.t or 0) - (m.b or 0)
+    if plot <= 0:
+        return
+    new_plot = plot + grow * (len(rows) - 1)
+
+    def move(y: float) -> float:  # paper y -> paper y of the taller chart
+        below = sum(t < y - 1e-9 for t in tops)
+        return round((y * plot + below * grow) / new_plot, 6)
+
+    for k in ykeys:
+        a, b = fig.layout[k].domain
+        fig.layout[k].domain = [move(a), move(b)]
+    for ann in fig.layout.annotations or ():
+        if (ann.yref or dflt_yref) == "paper" and ann.y is not None and 0 <= ann.y <= 1:
+            ann.y = move(ann.y)
+    fig.update_layout(height=fig.layout.height + grow * (len(rows) - 1))
+
+
 def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.DataFrame] | None = None,
              alt: str = "", filename: str | None = None, csv: bool = True) -> None:
     """Draw a figure (the camera button downloads it as PNG, or as SVG, a vector image for papers
     and slides, when "Chart images" in the sidebar says so; made in the browser, offline) with an optional CSV download of its numbers and
     a caption describing it (alt text for screen readers). `table` may be a callable: the CSV is
-    then only made when the button is clicked."""
+    then only made when the button is clicked, after the page has ended: make it with `deferred`
+    (never a lambda over the page's variables)."""
     name = _slug(filename or key)
     if st.session_state.get("present") and not getattr(fig, "_attn_lab_shared", False):
         present_fonts(fig)
@@ -215,6 +272,22 @@ def fig_table(fig: go.Figure) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["trace", "x", "y", "value"])
 
 
+def deferred(make: Callable[..., pd.DataFrame], *args, **kwargs) -> Callable[[], pd.DataFrame]:
+    """A table for show_fig's CSV button, made from the values given now, only when the button is
+    clicked. The click runs the maker later, on a server thread, after the page script has ended:
+    a `lambda: heads_table(w, ...)` reads the page's variables at that moment, and finds them
+    deleted (the heads page drops its trace: NameError, nothing downloaded, issue 33) or holding
+    a later value; it also keeps the page's whole namespace (every array it read) alive. This
+    holds only the arguments."""
+    return functools.partial(make, *args, **kwargs)
+
+
+def deferred_csv(make: Callable[..., pd.DataFrame], *args, **kwargs) -> Callable[[], bytes]:
+    """`deferred`, as the CSV file's bytes: the data of a download button of a page's own."""
+    table = deferred(make, *args, **kwargs)
+    return lambda: table().to_csv().encode("utf-8")
+
+
 def matrix_table(z, row_labels, col_labels) -> pd.DataFrame:
     """A labelled table of a matrix (unique row/column names like '3:the')."""
     return pd.DataFrame(z, index=token_labels(row_labels, plain=True), columns=token_labels(col_labels, plain=True))
@@ -241,9 +314,20 @@ def download_npz(run, key: str = "npz", label: str = "Whole trace (.npz)", file_
     """The whole trace of the current input (a Run or a padded BatchRun) as .npz. Made only when
     the button is clicked (nothing is sent with the page)."""
     extras = run.export_extras()
+    again = getattr(run, "again", None)
+    if again is None:  # a padded batch (the mask lab's toy sentences): held as it is
+        def make() -> bytes:
+            return trace_npz(run.trace, **extras)
+    else:
+        # Streamlit keeps the button's callable with the session until its next run: holding the
+        # run there kept every session's last trace alive after the shared cache let it go (100
+        # sessions typing into SmolLM2: ~25 MB each). So the run is held weakly, and traced again
+        # (the same forward, the same values) if it is gone when the button is clicked.
+        ref, remake = weakref.ref(run), again()
 
-    def make() -> bytes:
-        return trace_npz(run.trace, **extras)
+        def make() -> bytes:
+            r = ref()
+            return trace_npz(r.trace if r is not None else remake(), **extras)
     what = "this forward pass (a batch: axis 0 = sentence), plus " + ", ".join(extras)
     st.download_button(label, make, file_name=file_name, mime="application/octet-stream", key=key,
                        on_click="ignore", icon=":material/download:",
@@ -274,13 +358,47 @@ def _source_of(dotted: str) -> tuple[str, str, int]:
     return textwrap.dedent("".join(lines)), rel, start
 
 
+@dataclass(frozen=True)
+class Lines:
+    """An excerpt of a function for show_code: its lines from the first one containing `first`
+    to the first one after it containing `last` (both included), read from the running source.
+    A marker that is no longer in the function raises ValueError (the code view then shows the
+    error, and the tests that open it fail), so an excerpt cannot silently show other lines."""
+    name: str  # dotted path, as for show_code
+    first: str
+    last: str
+
+
+def excerpt(lines: Lines) -> tuple[str, str, int, int]:
+    """(source text, file relative to the repo, first line, last line) of an excerpt."""
+    src, rel, start = _source_of(lines.name)
+    rows = src.splitlines()
+    a = next((i for i, r in enumerate(rows) if lines.first in r), None)
+    b = next((i for i in range(a or 0, len(rows)) if lines.last in rows[i]), None) if a is not None else None
+    if a is None or b is None:
+        missing = lines.first if a is None else lines.last
+        raise ValueError(f"{lines.name} has no line containing {missing!r}: update the excerpt (ui.show.Lines)")
+    return textwrap.dedent("\n".join(rows[a:b + 1])), rel, start + a, start + b
+
+
+# The lines that compute attention weights, as the model runs them (model.layers.MultiHeadAttention
+# calls attend_fields; attend() is a wrapper that only builds the trace): the per-head Q, K, V, then
+# q k^T, the scaling, the mask and the softmax. Shown on the heads, scaling and model-view pages.
+ATTENTION_CODE = (
+    Lines("model.layers.MultiHeadAttention.forward", "q = self.split(self.q_proj(x_q))",
+          "v = self.split(self.v_proj(x_kv)"),
+    Lines("model.attention.attend_fields", "d_k = q.shape[-1]", "heads = weights @ v"),
+    "model.attention.masked_softmax",
+)
+
 CODE_KEY = "code_view"  # the code expander's open state (one per page)
 
 
-def show_code(*names: str, what: str = "") -> None:
+def show_code(*names: str | Lines, what: str = "") -> None:
     """The Annotated-Transformer pairing: a collapsed "The code" expander with the engine's own
     lines that compute what the page shows, read from the source at run time (so they never drift
-    from what runs). names: dotted paths such as "model.attention.attend".
+    from what runs). names: dotted paths such as "model.attention.masked_softmax" (the whole
+    function), or Lines(...) for the lines of a longer one that do the work (ATTENTION_CODE).
     The code is sent only while the expander is open: opening it reruns this fragment alone. Closed,
     it cost every rerun of the heads page 3.5 kB (issue 22: a tenth of the page's budget at the
     2017 preset, T = 64)."""
@@ -288,12 +406,17 @@ def show_code(*names: str, what: str = "") -> None:
 
 
 @st.fragment
-def _code_view(names: tuple[str, ...], what: str) -> None:
+def _code_view(names: tuple[str | Lines, ...], what: str) -> None:
     box = st.expander("The code" + (f": {what}" if what else ""), icon=":material/code:", key=CODE_KEY,
                       on_change="rerun")
     with box:
         if box.open:
             for name in names:
+                if isinstance(name, Lines):
+                    src, rel, start, end = excerpt(name)
+                    st.caption(f"`{name.name}` · {rel}, lines {start}–{end}")
+                    st.code(src, language="python")  # no line numbers: they would count from 1, not from {start}
+                    continue
                 src, rel, start = _source_of(name)
                 st.caption(f"`{name}` · {rel}, line {start}")
                 st.code(src, language="python", line_numbers=True)

@@ -12,8 +12,14 @@ from . import disk_models, live, models, session_models, state, train
 PRESENT_CSS = """
 <style>
 html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
-h1 {font-size: 2.6rem !important;} h2 {font-size: 2.0rem !important;} h3 {font-size: 1.6rem !important;}
-.block-container {max-width: 100% !important; padding-top: 3.5rem !important;}
+[data-testid="stMain"] h1 {font-size: 2.6rem !important;} [data-testid="stMain"] h2 {font-size: 2.0rem !important;}
+[data-testid="stMain"] h3 {font-size: 1.6rem !important;}
+/* the sidebar (folded when the mode is turned on) keeps a heading of ordinary size: "Attention Lab"
+   at 2 rem filled its first screen (issue 33) */
+[data-testid="stSidebar"] h2 {font-size: 1.2rem !important;}
+/* the page's side padding (5 rem, 110 px at this size) goes to the charts */
+.block-container {max-width: 100% !important; padding-top: 3.5rem !important;
+                  padding-left: 1.5rem !important; padding-right: 1.5rem !important;}
 /* the exit button sits in Streamlit's header bar, left of its menu: no page height spent on it, so
    more of the first chart is above the fold at 1280 x 720 */
 .st-key-present_exit {position: fixed !important; top: 0.45rem; right: 3.6rem; z-index: 1000001;
@@ -33,6 +39,11 @@ def use_2017_preset() -> None:
     p = PRESETS["vaswani-base"]
     st.session_state.update(d=p.d_model, h=p.n_heads, L=p.n_layers, pe=p.pos_encoding, norm=p.norm,
                             act=p.activation, dv=0)
+
+
+def dv_title(v: int) -> str:
+    """The d_v list's option labels: the same in every run (d_k is named in the list's label)."""
+    return "= d_k" if v == 0 else str(v)
 
 
 def use_gpt2_preset() -> None:
@@ -98,6 +109,11 @@ def check_pretrained(options: list[str], default_src: str) -> None:
 
 def render() -> None:
     s = st.session_state
+    # Presentation mode folds the sidebar when it is turned on (the toggle left it open, a third of a
+    # 1280 px projector), and the arrow at the top left opens it again; leaving the mode unfolds it.
+    # (Streamlit applies a changed initial_sidebar_state unless the user folded or opened the sidebar
+    # by hand in this browser: that choice wins.)
+    st.set_page_config(initial_sidebar_state="collapsed" if s.get("present") else "auto")
     if s.get("present"):
         st.html(PRESENT_CSS)  # static CSS only, no user text
         # Presentation mode keeps the sidebar (page menu, sentence box; Streamlit's own arrow folds
@@ -117,6 +133,9 @@ def render() -> None:
         st.text_input("Sentence", key="text",
                       help="Any text; press Enter to apply. The toy models lower-case it and split it into words "
                            "and punctuation; the real models use their own tokenizers.")
+        if not state.url_fits("text"):
+            st.caption(f"This text is too long for a link, even compressed (links hold up to "
+                       f"{state.URL_ZIPPED_CHARS:,} characters): a copied link opens with the default sentence.")
         options = source_options()
         default_src = models.DEFAULT_SOURCE if models.DEFAULT_SOURCE in options else state.FRESH
         state.set_default("src", default_src)  # the default model stays out of the URL
@@ -152,9 +171,12 @@ def render() -> None:
                          help="pre-LN (GPT-2): x + Attn(LN(x)). post-LN (2017 paper): LN(x + Attn(x)).")
                 st.radio("FFN activation", ["gelu", "relu"], key="act", horizontal=True,
                          help="GELU (GPT-2, BERT) or ReLU (the 2017 paper) between the FFN's two layers.")
+                # The options' labels must not depend on d_k: the browser sends the label back, and a
+                # label from before d_model changed ("= d_k (16)") matched no option (issue 33: a
+                # crash on the next click). d_k is in the widget's label instead, which may change.
                 d_k = s["d"] // s["h"]
-                st.selectbox("d_v (value width per head)", state.DV_CHOICES, key="dv",
-                             format_func=lambda v: f"= d_k ({d_k})" if v == 0 else str(v),
+                st.selectbox(f"d_v (value width per head; d_k = {d_k})", state.DV_CHOICES, key="dv",
+                             format_func=dv_title,
                              help="Q and K must share d_k (their dot product); V may be narrower or wider: "
                                   "each head then returns Z_j of width d_v, and W_O reads h·d_v numbers.")
                 st.selectbox("Context (max_len)", state.CONTEXTS, key="ctx",

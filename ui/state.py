@@ -8,7 +8,7 @@ falls back to the default and a notice says so. Pages can bind their own widgets
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, Sequence
 
 import streamlit as st
 
@@ -22,10 +22,19 @@ DEFAULT_TEXT = "the keys to the cabinet are on the table."
 FRESH = "fresh weights (your architecture)"
 D_MODELS = list(D_MODEL_CHOICES)  # the app's one list of d_model choices (model.config)
 MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
-URL_TEXT_CHARS = 1_500  # the sentence travels in the URL only up to this length
+URL_TEXT_CHARS = 1_500  # a longer text (any bound text box) travels in the URL compressed, as `<key>.z`
+# The longest compressed value a link holds: with the rest of the request line it stays under the 8 kB
+# that nginx (deploy/) and most proxies accept for one (a longer one gets "414 URI Too Long"). A
+# 10,000-character English paragraph compresses to ~5,000; text that does not fit stays out of the
+# link, and the sidebar says so (url_fits).
+URL_ZIPPED_CHARS = 6_000
+ZIPPED = ".z"  # suffix of a compressed value's URL key: text.z=<base64url(deflate(utf-8))>
 T_MIN, T_MAX = 2, 256  # T_MAX: the fresh-weights models' default max_len
 CONTEXTS = [256, 512, 1024]  # fresh weights' context (max_len) choices; 1024: GPT-2 small
-T_LIMIT = 1024  # the longest any model in the app allows (GPT-2 small's context): the slider's and the URL's bound
+# The slider's and the URL's bound: the longest input the app shows, for models whose max_len allows
+# it (SmolLM2: 8,192 positions, GPT-2 small's context; MiniLM stops at its 512, the shipped toy models
+# at 128). Long inputs are drawn as blocks or windows of tokens (issue 33; benchmarks/bench_long.py).
+T_LIMIT = 1024
 MAX_LAYERS = 12  # fresh weights: up to GPT-2 small's 12 layers
 DV_CHOICES = [0, 4, 8, 16, 32, 64]  # value width per head for fresh weights; 0 = d_k (the usual)
 
@@ -51,7 +60,59 @@ def _one_of(options: list) -> Callable[[str], Any]:
 @dataclass(frozen=True)
 class Spec:
     default: Any
-    parse: Callable[[str], Any]
+    parse: Callable[[str], Any]  # the URL's text -> the value (ValueError when invalid)
+    dump: Callable[[Any], str] | None = None  # the value -> the URL's text (None: str(), booleans lower-case)
+
+
+def zip_text(text: str) -> str:
+    """A long text as a compact URL value: raw DEFLATE of its UTF-8, in URL-safe base64 without
+    padding (only A-Z a-z 0-9 - _: nothing to percent-encode). unzip_text reverses it.
+    Why not a short link stored on the server: a link must work on any replica behind the proxy
+    (deploy/replicas.py runs several processes), after a restart, and next year; and a store that
+    every visitor can write to must be bounded, so old links would break. A compressed link needs
+    no store at all."""
+    import base64
+    import zlib
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    raw = z.compress(text.encode("utf-8")) + z.flush()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def unzip_text(value: str) -> str:
+    """The text of a zip_text value. ValueError when it is not one, or would hold more than
+    MAX_TEXT_CHARS characters (decompression stops there: a small link cannot unpack to gigabytes)."""
+    import base64
+    import binascii
+    import zlib
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        d = zlib.decompressobj(-15)
+        limit = 4 * MAX_TEXT_CHARS  # UTF-8: at most 4 bytes a character
+        out = d.decompress(raw, limit + 1)
+        if len(out) > limit or d.unconsumed_tail or not d.eof:
+            raise ValueError("not a complete compressed text of at most MAX_TEXT_CHARS characters")
+        return out.decode("utf-8")
+    except (binascii.Error, zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a compressed text: {exc}") from None
+
+
+def url_value(value: Any, spec: Spec) -> tuple[str, str] | None:
+    """(URL key suffix, text) of a value as a link holds it: "" and the plain text, or ZIPPED and
+    the compressed text for a text over URL_TEXT_CHARS; None when even that is too long."""
+    if spec.dump is not None:
+        text = spec.dump(value)
+    else:
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+    if not isinstance(value, str) or len(value) <= URL_TEXT_CHARS:
+        return "", text
+    packed = zip_text(value)
+    return (ZIPPED, packed) if len(packed) <= URL_ZIPPED_CHARS else None
+
+
+def url_fits(key: str) -> bool:
+    """Does this key's current value fit in a link (url_value)?"""
+    spec = _registry().get(key) or SPECS[key]
+    return url_value(st.session_state.get(key, spec.default), spec) is not None
 
 
 def _text(raw: str) -> str:
@@ -96,26 +157,40 @@ def load(key: str, spec: Spec) -> None:
         return
     loaded.add(key)
     raw = st.query_params.get(key)
+    name = key
     value = spec.default
-    if raw is not None:
-        try:
+    try:
+        if raw is None and key + ZIPPED in st.query_params:  # a long text, compressed (zip_text)
+            name, raw = key + ZIPPED, st.query_params.get(key + ZIPPED)
+            raw = unzip_text(raw)
+        if raw is not None:
             value = spec.parse(raw)
-        except (ValueError, KeyError, TypeError):
-            shown = raw if len(raw) < 40 else raw[:40] + "…"
-            _notices().append(f"The link's value {key}={shown!r} is not valid here; using the default {spec.default!r}.")
+    except (ValueError, KeyError, TypeError):
+        shown = raw if len(raw) < 40 else raw[:40] + "…"
+        _notices().append(f"The link's value {name}={shown!r} is not valid here; using the default {spec.default!r}.")
     if key not in st.session_state:
         st.session_state[key] = value
 
 
-def bound(key: str, default: Any, parse: Callable[[str], Any] | None = None) -> None:
-    """Bind a page's widget key to the URL. Call before creating the widget (with key=key)."""
+def bound(key: str, default: Any, parse: Callable[[str], Any] | None = None,
+          dump: Callable[[Any], str] | None = None) -> None:
+    """Bind a page's widget key to the URL. Call before creating the widget (with key=key).
+    parse: the URL's text -> the value; dump: the value -> the URL's text (both needed for a
+    value that is not a str, int, float or bool, e.g. a multiselect's list: `bound_list`)."""
     if parse is None:
         parse = {bool: SPECS["present"].parse, int: int, float: float}.get(type(default), str)
-    spec = Spec(default, parse)
+    spec = Spec(default, parse, dump)
     load(key, spec)
     keep(key)
     _registry()[key] = spec
     show_url_notices()  # a bad value for a page's own control: say so right where the control is
+
+
+def bound_list(key: str, item: Callable[[str], Any] = str, sep: str = ",") -> None:
+    """Bind a multiselect's list (default: empty) to the URL as its items joined by `sep`
+    (Intervene's heads: iv_heads=L0 H1,L1 H3). item parses one item (ValueError when invalid);
+    the page keeps only the items that are options."""
+    bound(key, [], lambda raw: [item(x) for x in raw.split(sep) if x], lambda v: sep.join(str(x) for x in v))
 
 
 def keep(*keys: str) -> None:
@@ -131,7 +206,7 @@ def set_default(key: str, default: Any) -> None:
     """Change the default of a bound key for this run (e.g. the model source, which depends on
     the checkpoints present): values equal to it stay out of the URL."""
     spec = _registry().get(key) or SPECS[key]
-    _registry()[key] = Spec(default, spec.parse)
+    _registry()[key] = Spec(default, spec.parse, spec.dump)
 
 
 def fix(key: str, options: list, fallback: Any | None = None) -> None:
@@ -145,6 +220,40 @@ def fix(key: str, options: list, fallback: Any | None = None) -> None:
             st.session_state.setdefault("_url_fixed", set()).add(key)
             st.warning(f"The link's value {key}={raw[:40]!r} is not available here; using {new!r}.", icon=":material/link:")
         st.session_state[key] = new
+
+
+def follow_labels(key: str, options: Sequence, format_func: Callable[[Any], str] = str) -> None:
+    """Call before drawing a selectbox, radio, multiselect or segmented control (key=key) whose
+    option labels change between runs while the options stay (a token's label follows the
+    sentence, a head's title its pattern).
+
+    The browser keeps the label it was last sent and sends it back with every later rerun;
+    Streamlit maps it to a value through the labels of the run before. When a label changes and
+    the value does not, Streamlit does not tell the browser: its next rerun sends a label no
+    option has any more, and the widget falls back to its first option (the view is lost), or
+    code that reads the key before the widget gets the label string itself (issue 33: d_v was
+    '= d_k (16)' after d_model changed). Here:
+      - a label this key had in an earlier run is mapped back to its option;
+      - when the current value's label is not the one the browser holds, the value is assigned
+        again, which makes Streamlit send the widget's new label to the browser."""
+    s = st.session_state
+    memo = s.setdefault("_option_labels", {})  # key -> {option: label} as last sent
+    held: dict = memo.get(key, {})
+    back = {lab: o for o, lab in held.items()}
+    value = s.get(key)
+    many = isinstance(value, (list, tuple))
+    values = list(value) if many else [value]
+    recovered = [back.get(v, v) if isinstance(v, str) and v not in options else v for v in values]
+    labels = {}
+    for o in options:
+        try:
+            labels[o] = format_func(o)
+        except TypeError:  # an unhashable option: nothing to follow
+            return
+    stale = any(held.get(v) != labels.get(v) for v in recovered if v in labels and v in held)
+    if key in s and (recovered != values or stale):
+        s[key] = type(value)(recovered) if many else recovered[0]
+    memo[key] = labels
 
 
 def step_slider(key: str, n_steps: int, label: str = "Step", *, help: str | None = None) -> int:
@@ -206,14 +315,14 @@ def sync_url() -> None:
     """Write the bound values that differ from their defaults to the URL (end of every run)."""
     loaded = st.session_state.get("_url_loaded", set())
     # keep link values of controls not drawn yet in this session (another page's): not lost
-    params = {k: v for k, v in st.query_params.items() if k not in loaded}
+    params = {k: v for k, v in st.query_params.items() if k.removesuffix(ZIPPED) not in loaded}
     for key, spec in _registry().items():
         v = st.session_state.get(key, spec.default)
         if v == spec.default:
             continue
-        if isinstance(v, str) and len(v) > URL_TEXT_CHARS:  # long texts (any box) stay out of the URL
-            continue
-        params[key] = str(v).lower() if isinstance(v, bool) else str(v)
+        shown = url_value(v, spec)
+        if shown is not None:  # None: too long even compressed (the sidebar says so)
+            params[key + shown[0]] = shown[1]
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)
     for hook in AFTER_SYNC:

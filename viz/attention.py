@@ -9,9 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import (DIVERGING_SCALE, FONT, MASK_COLORS, MASKED_COLOR, NEG_INF, OKABE_ITO, WEIGHT_SCALE,
-                     as_array, axes, check_labels, figure, hoist_shared, label_margins, masked_z, scale,
-                     subplot_layout,
-                     token_labels, visible)
+                     as_array, auto_ticks, axes, block_labels, block_step, block_title, block_weights, check_labels,
+                     figure, hoist_shared, label_margins, masked_z, scale, subplot_layout, token_labels, visible)
 
 FONT = {**FONT, "size": 14}  # attention figures: larger (projector); colour from the theme (dark theme too)
 NO_CHIP = "rgba(0,0,0,0)"  # an annotation's default background (none)
@@ -37,6 +36,19 @@ def hide_columns(z: np.ndarray, hidden: np.ndarray | None) -> np.ndarray:
     if hidden is not None and hidden.any():
         z[..., hidden] = np.nan
     return z
+
+
+def _block_hidden(hidden: np.ndarray | None, step: int) -> np.ndarray | None:
+    """The hidden keys of a figure drawn in blocks of `step` keys: bool (ceil(Tk/step),), True where
+    every key of the block is hidden (a block holding a hidden sink and other keys is drawn: the
+    derived weights already give the sink 0, so the block is what the other keys get). step 1:
+    `hidden` itself."""
+    if hidden is None or step == 1:
+        return hidden
+    n = -(-hidden.shape[0] // step)
+    pad = np.ones(n * step, dtype=bool)
+    pad[:hidden.shape[0]] = hidden
+    return pad.reshape(n, step).all(axis=1)
 
 
 def hidden_shapes(hidden: np.ndarray | None, n_rows: int, refs: Sequence[tuple[str, str]]) -> list[dict]:
@@ -75,7 +87,9 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
         extra = dict(text=np.asarray(cell_text, dtype=object).tolist(), texttemplate="%{text}",
                      textfont=dict(size=11))
     n = max(w.shape)
-    ml, mb = label_margins(x, y, x_title=True, y_title=True)  # fixed margins: no automargin passes
+    # fixed margins (no automargin passes), room for the key labels upright: Plotly draws as many
+    # labels as the axis has room for (auto_ticks), slanted, or upright when slanted ones would touch
+    ml, mb = label_margins(x, y, x_title=True, y_title=True, x_angle=-90)
     layout = {} if hidden is None else {"shapes": hidden_shapes(hidden, w.shape[0], [("x", "y")])}
     return figure(
         [dict(type="heatmap", z=hide_columns(masked_z(w, allowed), hidden), x=x, y=y, zmin=zmin, zmax=zmax, zmid=zmid,
@@ -86,52 +100,25 @@ def head_heatmap(weights: np.ndarray, labels: Sequence[str], *, key_labels: Sequ
         dict(**layout, title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
              margin=dict(l=ml, r=10, t=40 if title else 10, b=mb), height=(height or min(760, 220 + 26 * n)) + mb - 90,
              yaxis=dict(autorange="reversed", title=dict(text="query"), type="category", showgrid=False,
-                        automargin=False, **_ticks(y, 64)),
-             xaxis=dict(title=dict(text="key"), type="category", tickangle=-60, side="bottom", showgrid=False,
-                        automargin=False, **_ticks(x, 64))))
-
-
-TICKS_ALL_MAX = 40  # up to this many tokens every label is drawn; beyond, every n-th (hover names them all)
-
-
-def tick_subset(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> list[str]:
-    """The category labels to draw as ticks: all of them up to max_labels, else every n-th (n the
-    smallest step that keeps at most max_labels), so a 62-token sentence still shows where it is
-    instead of no label at all (issue 21, point 7). The hover text names every cell."""
-    labels = list(labels)
-    if len(labels) <= max_labels:
-        return labels
-    step = math.ceil(len(labels) / max_labels)
-    return labels[::step]
-
-
-def _ticks(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
-    """Axis properties drawing exactly tick_subset(labels) (Plotly's own thinning of category
-    labels is not guaranteed to avoid overlaps)."""
-    shown = tick_subset(labels, max_labels)
-    return dict(tickmode="array", tickvals=shown, ticktext=shown)
-
-
-def _tick_index(labels: Sequence[str], max_labels: int = TICKS_ALL_MAX) -> dict:
-    """Axis properties drawing exactly tick_subset(labels), by category index (0, step, 2*step ...):
-    on a category axis Plotly draws the category's own name at an index, so the labels themselves
-    need not travel again as tickvals and ticktext (for the shared-label grids, share_token_axes)."""
-    labels = list(labels)
-    step = 1 if len(labels) <= max_labels else math.ceil(len(labels) / max_labels)
-    return dict(tickmode="array", tickvals=list(range(0, len(labels), step)))
+                        automargin=False, **auto_ticks("y")),
+             xaxis=dict(title=dict(text="key"), type="category", side="bottom", showgrid=False,
+                        automargin=False, **auto_ticks("x"))))
 
 
 def share_token_axes(data: list[dict], layout: dict, x: Sequence[str], y: Sequence[str], *,
-                     x_ticks: dict, y_ticks: dict) -> None:
+                     x_ticks: dict | None = None, y_ticks: dict | None = None) -> None:
     """Token labels once per figure (issue 22). Every panel of a grid shows the same tokens: the
     first heatmap carries them (its x, y), every other panel's axes `match` the first panel's, and
     plotly.js gives matched category axes one shared category list, so the other heatmaps send no
     x, y: their cells sit at 0..T-1, which on those axes are the same tokens. Hover (%{x}, %{y}) and
-    tick labels name the tokens exactly as before. Tick positions (x_ticks, y_ticks: _tick_index)
-    are category indices, the same on every axis (hoist_shared then sends them once). Before, the
+    tick labels name the tokens exactly as before. Tick properties (x_ticks, y_ticks; default
+    auto_ticks: Plotly picks the labels that fit each axis's length) are the same on every axis
+    (hoist_shared then sends them once). Before, the
     2017 preset's heads grid (8 heads, T = 64) sent its 64 labels 16 times and tick values and
     texts on 18 axes (~17 kB a rerun: with the rest of the page 1.68x the float32 bytes of its
     weights; budget 1.5x). Zooming one panel zooms them all (matched axes), as in a shared-axis grid."""
+    x_ticks = auto_ticks("x") if x_ticks is None else x_ticks
+    y_ticks = auto_ticks("y") if y_ticks is None else y_ticks
     for i, tr in enumerate(data):
         if i == 0:
             tr.update(x=list(x), y=list(y))
@@ -203,11 +190,26 @@ def _axis_titles(ml: int, mb: int) -> list[dict]:
                  yshift=-mb + 2, showarrow=False, font=dict(size=13), bgcolor=NO_CHIP)]
 
 
+GRID_MAX_CELLS = 128  # a grid panel draws at most this many blocks per axis (long inputs: viz.common.block_step)
+
+
+def _title(title: str, note: str, **placement) -> dict | None:
+    """A chart title dict: `title`, with `note` (what the figure aggregates, "" = nothing) as its
+    subtitle, or alone (in a smaller font) when there is no title. None when both are empty."""
+    if not title and not note:
+        return None
+    if not title:
+        return dict(text=note, font=dict(size=13), **placement)
+    return dict(text=title, subtitle=dict(text=note) if note else None, **placement)
+
+
 def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray | None = None,
               title: str = "", subtitles: Sequence[str] | None = None, cols: int | None = None,
               key_labels: Sequence[str] | None = None, hidden_keys: np.ndarray | None = None) -> go.Figure:
     """weights (H, Tq, Tk): every head of one layer in a grid with one shared 0..1 colour scale.
-    hidden_keys: optional bool (Tk,), a hidden sink's columns (head_heatmap)."""
+    Over viz.common.EXACT_MAX_T tokens the panels draw blocks of tokens (viz.common.block_weights,
+    at most GRID_MAX_CELLS per axis) and the title says so. hidden_keys: optional bool (Tk,), a
+    hidden sink's columns (head_heatmap; in blocks: the blocks made of hidden keys only, _block_hidden)."""
     w = as_array(weights, 3, "weights", "(H, Tq, Tk)")
     H, Tq, Tk = w.shape
     hidden = _hidden(hidden_keys, Tk)
@@ -216,6 +218,8 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     check_labels(key_labels, Tk, "key_labels")
     if allowed is not None:
         allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), w.shape)
+    step = block_step(max(Tq, Tk), GRID_MAX_CELLS)
+    hb = _block_hidden(hidden, step)
     auto_cols, side = grid_shape(H, max(Tq, Tk))
     cols = cols or auto_cols
     rows = math.ceil(H / cols)
@@ -230,37 +234,38 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     plot_px = max(320 - 40, rows * panel_px + (rows - 1) * gap_px)
     layout, refs = subplot_layout(rows, cols, names, hspace=0.06 if narrow else 0.04,
                                   vspace=gap_px / plot_px if rows > 1 else 0.0, title_size=title_size)
-    y, x = token_labels(labels), token_labels(key_labels)
-    show_ticks = True  # long sentences: every n-th label (tick_subset), never none
+    y, x = block_labels(labels, step), block_labels(key_labels, step)
+    what = "weight" if step == 1 else "block weight"
+    ask = "query %{y}<br>key %{x}" if step == 1 else "queries %{y}<br>keys %{x}"
     data = []
     for h in range(H):
         xr, yr = refs[h]
         data.append(dict(
-            type="heatmap", z=hide_columns(masked_z(w[h], None if allowed is None else allowed[h]), hidden),
+            type="heatmap", z=hide_columns(block_weights(w[h], step, None if allowed is None else allowed[h]), hb),
             coloraxis="coloraxis", hoverongaps=False, name=f"head {h}", xaxis=xr, yaxis=yr,
-            hovertemplate="%{fullData.name}<br>query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
-    # Rows are tall enough for TICKS_ALL_MAX labels; a panel is only a 1/cols of the chart wide, so the
-    # key axis gets fewer (32 across the whole width: ~16 px per slanted label at 1280 px)
-    x_max = max(8, 32 // cols)
-    axes(layout, y_autorange="reversed", y_type="category", y_showticklabels=show_ticks, y_automargin=False,
-         x_type="category", x_showticklabels=show_ticks, x_tickangle=-60, x_automargin=False)
-    ml, mb = label_margins(tick_subset(x, x_max), tick_subset(y), x_title=True, y_title=True)  # fixed: no automargin passes
+            hovertemplate=f"%{{fullData.name}}<br>{ask}<br>{what} %{{z:.4f}}<extra></extra>"))
+    # Which labels are drawn is Plotly's choice from each axis's length in the browser (auto_ticks):
+    # every label when they fit, every n-th when not (long sentences, a phone), never on each other
+    axes(layout, y_autorange="reversed", y_type="category", y_automargin=False,
+         x_type="category", x_automargin=False)
+    ml, mb = label_margins(x, y, x_title=True, y_title=True, x_angle=-90)  # fixed: no automargin passes
     _edge_tick_labels(layout, H, rows, cols)
     layout["annotations"] = list(layout.get("annotations", [])) + _axis_titles(ml, mb)
-    share_token_axes(data, layout, x, y, x_ticks=_tick_index(x, x_max), y_ticks=_tick_index(y))
+    share_token_axes(data, layout, x, y)
     # the chart title at the very top, the panel titles (lines of ~16 px each) below it: never on top
     # of each other
-    top = (40 if title else 8) + 17 * lines + 8
-    layout.update(title=dict(text=title, x=0, xanchor="left", y=1, yref="container", yanchor="top",
-                             pad=dict(t=8, l=4)) if title else None,
+    note = block_title(step, max(Tq, Tk))
+    top = ((40 + (18 if note and title else 0)) if title or note else 8) + 17 * lines + 8
+    layout.update(title=_title(title, note, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                               pad=dict(t=8, l=4)),
                   font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text="weight" if hidden is None else HIDDEN_BAR),
+                                 colorbar=dict(title=dict(text=what if hidden is None else HIDDEN_BAR.replace("weight", what)),
                                                thickness=14)),
                   height=plot_px + top + mb,
                   margin=dict(l=ml, r=10, t=top, b=mb))
-    if hidden is not None:
-        layout["shapes"] = hidden_shapes(hidden, Tq, refs[:H])
+    if hb is not None:
+        layout["shapes"] = hidden_shapes(hb, len(y), refs[:H])
     return figure(data, hoist_shared(layout, data))
 
 
@@ -275,19 +280,44 @@ def _wrap_titles(names: list[str], title_size: int, panel_px: float) -> list[str
                         for ln in n.split("<br>")) for n in names]
 
 
-def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None,
-                  allowed: np.ndarray | None = None, title: str = "", labels: Sequence[str] | None = None,
+THUMB_MAX_CELLS = 64  # an overview thumbnail draws at most this many blocks per axis (long inputs)
+
+
+def _layer_stack(weights, allowed) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
+    """weights (L, H, Tq, Tk), or a sequence of L arrays (H, Tq, Tk) (views of a trace's layers: no
+    copy of every layer's weights into one array); allowed None, broadcastable to (L, H, Tq, Tk), or
+    a sequence of L arrays each broadcastable to (H, Tq, Tk). -> per layer (H, Tq, Tk), allowed."""
+    if isinstance(weights, np.ndarray) or not isinstance(weights, (list, tuple)):
+        ws = list(as_array(weights, 4, "weights", "(L, H, Tq, Tk)"))
+    else:
+        ws = [as_array(x, 3, "weights[l]", "(H, Tq, Tk)") for x in weights]
+        if not ws or any(x.shape != ws[0].shape for x in ws):
+            raise ValueError("weights: pass L arrays of one shape (H, Tq, Tk)")
+    if allowed is None:
+        return ws, [None] * len(ws)
+    if isinstance(allowed, (list, tuple)):
+        if len(allowed) != len(ws):
+            raise ValueError(f"allowed has {len(allowed)} layers but weights has {len(ws)}")
+        return ws, [np.broadcast_to(np.asarray(a, dtype=bool), ws[0].shape) for a in allowed]
+    a = np.broadcast_to(np.asarray(allowed, dtype=bool), (len(ws), *ws[0].shape))
+    return ws, list(a)
+
+
+def overview_grid(weights, *, subtitles: Sequence[str] | None = None,
+                  allowed=None, title: str = "", labels: Sequence[str] | None = None,
                   first_layer: int = 0, hidden_keys: np.ndarray | None = None) -> go.Figure:
-    """weights (L, H, Tq, Tk): every head of every layer as a small thumbnail (rows = layers).
-    labels (T tokens): shown on hover ("query 3:cat, key 1:the"), and as tick labels on the first
-    column and the bottom row when there are few tokens (≤ 12). first_layer: the number of the
-    first row (a page of a deep model shows layers first_layer … first_layer + L − 1).
-    hidden_keys: optional bool (Tk,), a hidden sink's columns (head_heatmap)."""
-    w = as_array(weights, 4, "weights", "(L, H, Tq, Tk)")
-    L, H, Tq, Tk = w.shape
+    """weights (L, H, Tq, Tk), or a list of L arrays (H, Tq, Tk): every head of every layer as a
+    small thumbnail (rows = layers). labels (T tokens): shown on hover ("query 3:cat, key 1:the"),
+    and as tick labels on the first column and the bottom row when there are few tokens (≤ 12).
+    first_layer: the number of the first row (a page of a deep model shows layers first_layer …
+    first_layer + L − 1). Over viz.common.EXACT_MAX_T tokens each thumbnail draws blocks of tokens
+    (at most THUMB_MAX_CELLS per axis, viz.common.block_weights) and the chart title says so.
+    hidden_keys: optional bool (Tk,), a hidden sink's columns (head_heatmap, head_grid)."""
+    ws, als = _layer_stack(weights, allowed)
+    L, (H, Tq, Tk) = len(ws), ws[0].shape
+    step = block_step(max(Tq, Tk), THUMB_MAX_CELLS)
     hidden = _hidden(hidden_keys, Tk)
-    if allowed is not None:
-        allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), w.shape)
+    hb = _block_hidden(hidden, step)
     names = list(subtitles) if subtitles is not None else [f"L{first_layer + l} H{h}" for l in range(L) for h in range(H)]
     if len(names) != L * H:
         raise ValueError(f"subtitles has {len(names)} entries but there are {L * H} heads; pass one per head")
@@ -295,7 +325,7 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
         check_labels(labels, Tq, "labels")
         if Tq != Tk:
             raise ValueError("labels need square (self-attention) weights: Tq == Tk")
-    cats = token_labels(labels) if labels is not None else None
+    cats = block_labels(labels, step) if labels is not None else None
     ticks = cats is not None and Tq <= 12
     title_size = 11 if H > 8 else 12 if H > 6 else 13
     # A title line wider than its thumbnail ran into its neighbours ("L0 H0: previous-token 0.46" with
@@ -310,20 +340,22 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     side = (260 if H <= 4 else 200 if H <= 8 else int(1.2 * panel_px)) + gap_px  # 12 heads: about square
     left = 10 + (7 * max((len(c) for c in cats), default=0) if ticks else 0)
     bottom = 10 + (6 * max((len(c) for c in cats), default=0) if ticks else 0)
-    top = (30 if title else 6) + gap_px
+    note = block_title(step, max(Tq, Tk))
+    top = ((30 + (18 if note and title else 0)) if title or note else 6) + gap_px
     height = max(300, L * side + top + bottom)
     plot_px = height - top - bottom
     layout, refs = subplot_layout(L, H, names, hspace=0.02 if H > 6 else 0.03,
                                   vspace=min(0.3, gap_px / plot_px) if L > 1 else 0.0, title_size=title_size)
+    what = "weight" if step == 1 else "block weight"
+    ask = "query %{y}<br>key %{x}" if step == 1 else "queries %{y}<br>keys %{x}"
     data = []
     for l in range(L):
         for h in range(H):
             xr, yr = refs[l * H + h]
-            z = hide_columns(masked_z(w[l, h], None if allowed is None else allowed[l, h]), hidden)
+            z = hide_columns(block_weights(ws[l][h], step, None if als[l] is None else als[l][h]), hb)
             trace = dict(type="heatmap", z=z, coloraxis="coloraxis", hoverongaps=False,
                          name=f"L{first_layer + l} H{h}", xaxis=xr, yaxis=yr,
-                         hovertemplate=f"layer {first_layer + l} head {h}<br>query %{{y}}<br>key %{{x}}"
-                                       "<br>weight %{z:.4f}<extra></extra>")
+                         hovertemplate=f"layer {first_layer + l} head {h}<br>{ask}<br>{what} %{{z:.4f}}<extra></extra>")
             data.append(trace)
     axes(layout, y_autorange="reversed", y_showticklabels=False, x_showticklabels=False)
     if ticks:
@@ -337,13 +369,14 @@ def overview_grid(weights: np.ndarray, *, subtitles: Sequence[str] | None = None
     if cats is not None:  # token labels on hover (and ticks when few), sent once: share_token_axes
         axes(layout, x_type="category", y_type="category")
         share_token_axes(data, layout, cats, cats, x_ticks={}, y_ticks={})
-    layout.update(title=dict(text=title) if title else None, font=FONT, plot_bgcolor=MASKED_COLOR,
+    layout.update(title=_title(title, note, x=0, xanchor="left", y=1, yref="container", yanchor="top",
+                               pad=dict(t=8, l=4)), font=FONT, plot_bgcolor=MASKED_COLOR,
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0.0, cmax=1.0,
-                                 colorbar=dict(title=dict(text="weight" if hidden is None else HIDDEN_BAR),
+                                 colorbar=dict(title=dict(text=what if hidden is None else HIDDEN_BAR.replace("weight", what)),
                                                thickness=12)),
                   height=height, margin=dict(l=left, r=10, t=top, b=bottom))
-    if hidden is not None:
-        layout["shapes"] = hidden_shapes(hidden, Tq, refs[:L * H])
+    if hb is not None:
+        layout["shapes"] = hidden_shapes(hb, -(-Tq // step), refs[:L * H])
     return figure(data, hoist_shared(layout, data))
 
 
@@ -352,8 +385,10 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
                  names: tuple[str, str] = ("causal", "bidirectional"),
                  hidden_keys: np.ndarray | None = None) -> go.Figure:
     """a, b (H, T, T): for each head a row [a | b | b - a]. Weights share a 0..1 scale; the
-    difference uses a diverging scale centred on 0 (symmetric range). hidden_keys: optional bool
-    (Tk,), a hidden sink's columns in all three panels (head_heatmap)."""
+    difference uses a diverging scale centred on 0 (symmetric range). Over viz.common.EXACT_MAX_T
+    tokens the panels draw blocks of tokens (at most GRID_MAX_CELLS per axis; the difference of two
+    blocked panels is the blocked difference: block_weights is linear) and the title says so.
+    hidden_keys: optional bool (Tk,), a hidden sink's columns in all three panels (head_grid)."""
     a = as_array(a, 3, "a", "(H, Tq, Tk)")
     b = as_array(b, 3, "b", "(H, Tq, Tk)")
     if a.shape != b.shape:
@@ -365,9 +400,17 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
         raise ValueError(f"heads must be indices in 0..{H - 1}")
     aa = None if allowed_a is None else np.broadcast_to(np.asarray(allowed_a, bool), a.shape)
     ab = None if allowed_b is None else np.broadcast_to(np.asarray(allowed_b, bool), b.shape)
+    step = block_step(max(Tq, Tk), GRID_MAX_CELLS)
     hidden = _hidden(hidden_keys, Tk)
-    diff = hide_columns(b.astype(np.float32) - a.astype(np.float32), hidden)
-    lim = float(np.nanmax(np.abs(diff[heads]), initial=0.0)) or 1.0
+    hb = _block_hidden(hidden, step)
+    # the shown heads only: blocks (step > 1) of the weights, their difference unmasked
+    za = {h: hide_columns(block_weights(a[h], step, None if aa is None else aa[h]), hb) for h in heads}
+    zb = {h: hide_columns(block_weights(b[h], step, None if ab is None else ab[h]), hb) for h in heads}
+    if step == 1:
+        diff = {h: hide_columns(b[h].astype(np.float32) - a[h].astype(np.float32), hb) for h in heads}
+    else:
+        diff = {h: hide_columns(block_weights(b[h], step) - block_weights(a[h], step), hb) for h in heads}
+    lim = max(float(np.nanmax(np.abs(d), initial=0.0)) for d in diff.values()) or 1.0
     titles = []
     for h in heads:
         titles += [f"head {h}: {names[0]}", f"head {h}: {names[1]}", f"head {h}: {names[1]} − {names[0]}"]
@@ -377,45 +420,49 @@ def compare_grid(a: np.ndarray, b: np.ndarray, labels: Sequence[str], *, allowed
     plot_px = max(380, row_px * len(heads) + 60) - 50
     layout, refs = subplot_layout(len(heads), 3, titles, hspace=0.04, vspace=min(0.1, 50 / plot_px),
                                   title_size=14)
-    y = x = token_labels(labels)
+    y = x = block_labels(labels, step)
+    ask = "query %{y}<br>key %{x}" if step == 1 else "queries %{y}<br>keys %{x}"
+    blk = "" if step == 1 else "block "
     data = []
     for r, h in enumerate(heads):
-        for c, (z, ax, what) in enumerate([(hide_columns(masked_z(a[h], None if aa is None else aa[h]), hidden),
-                                            "coloraxis", "weight"),
-                                           (hide_columns(masked_z(b[h], None if ab is None else ab[h]), hidden),
-                                            "coloraxis", "weight"),
-                                           (diff[h], "coloraxis2", "difference")]):
+        for c, (z, ax, what) in enumerate([(za[h], "coloraxis", blk + "weight"), (zb[h], "coloraxis", blk + "weight"),
+                                           (diff[h], "coloraxis2", blk + "difference")]):
             xr, yr = refs[3 * r + c]
             data.append(dict(type="heatmap", z=z, coloraxis=ax, hoverongaps=False,
                              name=titles[3 * r + c], xaxis=xr, yaxis=yr,
-                             hovertemplate=f"%{{fullData.name}}<br>query %{{y}}<br>key %{{x}}"
+                             hovertemplate=f"%{{fullData.name}}<br>{ask}"
                                            f"<br>{what} %{{z:.4f}}<extra></extra>"))
     # The same tokens label every panel: query labels only left of the first column (they ran into
-    # the panel on their left) and key labels only under the last row; every n-th on long sentences.
-    axes(layout, y_autorange="reversed", y_type="category", x_type="category", x_tickangle=-60,
+    # the panel on their left) and key labels only under the last row; Plotly draws as many as fit.
+    axes(layout, y_autorange="reversed", y_type="category", x_type="category",
          y_automargin=False, x_automargin=False)
     n_panels = 3 * len(heads)
     for i in range(n_panels):
         sx = "" if i == 0 else str(i + 1)
         layout[f"yaxis{sx}"]["showticklabels"] = i % 3 == 0
         layout[f"xaxis{sx}"]["showticklabels"] = i >= n_panels - 3
-    share_token_axes(data, layout, x, y, x_ticks=_tick_index(x, 10), y_ticks=_tick_index(y, 16))
-    ml, mb = label_margins(tick_subset(x, 10), tick_subset(y, 16))
+    share_token_axes(data, layout, x, y)
+    ml, mb = label_margins(x, y, x_angle=-90)
+    note = block_title(step, max(Tq, Tk))
+    top = 50 + (28 if note else 0)
     layout.update(font=FONT, plot_bgcolor=MASKED_COLOR,
+                  title=_title("", note, x=0, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8, l=4)),
                   coloraxis=dict(colorscale=scale(WEIGHT_SCALE), cmin=0, cmax=1,
-                                 colorbar=dict(title=dict(text="weight" if hidden is None else HIDDEN_BAR), thickness=12,
-                                               x=1.0, len=0.45, y=0.78)),
+                                 colorbar=dict(title=dict(text=blk + "weight" if hidden is None else
+                                                          HIDDEN_BAR.replace("weight", blk + "weight")),
+                                               thickness=12, x=1.0, len=0.45, y=0.78)),
                   coloraxis2=dict(colorscale=scale(DIVERGING_SCALE), cmid=0, cmin=-lim, cmax=lim,
-                                  colorbar=dict(title=dict(text="difference"), thickness=12, x=1.0, len=0.45, y=0.22)),
-                  height=plot_px + 50 + mb, margin=dict(l=ml, r=10, t=50, b=mb))
-    if hidden is not None:
-        layout["shapes"] = hidden_shapes(hidden, Tq, refs[:3 * len(heads)])
+                                  colorbar=dict(title=dict(text=blk + "difference"), thickness=12, x=1.0, len=0.45,
+                                                y=0.22)),
+                  height=plot_px + top + mb, margin=dict(l=ml, r=10, t=top, b=mb))
+    if hb is not None:
+        layout["shapes"] = hidden_shapes(hb, len(y), refs[:3 * len(heads)])
     return figure(data, hoist_shared(layout, data))
 
 
 def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
                  additive: bool = False, title: str = "", height: int | None = None,
-                 tickangle: float = -60) -> go.Figure:
+                 tickangle: float = -75) -> go.Figure:
     """A mask drawn cell by cell: 1/0 (multiplicative) or 0/−∞ (additive). `mask` holds 1/0 or
     0/-inf values; allowed cells are blue, masked cells grey, and each cell shows its value. z is
     sent as uint8 1/0 (exact, a quarter of float32: plotly sends typed arrays as base64)."""
@@ -436,7 +483,8 @@ def mask_heatmap(mask: np.ndarray, row_labels: Sequence[str], col_labels: Sequen
         dict(title=dict(text=title) if title else None, font=FONT,
              margin=dict(l=10, r=10, t=40 if title else 10, b=10),
              height=height or min(620, 150 + 24 * m.shape[0]),
-             yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", tickangle=tickangle)))
+             yaxis=dict(autorange="reversed", type="category", **auto_ticks("y")),
+             xaxis=dict(type="category", **auto_ticks("x", angle=tickangle))))
 
 
 def topk_bars(token_names: Sequence[str], p_a: Sequence[float], p_b: Sequence[float], *,

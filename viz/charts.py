@@ -12,19 +12,21 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, check_labels, legend_below_title, token_labels,
-                     visible)
+from .common import (DIVERGING_SCALE, FONT, WEIGHT_SCALE, as_array, auto_ticks, block_labels, check_labels,
+                     legend_below_title, token_labels, visible)
 
 # Okabe-Ito: colour-blind-safe categorical colours.
 COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 
 
-def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    """Title on its own line at the top, a horizontal legend between it and the plot (they never overlap)."""
+def _layout(fig: go.Figure, title: str, height: int, subtitle: str = "") -> go.Figure:
+    """Title on its own line at the top (a subtitle under it), a horizontal legend between it and the
+    plot (they never overlap)."""
     legend = sum(1 for t in fig.data if t.showlegend is not False) > 1
-    top = (34 if title else 10) + (30 if legend else 0)
+    top = (34 if title else 10) + (18 if title and subtitle else 0) + (30 if legend else 0)
     fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", yref="container",
-                                 pad=dict(t=8)) if title else None,
+                                 pad=dict(t=8), **(dict(subtitle=dict(text=subtitle)) if subtitle else {}))
+                      if title else None,
                       font=FONT, height=height + (30 if legend else 0), margin=dict(l=10, r=10, t=top, b=10),
                       showlegend=legend,
                       legend=legend_below_title(34 if title else 0, height + (30 if legend else 0)))
@@ -58,7 +60,9 @@ def bar_compare(categories: Sequence[str], series: Mapping[str, Sequence[float]]
                              text=None if text_format is None else [format(v, text_format) for v in vals],
                              textposition="outside" if text_format else None,
                              hovertemplate=f"{visible(name)}<br>%{{x}}: %{{y:.4f}}<extra></extra>"))
-    fig.update_xaxes(type="category", tickangle=-45 if len(cats) > 8 else 0)
+    # the labels that fit the axis (a long input's tokens: every n-th), level or slanted while they fit,
+    # else upright: long part names side by side ran into each other at 0°
+    fig.update_xaxes(type="category", **auto_ticks("x", angle=-75 if len(cats) > 8 else 0))
     fig.update_yaxes(title=yaxis, type="log" if log_y else "linear")
     fig.update_layout(barmode="group")
     return _layout(fig, title, height)
@@ -89,6 +93,50 @@ def line_chart(x: Sequence[float], series: Mapping[str, Sequence[float]], *, tit
     return _layout(fig, title, height)
 
 
+def _exact(a: np.ndarray) -> np.ndarray:
+    """The values as sent to the browser: float32 when they are float32 (the trace's activations:
+    half the bytes of float64 and the very same numbers; a 512-token page sent 30 MB of float64
+    copies of float32 arrays), float64 otherwise (values computed in float64 stay exact)."""
+    return a if a.dtype == np.float32 else a.astype(np.float64)
+
+
+MATRIX_MAX_CELLS = 196_608  # a matrix chart draws at most this many cells (512 × 384: MiniLM's whole learned
+# position table stays exact, ~1 MB of float32); larger (a 512-token similarity map): block means
+
+
+def _block_shape(n_r: int, n_c: int, max_cells: int = MATRIX_MAX_CELLS) -> int:
+    """Rows and columns per block (the same step on both axes) so that at most max_cells blocks are
+    drawn; 1 (every value) when the matrix is small enough."""
+    if n_r * n_c <= max_cells:
+        return 1
+    step = int(np.ceil(np.sqrt(n_r * n_c / max_cells)))
+    while -(-n_r // step) * -(-n_c // step) > max_cells:  # the last, shorter blocks count too
+        step += 1
+    return step
+
+
+def block_means(a: np.ndarray, step: int) -> np.ndarray:
+    """(rows, cols) -> (ceil(rows/step), ceil(cols/step)): the mean of each step × step block, NaN
+    cells left out (a block of NaN only stays NaN). Summed in float64, sent as float32 (a view of
+    means, not the values themselves)."""
+    if step == 1:
+        return a
+    ok = np.isfinite(a)
+    r, c = np.arange(0, a.shape[0], step), np.arange(0, a.shape[1], step)
+    total = np.add.reduceat(np.add.reduceat(np.where(ok, a, 0.0), c, axis=1, dtype=np.float64), r, axis=0)
+    count = np.add.reduceat(np.add.reduceat(ok, c, axis=1, dtype=np.int64), r, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan).astype(np.float32)
+
+
+def _block_names(labels: Sequence[str], step: int, tokens: bool) -> list[str]:
+    if tokens:
+        return block_labels(labels, step)
+    names = [visible(x) for x in labels]
+    return [names[a] if step == 1 or a + 1 == min(a + step, len(names)) else f"{names[a]}–{names[min(a + step, len(names)) - 1]}"
+            for a in range(0, len(names), step)]
+
+
 def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *, title: str = "",
                    colorscale: str = DIVERGING_SCALE, zmid: float | None = 0.0, zmin: float | None = None,
                    zmax: float | None = None, annotate: bool | None = None, value_name: str = "value",
@@ -99,23 +147,31 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     """A labelled (rows, cols) matrix. Rows (and optionally columns) are tokens ("i:token");
     highlighted rows/columns get an outline (e.g. the axis a normalisation averages over);
     vlines draw separators between column blocks (e.g. heads in a concatenation)."""
-    a = as_array(z, 2, "z", "(rows, cols)").astype(np.float64)
+    a = _exact(as_array(z, 2, "z", "(rows, cols)"))
     check_labels(row_labels, a.shape[0], "row_labels")
     check_labels(col_labels, a.shape[1], "col_labels")
-    y = token_labels(row_labels) if tokens_rows else [visible(r) for r in row_labels]
-    x = token_labels(col_labels) if tokens_cols else [visible(c) for c in col_labels]
-    annotate = (a.size <= 120) if annotate is None else annotate
     finite = a[np.isfinite(a)]
-    if zmid is not None and finite.size and zmin is None and zmax is None:
+    if zmid is not None and finite.size and zmin is None and zmax is None:  # the colour range of every value
         m = float(np.abs(finite - zmid).max()) or 1.0
         zmin, zmax = zmid - m, zmid + m
+    # a matrix larger than the chart has pixels (a long input's T x T or T x d_ff): block means, said
+    # in the subtitle and the hover; outlined rows/columns keep every value
+    step = 1 if (highlight_rows or highlight_cols) else _block_shape(*a.shape)
+    rows_in, cols_in = a.shape
+    a = block_means(a, step)
+    y, x = _block_names(row_labels, step, tokens_rows), _block_names(col_labels, step, tokens_cols)
+    annotate = (a.size <= 120) if annotate is None else (annotate and step == 1)
+    what = visible(value_name) if step == 1 else f"mean {visible(value_name)} of the block"
     fig = go.Figure(go.Heatmap(
         z=a, x=x, y=y, colorscale=colorscale, zmin=zmin, zmax=zmax, hoverongaps=False,
         text=np.vectorize(lambda v: "" if np.isnan(v) else format(v, fmt))(a) if annotate else None,  # blank cell: no "nan"
         texttemplate="%{text}" if annotate else None,
         colorbar=dict(title=visible(value_name), thickness=12),
-        hovertemplate=f"%{{y}}<br>%{{x}}<br>{visible(value_name)} %{{z:.4f}}<extra></extra>"))
+        hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} %{{z:.4f}}<extra></extra>"))
+    note = "" if step == 1 else (f"{rows_in:,} × {cols_in:,} values drawn as means of {step}×{step} blocks "
+                                 "(the CSV holds every value)")
     n_r, n_c = a.shape
+    vlines = [(v + 0.5) / step - 0.5 for v in vlines]
     for r in highlight_rows:
         fig.add_shape(type="rect", x0=-0.5, x1=n_c - 0.5, y0=r - 0.5, y1=r + 0.5,
                       line=dict(color="#E69F00", width=4), xref="x", yref="y")
@@ -128,33 +184,56 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
     fig.update_yaxes(autorange="reversed", type="category", title=row_title)
     # named columns (H0 … H11) side by side ran into each other in a half-width column (screenshot
     # audit, issue 21 point 7): upright from 9 columns on, one label per column
-    fig.update_xaxes(type="category", title=col_title, showticklabels=tokens_cols is False or n_c <= 64,
-                     tickangle=-60 if tokens_cols else (-90 if n_c > 8 else 0))
+    if tokens_cols:  # token columns: as many labels as the axis has room for, slanted or upright (never touching)
+        fig.update_xaxes(type="category", title=col_title, **auto_ticks("x"))
+    else:
+        fig.update_xaxes(type="category", title=col_title, tickangle=-90 if n_c > 8 else 0)
     if not tokens_cols and n_c > 12:  # numbered columns (dimensions): a few ticks, not a wall of digits
         fig.update_xaxes(nticks=5)
     if not tokens_rows and n_r > 24:
         fig.update_yaxes(nticks=12)
-    return _layout(fig, title, height or min(760, 160 + 26 * n_r))
+    return _layout(fig, title or note, height or min(760, 160 + 26 * n_r), subtitle=note if title else "")
+
+
+HIST_RAW_MAX = 20_000  # histogram_compare sends every value up to this many, else the counted bins
 
 
 def histogram_compare(samples: Mapping[str, Sequence[float]], *, title: str = "", xaxis: str = "value",
                       nbins: int = 60, height: int = 340) -> go.Figure:
-    """Overlaid histograms (probability density) of several value sets."""
+    """Overlaid histograms (probability density) of several value sets. Over HIST_RAW_MAX values
+    in all, the bins are counted here (nbins equal bins over the sets' common range, numpy's
+    density) and sent as bars, instead of every value (a 512-token MiniLM page sent 393,216 values,
+    4.2 MB, for two histograms)."""
     if not samples:
         raise ValueError("histogram_compare: pass at least one sample set")
-    fig = go.Figure()
-    for i, (name, vals) in enumerate(samples.items()):
+    sets = {}
+    for name, vals in samples.items():
         v = np.asarray(vals, dtype=np.float64).ravel()
-        v = v[np.isfinite(v)]
-        fig.add_trace(go.Histogram(x=v, name=visible(name), nbinsx=nbins, histnorm="probability density",
-                                   opacity=0.6, marker_color=COLORS[i % len(COLORS)]))
-    fig.update_layout(barmode="overlay")
+        sets[name] = v[np.isfinite(v)]
+    fig = go.Figure()
+    if sum(v.size for v in sets.values()) <= HIST_RAW_MAX:
+        for i, (name, v) in enumerate(sets.items()):
+            fig.add_trace(go.Histogram(x=v, name=visible(name), nbinsx=nbins, histnorm="probability density",
+                                       opacity=0.6, marker_color=COLORS[i % len(COLORS)]))
+    else:
+        every = np.concatenate([v for v in sets.values()])
+        edges = np.histogram_bin_edges(every, bins=nbins)
+        mid, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges)
+        for i, (name, v) in enumerate(sets.items()):
+            dens, _ = np.histogram(v, bins=edges, density=True)
+            fig.add_trace(go.Bar(x=mid, y=dens, width=width, name=visible(name), opacity=0.6,
+                                 marker=dict(color=COLORS[i % len(COLORS)], line=dict(width=0)),
+                                 customdata=np.stack([edges[:-1], edges[1:]], axis=1),
+                                 hovertemplate="%{customdata[0]:.3g} to %{customdata[1]:.3g}<br>density %{y:.4g}"
+                                               f"<extra>{visible(name)}</extra>"))
+    fig.update_layout(barmode="overlay", bargap=0)
     fig.update_xaxes(title=xaxis)
     fig.update_yaxes(title="density")
     return _layout(fig, title, height)
 
 
 TEXT_ON_BRIGHT, TEXT_ON_DARK = "#1a1a1a", "#ffffff"
+TOPK_TEXT_MAX_T = 48  # up to this many positions each cell's token is written in it (rows of 34 px)
 BRIGHT_FROM = 0.5  # Cividis is light grey-yellow from about here up: dark text there
 
 
@@ -168,6 +247,7 @@ def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Seq
         raise ValueError(f"tokens must be {p.shape[0]} rows of {p.shape[1]} strings (one per cell)")
     text = [[f"{visible(t)}<br>{q:.2f}" for t, q in zip(row, prow)] for row, prow in zip(tokens, p)]
     x, y = [f"#{j + 1}" for j in range(p.shape[1])], token_labels(labels)
+    written = p.shape[0] <= TOPK_TEXT_MAX_T  # two lines of text per cell need ~34 px rows
     fig = go.Figure(go.Heatmap(
         z=p, x=x, y=y, zmin=0.0, zmax=1.0,
         colorscale=WEIGHT_SCALE, text=text, colorbar=dict(title="p", thickness=12),
@@ -176,14 +256,18 @@ def topk_heatmap(probs: np.ndarray, tokens: Sequence[Sequence[str]], labels: Seq
     # (yellow) end of Cividis, white on the dark end. One fixed colour put white text on bright
     # yellow (issue 21, point 7).
     xx, yy = np.meshgrid(np.arange(p.shape[1]), np.arange(p.shape[0]))
-    fig.add_trace(go.Scatter(
-        x=[x[j] for j in xx.ravel()], y=[y[i] for i in yy.ravel()], mode="text",
-        text=[text[i][j] for i, j in zip(yy.ravel(), xx.ravel())], hoverinfo="skip", showlegend=False,
-        textfont=dict(color=[TEXT_ON_BRIGHT if q >= BRIGHT_FROM else TEXT_ON_DARK for q in p.ravel()], size=12)))
+    if written:
+        fig.add_trace(go.Scatter(
+            x=[x[j] for j in xx.ravel()], y=[y[i] for i in yy.ravel()], mode="text",
+            text=[text[i][j] for i, j in zip(yy.ravel(), xx.ravel())], hoverinfo="skip", showlegend=False,
+            textfont=dict(color=[TEXT_ON_BRIGHT if q >= BRIGHT_FROM else TEXT_ON_DARK for q in p.ravel()], size=12)))
+    note = "" if written else f"{p.shape[0]} positions: hover a cell for its token"  # text would overlap
     fig.update_yaxes(autorange="reversed", type="category",
                      title="position (next token predicted after it)" if next_token else "position (token predicted at it)")
     fig.update_xaxes(type="category", title="rank")
-    return _layout(fig, title, height or min(900, 140 + 34 * p.shape[0]))
+    # rows of 34 px hold the two lines of cell text: the chart grows with the positions written
+    return _layout(fig, title or note, height or (140 + 34 * p.shape[0] if written else 900),
+                   subtitle=note if title else "")
 
 
 def pe_curves(pe: np.ndarray, dims: Sequence[int], *, title: str = "", height: int = 360) -> go.Figure:
@@ -209,10 +293,16 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
         raise ValueError(f"left {l.shape} and right {r.shape} must have the same shape")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[visible(t) for t in titles], horizontal_spacing=0.1)
     both = float(max(np.abs(l).max(), np.abs(r).max()) or 1.0)
+    # each side at most MATRIX_MAX_CELLS / 2 cells (a long input's position tables): block means
+    step = _block_shape(*l.shape, max_cells=MATRIX_MAX_CELLS // 2)
+    rn = _block_names([str(i) for i in range(l.shape[0])], step, False)
+    cn = _block_names([str(j) for j in range(l.shape[1])], step, False)
+    what = "" if step == 1 else "mean of the block "
     for c, a in ((1, l), (2, r)):
         axis = "coloraxis" if (shared_scale or c == 1) else "coloraxis2"
-        fig.add_trace(go.Heatmap(z=np.asarray(a, dtype=np.float64), coloraxis=axis,
-                                 hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>%{{z:.4f}}<extra></extra>"),
+        z = block_means(_exact(np.asarray(a)), step)
+        fig.add_trace(go.Heatmap(z=z, coloraxis=axis, **(dict(x=cn, y=rn) if step > 1 else {}),
+                                 hovertemplate=f"{row_title} %{{y}}<br>{col_title} %{{x}}<br>{what}%{{z:.4f}}<extra></extra>"),
                       row=1, col=c)
         fig.update_yaxes(autorange="reversed", title=row_title if c == 1 else None, row=1, col=c)
         fig.update_xaxes(title=col_title, row=1, col=c)
@@ -230,6 +320,10 @@ def two_heatmaps(left: np.ndarray, right: np.ndarray, titles: tuple[str, str], *
         fig.update_layout(
             coloraxis=dict(colorscale=DIVERGING_SCALE, cmin=-ml, cmax=ml, colorbar=bar(1)),
             coloraxis2=dict(colorscale=DIVERGING_SCALE, cmin=-mr, cmax=mr, colorbar=bar(2)))
-    fig = _layout(fig, title, height + 60)
+    note = "" if step == 1 else f"{l.shape[0]:,} × {l.shape[1]:,} values each, drawn as means of {step}×{step} blocks"
+    fig = _layout(fig, title or note, height + 60, subtitle=note if title else "")
     fig.update_layout(margin=dict(b=70))
+    if step > 1:
+        fig.update_xaxes(type="category", nticks=5)
+        fig.update_yaxes(type="category", nticks=8)
     return fig

@@ -43,6 +43,100 @@ def masked_z(weights: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return z
 
 
+# --- long inputs (issue 33): blocks of tokens ---------------------------------------------------------
+# Up to EXACT_MAX_T tokens every figure draws every weight. Beyond, a grid of panels (a heads grid,
+# the overview's thumbnails, causal vs bidirectional) draws blocks of `step` x `step` tokens: a
+# 512-token MiniLM overview sent 6 x 12 x 512 x 512 float32 weights (100 MB of JSON: the browser
+# failed with "RangeError: Invalid string length"), and no panel has a pixel per token anyway. The
+# exact weights stay one click away (one head in detail, the CSV, the .npz export).
+EXACT_MAX_T = 128
+
+
+def block_step(T: int, max_cells: int, exact_max: int = EXACT_MAX_T) -> int:
+    """Tokens per block along an axis of T tokens: 1 (every token, exact) up to exact_max tokens,
+    else the smallest step that leaves at most max_cells blocks."""
+    if T <= exact_max:
+        return 1
+    return max(1, -(-T // max_cells))
+
+
+def block_weights(weights: np.ndarray, step: int, allowed: np.ndarray | None = None) -> np.ndarray:
+    """(..., Tq, Tk) attention weights -> (..., ceil(Tq/step), ceil(Tk/step)) float32 blocks.
+
+    Block (I, J) = the mean over the queries i in I of the total weight query i gives the keys in J:
+    mean_i sum_j w[i, j], summed in float64. A row of blocks therefore still sums to 1 (every
+    query's weights do), the colour scale stays 0..1, and a sharp pattern (previous token, a sink)
+    stays as bright as in the full matrix. The last block of an axis may hold fewer tokens (the
+    mean is over the queries it has). Blocks where `allowed` (broadcastable to weights) is False for
+    every cell are NaN (drawn grey, as masked cells). step 1 returns masked_z(weights, allowed)."""
+    w = np.asarray(weights)
+    if w.ndim < 2:
+        raise ValueError(f"weights must be (..., Tq, Tk); got shape {w.shape}")
+    if step < 1:
+        raise ValueError(f"step must be >= 1, got {step}")
+    if step == 1:
+        return masked_z(w, allowed)
+    Tq, Tk = w.shape[-2:]
+    qs, ks = np.arange(0, Tq, step), np.arange(0, Tk, step)
+    s = np.add.reduceat(w, ks, axis=-1, dtype=np.float64)  # (..., Tq, nk): total weight on each key block
+    s = np.add.reduceat(s, qs, axis=-2)  # (..., nq, nk)
+    n_q = np.diff(np.append(qs, Tq)).astype(np.float64)  # queries per block row
+    z = (s / n_q[:, None]).astype(np.float32)
+    if allowed is not None:
+        a = np.broadcast_to(np.asarray(allowed, dtype=bool), w.shape)
+        any_ok = np.logical_or.reduceat(np.logical_or.reduceat(a, ks, axis=-1), qs, axis=-2)
+        z = np.where(any_ok, z, np.float32(np.nan)).astype(np.float32)
+    return z
+
+
+def block_labels(labels: Sequence[str], step: int, max_chars: int = 10) -> list[str]:
+    """Category labels of the blocks of an axis: "8–15:quick" (the block's token positions and its
+    first token, shortened and HTML-escaped; unique because the positions are). step 1: the usual
+    token_labels ("8:quick")."""
+    if step == 1:
+        return token_labels(labels)
+    out = []
+    for a in range(0, len(labels), step):
+        b = min(a + step, len(labels)) - 1
+        first = token_labels([labels[a]], max_chars=max_chars)[0].split(":", 1)[1]
+        out.append(f"{a}–{b}:{first}")
+    return out
+
+
+def block_title(step: int, T: int) -> str:
+    """A blocked figure's title line, short enough for a phone ("" when exact)."""
+    return "" if step == 1 else f"{T} tokens in blocks of {step}×{step} (block weights)"
+
+
+def block_note(step: int, T: int) -> str:
+    """What a blocked figure shows, for the caption under it ("" when exact)."""
+    if step == 1:
+        return ""
+    return (f"Long input: the {T} tokens are drawn in blocks of {step}×{step}. A block's weight is the mean, over "
+            f"its {step} queries, of the total weight each gives its {step} keys: rows of blocks still sum to 1, "
+            "and a sharp pattern stays as bright as in the full matrix. Every token's exact weight is in the CSV "
+            "and the .npz export.")
+
+
+SLANT_DEG = 75  # the least slant (from level) at which labels Plotly spaces apart never overlap (below)
+
+
+def auto_ticks(letter: str, *, angle: float = -SLANT_DEG) -> dict:
+    """Tick properties that let Plotly choose which category labels to draw from the axis's real
+    length in the browser, instead of a count fixed on the server for a guessed width: one label
+    per round(1.2 × font size) px (every label when there is room, every n-th when not, on a phone
+    or a projector alike; nothing sent per tick). At that spacing level labels of a y axis never
+    overlap (their boxes are 1.17 font sizes tall, measured in Chromium). Slanted x labels lie
+    spacing × sin(slant) apart, so at the least spacing they clear each other from 75° on: at 60°
+    they overlapped by 1.5 px (Plotly's own choice of slant checks tan, not sin). angle 0: level
+    while the labels fit side by side, else upright; any other angle: at least 75° (-75 default)."""
+    if letter == "y":
+        return dict(tickmode="auto")
+    if angle == 0:
+        return dict(tickmode="auto", autotickangles=[0, -90])
+    return dict(tickmode="auto", autotickangles=[-max(SLANT_DEG, abs(angle))])
+
+
 def _r(v: float) -> float:
     return round(float(v), 6)
 

@@ -39,7 +39,8 @@ def tile_scores(scaled: np.ndarray, allowed: np.ndarray | None, labels: Sequence
         raise ValueError(f"scaled has more queries ({Tq}) than keys ({Tk}); pass the self-attention matrix")
     if not (0 <= k_start < k_end <= Tk) or tile < 1:
         raise ValueError(f"key block {k_start}..{k_end} (tile {tile}) is outside 0..{Tk}")
-    z = masked_z(s, allowed).astype(np.float64)
+    z = masked_z(s, allowed)
+    z = z if z.dtype == np.float32 else z.astype(np.float64)  # float32 scores sent as float32: half the bytes, the same numbers
     finite = z[np.isfinite(z)]
     m = float(np.abs(finite).max()) if finite.size else 1.0
     lab = token_labels(labels)

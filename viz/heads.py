@@ -37,12 +37,14 @@ def token_lines_html(weights: np.ndarray, labels: Sequence[str], *, color: str =
     y0 = 44 if title else 16
     height = y0 + ROW * max(Tq, Tk) + 10
     css = [f"#{uid} {{position: relative; width: {width}px; height: {height}px; "
-           "font: 16px system-ui, sans-serif; user-select: none; color: #222}",
+           # the theme's text colour (a fixed #222 was unreadable on the dark theme, issue 33)
+           "font: 16px system-ui, sans-serif; user-select: none; color: inherit}",
            f"#{uid} .ln {{position: absolute; height: 3px; background: {color}; transform-origin: 0 50%}}",
            f"#{uid} .ln:hover {{outline: 1px solid {color}}}",
            f"#{uid} .tok {{position: absolute; line-height: {ROW}px; white-space: nowrap; cursor: default}}",
            f"#{uid} .ql {{right: {width - lx}px; text-align: right}}",
-           f"#{uid} .tok:hover {{font-weight: 700; color: {color}}}",
+           # hovered: bold and underlined, in the text colour (the line colour is too dark on a dark theme)
+           f"#{uid} .tok:hover {{font-weight: 700; text-decoration: underline {color} 2px}}",
            f"#{uid} .ttl {{position: absolute; left: 0; right: 0; top: 4px; text-align: center; font-weight: 600}}",
            # hover a query: only its lines stay; hover a key: only lines into it stay
            f"#{uid}:has(.ql:hover) .q:not(:has(.ql:hover)) .ln {{visibility: hidden}}"]

@@ -409,3 +409,23 @@ def test_overview_shows_a_pattern_planted_at_one_layer_and_head(monkeypatch):
     table = at.dataframe[0].value
     hits = table[table["label"] == "previous-token"]
     assert list(zip(hits["layer"], hits["head"])) == [(PL, PH)]
+
+
+@pytest.mark.parametrize("src, limit", [(FRESH, 256), ("causal-lm", 128)])
+def test_truncation_notice_at_the_toy_models_limit(src, limit):
+    """Issue 33: at the model's limit the cut-text notice says it is the most the model reads, and
+    below it that the limit can be raised up to the model's positions (fresh weights: 256, the
+    shipped toy causal LM: 128), never "Raise it" at the limit."""
+    at = app_test()
+    at.query_params["src"] = src
+    at.query_params["T"] = str(limit)
+    at.query_params["text"] = "the cat sat on the mat " * 60  # 360 words
+    at.run()
+    assert not errors(at), errors(at)
+    notice = " ".join(w.value for w in at.warning)
+    assert f"the model sees the first {limit} (max sequence length). That is the most this model reads: it has " \
+           f"{limit} positions." in notice and "Raise it" not in notice
+    at.sidebar.slider(key="T").set_value(limit // 2).run()
+    notice = " ".join(w.value for w in at.warning)
+    assert f"the model sees the first {limit // 2} (max sequence length). Raise it in the sidebar (up to {limit})." \
+           in notice

@@ -3,6 +3,7 @@ one key is computed once however many sessions ask for it at the same moment."""
 import threading
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,6 +21,23 @@ def test_nbytes_counts_each_buffer_once():
     y = np.ones(10, dtype=np.float64)  # 80 bytes
     v = x[1:]  # a view of x: not counted again
     assert nbytes(Fake(x, [v, {"y": y}, (y,), None, "text", 3])) == 128 + 80
+
+
+@dataclass
+class WithShared:
+    own: np.ndarray
+    table: np.ndarray  # the model's, shared by every entry
+    FOOTPRINT_SHARED: ClassVar[tuple[str, ...]] = ("table",)
+
+
+def test_shared_fields_are_not_the_entrys_bytes():
+    """A field every entry of a model shares (a run's vocabulary, config) is not counted (evicting
+    the entry frees none of it) nor walked; the others are."""
+    table = np.zeros(1000, dtype=np.uint8)
+    assert nbytes(WithShared(np.zeros(10, dtype=np.uint8), table)) == 10
+    assert nbytes(Fake(np.zeros(10, dtype=np.uint8), [WithShared(table[:0], table)])) == 10 + 1000  # its own, via `own`
+    from ui.runs import Run
+    assert set(Run.FOOTPRINT_SHARED) == {"cfg", "vocab", "source"}
 
 
 def test_evicts_least_recently_used_past_the_budget():

@@ -14,7 +14,7 @@ from model.checkpoint import load_checkpoint
 from model.pretrained import PRETRAINED, load_pretrained
 from model.tokenizer import SPECIALS
 from tests.helpers import ROOT, app_test, decode, errors, fig_titled, figures
-from ui.state import DEFAULT_TEXT
+from ui.state import DEFAULT_TEXT, FRESH
 
 PAGE = "pages/circuits.py"
 TEXT = DEFAULT_TEXT  # the sidebar's default sentence: the pages open on it
@@ -224,3 +224,18 @@ def test_every_chart_of_every_section_has_alt_text_and_csv(tab, params):
     from tests.e2e.test_e2e_a11y import check_charts
     at = start(tab, **params)
     assert check_charts(at, f"circuits · {tab}") >= 1
+
+
+def test_sinks_section_draws_a_long_input_in_blocks():
+    """Issue 33: at 1,024 tokens the two sink heatmaps sent every cell (1,024 × 1,024, 5.6 MB each);
+    now they draw blocks of 8 × 8 tokens as the heads grid does (a block row still sums to 1), and
+    the sink-hidden view blanks no block that holds other keys than the sink."""
+    from benchmarks.bench_long import LONG_TEXT
+    at = start("Attention sinks", src=FRESH, timeout=300, ctx=1024, T=1024, text=(LONG_TEXT + " ") * 2)
+    raw, hid = fig_titled(at, "Layer"), fig_titled(at, "Sink hidden")
+    for fig in (raw, hid):
+        assert "1024 tokens in blocks of 8×8" in fig["layout"]["title"]["subtitle"]["text"]
+        assert z_of(fig).shape == (128, 128)
+    np.testing.assert_allclose(np.nansum(z_of(raw), axis=1), 1.0, atol=1e-5)
+    assert not np.isnan(z_of(hid)[:, 0]).all()  # block 0 holds keys 1-7 too: drawn
+    np.testing.assert_allclose(np.nansum(z_of(hid)[1:], axis=1), 1.0, atol=1e-5)  # the rest renormalised

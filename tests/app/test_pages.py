@@ -64,6 +64,10 @@ ROUND_TRIP = {
     "pages/generate.py": {"gen_prompt": "a dog ran to the", "gen_max": 8, "gen_strategy": "sample"},
     "pages/variants.py": {"var_window": 2, "var_kv": 1, "var_shuffle": 4},
     "pages/kv-cache.py": {"kv_preset": "GPT-2 small", "kv_context": 4096, "kv_window": 1024, "kv_gqa": 4},
+    # issue 33: the chosen heads and the model view's token never reached the link
+    "pages/intervene.py": {"iv_heads": ["L0 H1", "L1 H2"], "iv_mode": "mean", "iv_layer": 0, "iv_how": "flow",
+                           "iv_tok": 2},
+    "pages/model-view.py": {"mv_tok": 3, "mv_layer": 1},
     "pages/circuits.py": {"circ_sink_layer": 0, "circ_sink_head": 3},
     "pages/gradients.py": {"grad_dk": 64, "grad_keys": 8, "grad_depth": 3},
 }

@@ -148,8 +148,12 @@ def test_long_text_is_cut_to_512_tokens_with_a_notice():
     warnings = " ".join(w.value for w in at.warning)
     assert "longer than 10,000 characters" in warnings
     assert "the model sees the first 512" in warnings
+    # at the model's limit the notice says so (issue 33: it said "Raise it … (up to 512)" at 512)
+    assert "That is the most this model reads: it has 512 positions." in warnings and "Raise it" not in warnings
     fig = figures(at)[0]
-    assert len(fig["data"][0]["x"]) == 512
+    # 512 tokens in blocks of 4 (viz.common.block_weights: at most 128 per axis), the title says so
+    assert len(fig["data"][0]["x"]) == 128 and fig["data"][0]["x"][:2] == ["0–3:[CLS]", "4–7:the"]
+    assert "512 tokens in blocks of 4×4" in fig["layout"]["title"]["subtitle"]["text"]
 
 
 def test_slider_allows_512_for_minilm_only():

@@ -88,6 +88,7 @@ def guarded_page(browser, width: int, height: int, **options):
     """A fresh page in its own context (viewport width x height, more new_context options) whose
     requests may only go to localhost; closed afterwards, then the offsite requests checked."""
     ctx = browser.new_context(viewport={"width": width, "height": height}, **options)
+    count_runs(ctx)
     guard = Guard()
     ctx.route("**/*", guard.route)
     try:
@@ -97,11 +98,105 @@ def guarded_page(browser, width: int, height: int, **options):
     assert not guard.offsite, f"requests left localhost: {guard.offsite[:5]}"
 
 
-def wait_idle(page, timeout: float = 60_000) -> None:
-    """Wait until the script run finished and the status widget is gone."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
-    page.wait_for_timeout(300)
+# Counts the script runs that finished for a page: the server's "script finished" messages on the
+# page's WebSocket (a ForwardMsg, read with Streamlit's own protobuf classes). A test that changes a
+# widget waits for the NEXT finished run (`rerun`), never for a time: before the rerun's first
+# message arrives the page still says "notRunning" with the old content, which is what a plain
+# "wait until not running" saw on a busy machine (issue 33). Not stApp's data-test-script-state:
+# a run fast enough that "started" and "finished" arrive together never shows "running" there.
+IDLE_JS = """() => { const a = document.querySelector('[data-testid="stApp"]');
+  return !!a && a.getAttribute('data-test-script-state') === 'notRunning'
+         && !document.querySelector('[data-testid="stStatusWidget"]'); }"""
+_DONE = None  # the ScriptFinishedStatus values of a run that ended (not one cut short by a rerun)
+
+
+def _finished(payload) -> bool:
+    """Is this WebSocket frame the server's "script run finished" message?"""
+    global _DONE
+    if not isinstance(payload, (bytes, bytearray)) or len(payload) > 256:  # that message is tiny
+        return False
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    if _DONE is None:
+        _DONE = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
+                 ForwardMsg.FINISHED_WITH_COMPILE_ERROR}
+    msg = ForwardMsg()
+    try:
+        msg.ParseFromString(bytes(payload))
+    except Exception:  # noqa: BLE001  (not a ForwardMsg)
+        return False
+    return msg.WhichOneof("type") == "script_finished" and msg.script_finished in _DONE
+
+
+def _watch(page) -> None:
+    page._al_runs = 0
+    page._al_ws = None
+
+    def on_ws(ws) -> None:
+        if "_stcore/stream" not in ws.url:
+            return
+        page._al_ws = ws
+
+        def on_frame(payload) -> None:
+            if _finished(payload):
+                page._al_runs += 1
+        ws.on("framereceived", on_frame)
+    page.on("websocket", on_ws)
+
+
+def count_runs(context) -> None:
+    """Count the finished script runs of every page opened in this browser context from now on."""
+    context.on("page", _watch)
+
+
+def finished_runs(page) -> int:
+    """Script runs finished for this page so far; -1 when its context does not count them."""
+    return getattr(page, "_al_runs", -1)
+
+
+def _wait_runs(page, after: int, timeout: float) -> None:
+    """Until more than `after` runs have finished: each WebSocket frame wakes the check (frames
+    are dispatched to the counter before any waiter returns)."""
+    import time
+    deadline = time.monotonic() + timeout / 1000
+    while page._al_runs <= after:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no script run finished after run {after} within {timeout / 1000:.0f} s")
+        if page._al_ws is None or page._al_ws.is_closed():
+            page.wait_for_event("websocket", timeout=left * 1000)
+        else:
+            try:
+                page._al_ws.wait_for_event("framereceived", timeout=min(left, 5) * 1000)
+            except Exception:  # noqa: BLE001  (no frame in 5 s: look again, until the deadline)
+                pass
+
+
+def wait_idle(page, timeout: float = 60_000, after: int | None = None) -> None:
+    """Wait until the page is idle: no script running, no status widget. after: a count from
+    finished_runs() taken before an action; then also wait until a run after it finished."""
+    if after is not None and after >= 0:
+        _wait_runs(page, after, timeout)
+    page.wait_for_function(IDLE_JS, timeout=timeout)
+
+
+def rerun(page, action, timeout: float = 90_000) -> None:
+    """Do `action` (a click, a key press: something that reruns the script) and wait until that
+    rerun has finished and the page is idle."""
+    n = finished_runs(page)
+    action()
+    wait_idle(page, timeout, after=n)
+
+
+def charts_drawn(page, n: int = 1, timeout: float = 90_000) -> None:
+    """Wait until at least n Plotly charts are drawn: each chart element holds a plot whose
+    layout Plotly has computed (_fullLayout) and whose SVG is in the page, then two animation
+    frames (the browser has laid the SVG text out)."""
+    page.wait_for_function(f"""() => {{
+        const els = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+        const plots = els.map(e => e.querySelector('.js-plotly-plot'));
+        return els.length >= {n} && plots.every(p => p && p._fullLayout && !p._transitioning && p.querySelector('.main-svg'));
+    }}""", timeout=timeout)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
 
 
 def page_url(url: str, path: str = "", query: str = "") -> str:
@@ -114,10 +209,22 @@ def page_url(url: str, path: str = "", query: str = "") -> str:
     return url
 
 
-def open_page(page, url: str, path: str = "", query: str = "") -> None:
-    page.goto(page_url(url, path, query))
-    page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
-    wait_idle(page)
+# A page is drawn when the sidebar's sentence box and the page's title are there and no run is
+# going on. Not just "a run finished": a session's first run is sometimes cut short by a second
+# one a few ms after it started (the browser asks twice; seen on main too), and between the two the
+# page says "not running" with nothing drawn yet.
+DRAWN_JS = """() => !!document.querySelector('[data-testid="stSidebar"] input[aria-label="Sentence"]')
+    && !!document.querySelector('[data-testid="stMain"] h1')"""
+
+
+def open_page(page, url: str, path: str = "", query: str = "", timeout: float = 90_000) -> None:
+    """Open a page and wait until it is drawn (DRAWN_JS: a run has finished, with the run counter)
+    and idle."""
+    page.goto(page_url(url, path, query), timeout=timeout)
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout)
+    if finished_runs(page) >= 0:
+        _wait_runs(page, 0, timeout)
+    page.wait_for_function(f"() => ({DRAWN_JS})() && ({IDLE_JS})()", timeout=timeout)
 
 
 def screenshot(page, name: str) -> Path:

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser import ARGS, CHROMIUM, Guard, serving
+from tests.e2e.browser import ARGS, CHROMIUM, Guard, count_runs, serving
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,7 @@ def browser():
 def page(browser):
     """A fresh page (own context) whose requests may only go to localhost; dialogs recorded."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
+    count_runs(ctx)  # tests wait for the script runs they cause (browser.rerun), never for a time
     guard = Guard()
     ctx.route("**/*", guard.route)
     pg = ctx.new_page()

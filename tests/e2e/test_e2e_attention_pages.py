@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import X_TICKS, exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import X_TICKS, charts_drawn, count_runs, exceptions, open_page, rerun, screenshot
 from ui.state import FRESH
 
 pytestmark = pytest.mark.e2e
@@ -37,9 +37,8 @@ def x_labels(page) -> list[str]:
 @pytest.mark.parametrize("path", ATTENTION)
 def test_attention_page_renders(server, page, path):
     open_page(page, server, path, FRESH_Q)
-    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+    charts_drawn(page)
     assert exceptions(page) == 0
-    page.wait_for_timeout(500)
     screenshot(page, f"attention_{path or 'heads'}")
 
 
@@ -50,13 +49,11 @@ def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     assert len(grid_titles(page)) == 4
     box = page.get_by_role("textbox", name="Sentence", exact=True)
     box.fill("a dog ran to the park .")
-    box.press("Enter")
-    wait_idle(page)
+    rerun(page, lambda: box.press("Enter"))
     page.wait_for_function("() => [...document.querySelectorAll('g[class^=x][class$=tick] text')].some(t => t.textContent === '2:dog')")
     assert "2:keys" not in x_labels(page)
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Heads").click()
-    page.get_by_role("option", name="8", exact=True).click()
-    wait_idle(page)
+    rerun(page, lambda: page.get_by_role("option", name="8", exact=True).click())
     page.wait_for_function("() => document.querySelectorAll('[data-testid=stPlotlyChart] text.annotation-text').length >= 8")
     assert len(grid_titles(page)) == 8
     assert "h=8" in page.url and "dog" in page.url
@@ -64,6 +61,7 @@ def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     url = page.url
     # the copied link in a fresh page (new context) gives the same view
     fresh = page.context.browser.new_context(viewport={"width": 1400, "height": 1800})
+    count_runs(fresh)
     fresh.route("**/*", page.guard.route)
     p2 = fresh.new_page()
     try:
@@ -92,7 +90,6 @@ def test_hand_typed_heads_path_opens_the_heads_page_with_its_query(server, page)
     Streamlit's "Page not found" and must keep the link's settings."""
     open_page(page, server, "heads", FRESH_Q + "&h=2&text=" + quote("a dog ran ."))
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
-    wait_idle(page)
     assert page.get_by_text("Page not found").count() == 0
     assert page.get_by_role("heading", name="Attention heads").count() == 1
     assert page.url.split("?")[0].rstrip("/") == server.rstrip("/")  # now at "/"
@@ -118,8 +115,7 @@ def type_sentence(page, server, text: str, tick: str):
     open_page(page, server, "", FRESH_Q)
     box = page.get_by_role("textbox", name="Sentence", exact=True)
     box.fill(text)
-    box.press("Enter")
-    wait_idle(page)
+    rerun(page, lambda: box.press("Enter"))
     page.wait_for_function("(tick) => [...document.querySelectorAll('[data-testid=stPlotlyChart] "
                            "g[class^=x][class$=tick] text')].some(t => t.textContent === tick)",
                            arg=tick, timeout=30_000)
@@ -135,10 +131,9 @@ def test_hostile_text_is_shown_literally(server, page, evil):
     assert exceptions(page) == 0
     assert box.input_value() == evil  # nothing typed is lost
     # line view tab (lazy: computed when opened; hover isolation is CSS only; labels escaped there too)
-    page.get_by_text("One head in detail").click()  # the expander: closed (and not computed) by default
-    page.get_by_role("tab", name="Lines").click()
+    rerun(page, page.get_by_text("One head in detail").click)  # the expander: closed (and not computed) by default
+    rerun(page, page.get_by_role("tab", name="Lines").click)
     page.wait_for_selector(".al-lines .ln", timeout=60_000)
-    wait_idle(page)
     assert page.locator(".al-lines .tok").filter(has_text="<").count() >= 1
     assert "head_tab=Lines" in page.url
     screenshot(page, "attention_hostile_" + ("script" if "script" in evil else "img"))

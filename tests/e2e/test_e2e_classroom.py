@@ -3,7 +3,9 @@ presentation mode). Screenshots go to screenshots/ (looked at by hand)."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import exceptions, open_page, rerun, screenshot, wait_idle
+
+FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 
 pytestmark = pytest.mark.e2e
 
@@ -22,26 +24,26 @@ def cells(page) -> set[str]:
     for n in range(grids.count()):
         g = grids.nth(n)
         g.scroll_into_view_if_needed()
-        page.wait_for_timeout(150)
+        # the grid draws the cells now on screen in its next frames: wait for them, not for a time
+        g.locator('[data-testid^="glide-cell"]').first.wait_for(state="attached", timeout=30_000)
+        page.evaluate(FRAMES)
         out.update(g.locator('[data-testid^="glide-cell"]').all_inner_texts())
     return out
 
 
 def pick(page, label: str, option: str) -> None:
-    """Choose an option of a selectbox. The grid scrolling in cells() can leave the page mid-scroll
-    so that the first click does not open the list: scroll the box into view and retry."""
+    """Choose an option of a selectbox and wait for the rerun it causes. The box is scrolled into
+    view and clicked until its list is open (a click while the page still scrolls after cells()
+    can miss): the check is the list's state, not a time."""
     box = page.get_by_role("combobox", name=label, exact=True)
+    opt = page.get_by_role("option", name=option, exact=True)
     for attempt in range(3):
         box.scroll_into_view_if_needed()
+        page.evaluate(FRAMES)
         box.click()
-        try:
-            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
-            return
-        except Exception:
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")
-            wait_idle(page)
+        if box.get_attribute("aria-expanded") == "true" or opt.count():
+            break
+    rerun(page, opt.click)
 
 
 def text(page) -> str:
@@ -59,8 +61,6 @@ def test_calculator_presets(server, page):
     screenshot(page, "calculator_the_cat_sat")
     # switch preset with the selectbox
     pick(page, "Worked example", "4-token padded batch: look-ahead × padding mask")
-    page.wait_for_url("**preset=padded-batch**", timeout=30_000)
-    wait_idle(page)
     assert exceptions(page) == 0
     assert "preset=padded-batch" in page.url
     assert "padded query row" in text(page)
@@ -74,8 +74,7 @@ def test_calculator_bad_input_message(server, page):
     ready(page, '[data-testid="stDataFrame"]')
     box = page.get_by_label("Vector x")
     box.fill("1, two, 3")
-    box.press("Enter")
-    wait_idle(page)
+    rerun(page, lambda: box.press("Enter"))
     assert exceptions(page) == 0
     page.locator('[data-testid="stAlert"]').filter(has_text="'two' is not a number").first.wait_for(timeout=20_000)
     assert box.input_value() == "1, two, 3"  # what the user typed stays
@@ -91,21 +90,10 @@ def test_calculator_encoder_decoder(server, page):
 
 
 def go_step(page, button: str, n: int) -> None:
-    """Click Back/Next and wait for step n (progress text and URL). On a loaded machine a click
-    that lands while the previous rerun is still being drawn can be lost: click again only when
-    the page still shows the old step (never twice for one step)."""
-    old = n + 1 if "Back" in button else n - 1
-    for attempt in range(3):
-        page.get_by_role("button", name=button).click()
-        try:
-            page.get_by_text(f"Step {n} of 9", exact=False).first.wait_for(timeout=20_000)
-            break
-        except Exception:
-            wait_idle(page)
-            if attempt == 2 or f"Step {old} of 9" not in text(page):
-                raise
-    page.wait_for_url(f"**lesson_step={n}**", timeout=30_000)
-    wait_idle(page)
+    """Click Back/Next and wait for the rerun it causes, then check step n (progress text, URL)."""
+    rerun(page, page.get_by_role("button", name=button).click)
+    assert f"Step {n} of 9" in text(page)
+    assert f"lesson_step={n}" in page.url
 
 
 def test_lesson_steps_and_reveal(server, page):
@@ -114,21 +102,17 @@ def test_lesson_steps_and_reveal(server, page):
     assert exceptions(page) == 0
     # predict first: step 1's table (which holds the answer) waits for the question (issue 21)
     assert page.locator('[data-testid="stDataFrame"]').count() == 0
-    page.get_by_role("button", name="Show them without predicting").click()
+    rerun(page, page.get_by_role("button", name="Show them without predicting").click)
     ready(page, '[data-testid="stDataFrame"]')
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # step 1: a table
     for n in (2, 3, 4):
         go_step(page, "Next ▶", n)
     assert "lesson_step=4" in page.url
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # not before the answer
-    page.get_by_text("more peaked", exact=True).click()
+    rerun(page, page.get_by_text("more peaked", exact=True).click)
     check = page.get_by_role("button", name="Check my answer").first
     expect(check).to_be_enabled(timeout=30_000)  # enabled once the answer's rerun is drawn
-    wait_idle(page)
-    check.click()
-    # a loaded machine may report idle before the click's rerun starts: wait for the reveal itself
-    page.get_by_text("You said more peaked", exact=False).first.wait_for(timeout=30_000)
-    wait_idle(page)
+    rerun(page, check.click)
     assert "You said more peaked" in text(page)
     ready(page, '[data-testid="stPlotlyChart"]')  # the step's heatmap, now that the answer is in
     go_step(page, "◀ Back", 3)
@@ -140,14 +124,14 @@ def test_lesson_steps_and_reveal(server, page):
 def test_lesson_presentation_mode(server, page):
     open_page(page, server, "lesson", "present=true&lesson_step=6")
     ready(page, '[data-testid="stAlert"]')
-    page.get_by_role("button", name="Show them without predicting").click()
+    rerun(page, page.get_by_role("button", name="Show them without predicting").click)
     ready(page, '[data-testid="stPlotlyChart"]')
     assert exceptions(page) == 0
     assert not page.locator('[data-testid="stSidebar"]').is_visible()
     size = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('[data-testid=\"stMarkdownContainer\"] p')).fontSize)")
     assert size >= 20, size
     screenshot(page, "lesson_present_step6")
-    page.get_by_role("button", name="Next ▶").click()
-    wait_idle(page)
+    rerun(page, page.get_by_role("button", name="Next ▶").click)
+    assert "Step 7 of 9" in text(page)
     screenshot(page, "lesson_present_step7")
     assert exceptions(page) == 0

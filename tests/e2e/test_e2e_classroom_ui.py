@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser import exceptions, guarded_page, open_page, wait_idle
+from tests.e2e.browser import charts_drawn, exceptions, guarded_page, open_page, rerun
 
 pytestmark = pytest.mark.e2e
 
@@ -13,8 +13,7 @@ def test_enter_in_the_sentence_box_applies_it_and_keeps_the_link_clean(server, p
     open_page(page, server)
     box = page.get_by_role("textbox", name="Sentence", exact=True)
     box.fill("a dog ran to the park .")
-    box.press("Enter")
-    wait_idle(page)
+    rerun(page, lambda: box.press("Enter"))
     page.wait_for_function("() => [...document.querySelectorAll('g[class^=x][class$=tick] text')]"
                            ".some(t => t.textContent === '2:dog')", timeout=60_000)
     assert "%0A" not in page.url and "a+dog+ran" in page.url.replace("%20", "+")
@@ -43,8 +42,8 @@ def test_the_theme_follows_the_system_preference(browser, server, scheme, dark):
 def test_the_camera_button_downloads_an_svg_with_the_charts_title(browser, server, tmp_path):
     with guarded_page(browser, 1400, 1000, accept_downloads=True) as pg:
         open_page(pg, server, "scaling", "img_fmt=SVG")
-        pg.locator('[data-testid="stSidebar"]').get_by_text("SVG", exact=True).click()
-        wait_idle(pg)
+        pg.locator('[data-testid="stSidebar"]').get_by_text("SVG", exact=True).click()  # chosen already (the link)
+        charts_drawn(pg)
         chart = pg.locator('[data-testid="stPlotlyChart"]').first
         chart.hover()
         with pg.expect_download(timeout=30_000) as dl:

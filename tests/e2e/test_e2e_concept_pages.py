@@ -2,11 +2,10 @@
 interaction changes a chart's data. Screenshots go to screenshots/concept_*.png."""
 import json
 import re
-import time
 
 import pytest
 
-from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import exceptions, open_page, rerun, screenshot
 
 pytestmark = pytest.mark.e2e
 
@@ -56,31 +55,30 @@ def chart_by_title(page, start: str) -> str:
     return found["data"]
 
 
-def changed(page, start: str, before: str, timeout: float = 30.0) -> str:
-    """Poll until the chart titled `start` differs from `before` (a rerun may start a moment after
-    the input event); return its new data, or `before` when nothing changed in time."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        wait_idle(page)
-        now = chart_by_title(page, start)
-        if now != before:
-            return now
-        page.wait_for_timeout(300)
-    return before
+def changed(page, start: str, before: str, timeout: float = 30_000) -> str:
+    """The data of the chart titled `start` once it differs from `before`. Called after the rerun
+    that changes it has finished (rerun()); Plotly draws the new data after the run, so this waits
+    for the drawn chart's state (a Playwright timeout says it never changed)."""
+    page.wait_for_function(f"""([start, before]) => {{
+      const els = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot'));
+      const i = els.map({TITLE_JS}).findIndex(t => t.startsWith(start));
+      return i >= 0 && ({CHARTS_JS})()[i] !== before;
+    }}""", arg=[start, before], timeout=timeout)
+    return chart_by_title(page, start)
 
 
 def choose(page, label: str, option: str) -> None:
     page.get_by_role("combobox", name=label, exact=True).click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_idle(page)
+    rerun(page, page.get_by_role("option", name=option, exact=True).click)
 
 
 def press(page, role_label: str, key: str, times: int = 1) -> None:
+    """Arrow keys on a slider: the last press's rerun is waited for (the URL then holds the value)."""
     s = page.get_by_role("slider", name=role_label).first
     s.focus()
-    for _ in range(times):
+    for _ in range(times - 1):
         s.press(key)
-    wait_idle(page)
+    rerun(page, lambda: s.press(key))
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +118,8 @@ def test_positional_dimensions(warm, page):
     ms = page.locator('[data-testid="stMultiSelect"]').first
     ms.locator("input").click()
     page.keyboard.type("7")
-    page.get_by_role("option", name="7", exact=True).click()
+    rerun(page, page.get_by_role("option", name="7", exact=True).click)
     page.keyboard.press("Escape")
-    wait_idle(page)
     assert exceptions(page) == 0
     after = changed(page, "Chosen dimensions", before)
     assert after != before and "dim 7 (cos)" in after
@@ -162,8 +159,7 @@ def test_contextual_second_sentence(warm, page):
     before = chart_by_title(page, "Same word, two contexts")
     box = page.get_by_label("Sentence B")
     box.fill("yesterday apple released a new phone .")
-    box.press("Enter")
-    wait_idle(page)
+    rerun(page, lambda: box.press("Enter"))
     assert exceptions(page) == 0
     assert changed(page, "Same word, two contexts", before) != before
     screenshot(page, "concept_contextual")

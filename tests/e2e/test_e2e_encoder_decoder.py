@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from training.translation import translate_words
-from tests.e2e.browser import X_TICKS, exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import X_TICKS, charts_drawn, exceptions, open_page, rerun, screenshot
 
 pytestmark = pytest.mark.e2e
 PATH = "encoder-decoder"
@@ -29,8 +29,7 @@ def translation(page) -> str:
 def type_source(page, text: str) -> None:
     box = page.get_by_role("textbox", name="English sentence")
     box.fill(text)
-    box.press("Enter")
-    wait_idle(page)
+    rerun(page, lambda: box.press("Enter"))
 
 
 def test_page_renders_and_translates_a_new_sentence(server, page):
@@ -39,11 +38,8 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
     assert exceptions(page) == 0
     assert translation(page).endswith("woru gran ta kasa vek ta ni miso lit ke vidu .")
     # charts arrive one by one (the first can be there before the last): wait for all, then count
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 8",
-                           timeout=60_000)
-    wait_idle(page)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() == 8  # 7 Transformer charts + the RNN section's
-    page.wait_for_timeout(800)
+    charts_drawn(page, 10)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 10  # 7 Transformer charts, the RNN section's, the bottleneck's two
     screenshot(page, "encoder_decoder_default")
 
     sentence = "a happy child finds the red ball near a tall tree ."
@@ -53,17 +49,15 @@ def test_page_renders_and_translates_a_new_sentence(server, page):
         "(k) => [...document.querySelectorAll('h4')].some(h => h.innerText.endsWith(k))", arg=kalo, timeout=60_000)
     assert translation(page).endswith(kalo)
     assert exceptions(page) == 0
-    ticks = page.locator('[data-testid="stPlotlyChart"]').last.locator(X_TICKS).all_text_contents()
-    assert "2:child" in ticks  # the cross-attention grid's source axis follows the new sentence
+    beside = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="RNN: additive attention")
+    ticks = beside.locator(X_TICKS).all_text_contents()
+    assert "2:child" in ticks  # the RNN-vs-Transformer alignment's source axis follows the new sentence
     # the step slider moves the bar chart to the next word
     page.get_by_role("slider", name="Step").focus()
-    page.keyboard.press("ArrowRight")
-    # the rerun may not have started when the key press returns: wait for the state, not for idle
+    rerun(page, lambda: page.keyboard.press("ArrowRight"))
     want = "Step 2: “" + kalo.split()[1] + "”"
-    page.wait_for_function(
-        "(w) => (document.querySelector('[data-testid=\"stPlotlyChart\"] .gtitle')?.textContent || '').startsWith(w)",
-        arg=want, timeout=60_000)
-    wait_idle(page)
+    page.wait_for_function("(w) => { const t = document.querySelector('[data-testid=stPlotlyChart] .gtitle'); "
+                           "return !!t && t.textContent.startsWith(w); }", arg=want, timeout=30_000)
     title = page.locator('[data-testid="stPlotlyChart"]').first.locator(".gtitle").text_content()
     assert title.startswith(want)
     assert exceptions(page) == 0
@@ -82,5 +76,5 @@ def test_html_and_emoji_are_shown_literally(server, page):
     assert "0:<" in ticks and "1:img" in ticks and "17:🐶" in ticks
     assert exceptions(page) == 0
     assert "nan" not in page.locator('[data-testid="stMain"]').inner_text().lower().split()
-    page.wait_for_timeout(500)
+    charts_drawn(page, 8)
     screenshot(page, "encoder_decoder_hostile_input")

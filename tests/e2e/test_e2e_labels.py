@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import exceptions, guarded_page, page_url, wait_idle
+from tests.e2e.browser import charts_drawn, exceptions, guarded_page, open_page
 from ui.state import FRESH
 
 pytestmark = pytest.mark.e2e
@@ -22,11 +22,9 @@ def narrow(browser):
 
 
 def _open(pg, server, path: str, query: str) -> None:
-    pg.goto(page_url(server, path, query), timeout=120_000)
-    pg.wait_for_selector('[data-testid="stPlotlyChart"] text.annotation-text, '
-                         '[data-testid="stPlotlyChart"] g.xtick text', timeout=120_000)
-    wait_idle(pg)
-    pg.wait_for_timeout(800)
+    """Open a page and wait until every chart on it is drawn (its state, never a time)."""
+    open_page(pg, server, path, query, timeout=120_000)
+    charts_drawn(pg)
     assert exceptions(pg) == 0
 
 
@@ -129,7 +127,6 @@ def test_present_mode_chart_titles_clear_the_tick_labels(server, tall, path):
     """Presentation mode: a chart's 20 px title touched the 16 px top tick label on these pages
     (screenshot audit). No chart title overlaps any tick label, axis title, legend or annotation."""
     _open(tall, server, path, "present=true")
-    tall.wait_for_timeout(1500)
     charts = tall.evaluate(_TEXTS_JS)
     titled = [c for c in charts if c["title"]]
     assert len(titled) >= 3
@@ -142,7 +139,6 @@ def test_present_mode_chart_titles_clear_the_tick_labels(server, tall, path):
 def test_present_mode_key_axis_title_clears_the_slanted_labels(server, tall):
     """Variants page, presentation mode: "key (looked at)" sat on a slanted 16 px key label."""
     _open(tall, server, "variants", "present=true")
-    tall.wait_for_timeout(1500)
     charts = tall.evaluate(_TEXTS_JS)
     keys = [(a, c) for c in charts for a in c["other"] if a["text"].startswith("key (looked at)")]
     assert len(keys) >= 5
@@ -156,10 +152,8 @@ def test_present_mode_exit_button_is_not_under_the_header(server, browser, path)
     """Screenshot audit, 1280 x 720: in presentation mode the page's "Exit presentation mode"
     button sat under Streamlit's header (only its lower border showed): the one way out on the page."""
     with guarded_page(browser, 1280, 720) as pg:
-        pg.goto(page_url(server, path, "present=true"), timeout=120_000)
+        open_page(pg, server, path, "present=true", timeout=120_000)
         btn = pg.get_by_role("button", name="Exit presentation mode")
-        btn.wait_for(timeout=120_000)
-        wait_idle(pg)
         b = btn.bounding_box()
         assert b and b["y"] >= 0
         # the element drawn at the button's centre is the button (or inside it), not the header
@@ -174,10 +168,10 @@ def test_present_mode_heads_show_above_the_fold(server, browser):
     button now sits in the header bar and the caption under the grid: the heatmaps start at least
     200 px above the bottom of the window."""
     with guarded_page(browser, 1280, 720) as pg:
-        pg.goto(page_url(server, "heads", "present=true"), timeout=120_000)
+        open_page(pg, server, "heads", "present=true", timeout=120_000)
         pg.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length >= 4",
                              timeout=120_000)
-        wait_idle(pg)
+        charts_drawn(pg)
         top = pg.evaluate("() => Math.min(...[...document.querySelectorAll('.js-plotly-plot .heatmaplayer image')]"
                           ".map(e => e.getBoundingClientRect().top))")
         assert top <= 720 - 200, top

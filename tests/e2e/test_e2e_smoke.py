@@ -2,7 +2,7 @@
 nothing leaves localhost."""
 import pytest
 
-from tests.e2e.browser import X_TICKS, exceptions, guarded_page, open_page, screenshot, serving, wait_idle
+from tests.e2e.browser import IDLE_JS, X_TICKS, charts_drawn, exceptions, guarded_page, open_page, screenshot, serving
 
 pytestmark = pytest.mark.e2e
 
@@ -14,7 +14,7 @@ def test_home_shows_heatmap(server, page):
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
     ticks = page.locator('[data-testid="stPlotlyChart"]').first.locator(X_TICKS).all_text_contents()
     assert "5:cabinet" in ticks  # the default sentence, no click needed
-    page.wait_for_timeout(500)
+    charts_drawn(page)
     screenshot(page, "smoke_home")
 
 
@@ -29,8 +29,10 @@ def test_deep_link_as_a_fresh_servers_first_request(browser, path, title, query)
     with serving() as url:
         with guarded_page(browser, 1400, 1000) as pg:
             open_page(pg, url, path, query)
-            pg.wait_for_timeout(1000)  # the reroute to app.py's navigation has settled
-            wait_idle(pg)
+            # the reroute to app.py's navigation has settled: the page's own title, at its own path
+            pg.wait_for_function(f"""([path, title]) => location.pathname.endsWith('/' + path)
+                && (document.querySelector('[data-testid=stMain] h1') || {{innerText: ''}}).innerText.trim() === title && ({IDLE_JS})()""",
+                                 arg=[path, title], timeout=60_000)
             assert pg.get_by_text("Page not found").count() == 0
             assert pg.locator("h1").first.inner_text().strip() == title
             assert exceptions(pg) == 0

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.e2e.browser import exceptions, open_page, screenshot, wait_idle
+from tests.e2e.browser import exceptions, finished_runs, open_page, rerun, screenshot, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -17,11 +17,16 @@ STEPS = 60  # tiny: the test checks the final state and that the progress it hap
 
 def set_slider(page, label: str, home_then_right: int) -> None:
     s = page.get_by_role("slider", name=label).first
+    n = finished_runs(page)
     s.focus()
     s.press("Home")
     for _ in range(home_then_right):
         s.press("ArrowRight")
-    wait_idle(page)
+    # the value the keys lead to, then the rerun that carries it to the server (the slider sends
+    # it once, shortly after the last key): states, not a time
+    page.wait_for_function("([el, n]) => Number(el.value) === Number(el.min) + n * Number(el.step)",
+                           arg=[s.element_handle(), home_then_right], timeout=30_000)
+    wait_idle(page, after=n)
 
 
 def progress_step(page) -> int | None:
@@ -79,8 +84,7 @@ def test_train_tiny_model_progress_and_sidebar(server, page):
     model_box.click()
     option = page.get_by_role("option", name=re.compile(r"^trained #1: d64·4h·1L"))
     assert option.count() == 1
-    option.click()
-    wait_idle(page)
+    rerun(page, option.click)
     assert exceptions(page) == 0
     caption = page.locator('[data-testid="stSidebar"]').get_by_text("d_model 64 · 4 heads · 1 layers")
     assert caption.count() == 1

@@ -24,6 +24,13 @@ def test_rollout_on_a_two_layer_example_by_hand():
     np.testing.assert_allclose(iv.rollout(w2, residual=0.0), iv.rollout(w, residual=0.5), atol=1e-12)
     with pytest.raises(ValueError):
         iv.rollout(np.ones((2, 2, 3)))
+    # a trace's layers as a list (never stacked: long inputs) give the very same numbers
+    g = np.random.default_rng(1)
+    layers = [g.dirichlet(np.ones(6), size=(3, 6)).astype(np.float32) for _ in range(4)]  # 4 × (H=3, 6, 6)
+    np.testing.assert_array_equal(iv.rollout(layers), iv.rollout(np.stack(layers)))
+    assert not np.allclose(iv.rollout(layers), iv.rollout(layers[::-1]))  # the order of the layers counts
+    with pytest.raises(ValueError):
+        iv.rollout([layers[0], layers[1][:, :5, :5]])
 
 
 @pytest.fixture(scope="module")

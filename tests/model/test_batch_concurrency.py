@@ -1,0 +1,225 @@
+"""model.batcher.TraceBatcher: threads asking at once (a class's sessions) get their own sentence's
+trace, never a neighbour's, through shared forwards; a lone request runs at once; identical
+sentences share a row; a failing batch leaves each caller its own result or error.
+
+Batching is made deterministic without timing: the model's first forward waits at a gate until
+every other request has queued behind it, so the next forward must take them together."""
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from model import ModelConfig, Transformer
+from model.batcher import TraceBatcher
+from model.trace import flat_arrays
+
+CFG = dict(vocab_size=50, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=32, pos_encoding="rope",
+           norm_kind="rmsnorm", activation="swiglu", bias=False, d_ff=64)
+
+
+class GatedModel(Transformer):
+    """A Transformer whose first trace waits until `release` is set (nothing else changes)."""
+
+    def __init__(self):
+        super().__init__(ModelConfig(**CFG), seed=5)
+        self.release = threading.Event()
+        self.calls: list[int] = []  # batch size of each trace
+
+    def trace(self, ids, **kw):
+        self.calls.append(ids.shape[0])
+        if len(self.calls) == 1:
+            assert self.release.wait(30), "the test never released the first forward"
+        return super().trace(ids, **kw)
+
+
+def sentences(n: int, lengths=(6, 6, 9, 6, 9, 5)) -> list[list[int]]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(3, 50, (lengths[i % len(lengths)],), generator=g).tolist() for i in range(n)]
+
+
+def run_together(batcher, model, sents, causal=True):
+    """Start one thread per sentence: the first one's forward holds the gate until all others have
+    queued; returns each thread's trace (or exception)."""
+    out: list = [None] * len(sents)
+
+    def go(i):
+        try:
+            out[i] = batcher.trace(model, sents[i], causal)
+        except Exception as e:  # noqa: BLE001  reported per caller
+            out[i] = e
+
+    first = threading.Thread(target=go, args=(0,))
+    first.start()
+    while len(model.calls) < 1:
+        threading.Event().wait(0.001)
+    rest = [threading.Thread(target=go, args=(i,)) for i in range(1, len(sents))]
+    for t in rest:
+        t.start()
+    key = (id(model), causal)
+    for _ in range(30_000):  # every other request waits in the queue
+        with batcher._lock:
+            if len(batcher._queues[key].pending) == len(sents) - 1:
+                break
+        threading.Event().wait(0.001)
+    else:
+        pytest.fail("requests did not queue")
+    model.release.set()
+    for t in [first, *rest]:
+        t.join(60)
+        assert not t.is_alive(), "a caller never got its trace"
+    return out
+
+
+def assert_own_trace(model, tr, sent, causal, exact):
+    alone = Transformer.trace(model, torch.tensor([sent]), causal=causal)  # not through the gate
+    assert tr.ids.tolist() == [sent], "a neighbour's sentence"
+    a, b = flat_arrays(tr), flat_arrays(alone)
+    assert a.keys() == b.keys()
+    for k in b:
+        assert a[k].shape == b[k].shape, k
+        if exact:
+            assert np.array_equal(a[k], b[k]), k
+        else:  # padded rows sum over more keys in another order: to 1e-5 of the field's scale
+            scale = max(1.0, float(np.abs(b[k][np.isfinite(b[k])]).max())) if b[k].dtype.kind == "f" else 1.0
+            np.testing.assert_allclose(a[k], b[k], rtol=0, atol=1e-5 * scale, err_msg=k)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_exact_mode_batches_sentences_of_one_length(causal):
+    model, b = GatedModel(), TraceBatcher(slots=1)
+    sents = sentences(12)
+    out = run_together(b, model, sents, causal)
+    for tr, s in zip(out, sents):
+        assert_own_trace(model, tr, s, causal, exact=True)
+    # the gated first forward, then one forward per length among the 11 that queued (6, 9 and 5)
+    assert model.calls[0] == 1 and sorted(model.calls[1:]) == [2, 4, 5]
+    assert b.forwards == 4 and b.rows_traced == 12
+
+
+def test_pad_mode_takes_every_length_into_one_forward():
+    model, b = GatedModel(), TraceBatcher(slots=1, pad=True, max_rows=16)
+    sents = sentences(12)
+    out = run_together(b, model, sents)
+    for tr, s in zip(out, sents):
+        assert_own_trace(model, tr, s, True, exact=False)
+    assert model.calls == [1, 11] and b.forwards == 2
+
+
+def test_limits_split_the_queue():
+    model, b = GatedModel(), TraceBatcher(slots=1, pad=True, max_rows=4)
+    sents = sentences(11)
+    run_together(b, model, sents)
+    assert model.calls == [1, 4, 4, 2]
+
+
+def test_identical_sentences_share_a_row():
+    model, b = GatedModel(), TraceBatcher(slots=1)
+    sents = sentences(1) + [[7, 8, 9, 10, 11]] * 5 + [[7, 8, 9, 10, 12]]
+    out = run_together(b, model, sents)
+    assert model.calls == [1, 2]  # five identical requests, one other: two rows
+    for tr, s in zip(out, sents):
+        assert_own_trace(model, tr, s, True, exact=True)
+
+
+def test_a_lone_request_runs_at_once_with_its_own_forward():
+    model, b = GatedModel(), TraceBatcher(slots=2)
+    model.release.set()
+    tr = b.trace(model, [5, 6, 7, 8, 9])
+    assert model.calls == [1] and tr.ids.shape == (1, 5)
+    assert b._queues == {} and b._models == {}  # nothing left behind
+    short = b.trace(model, [5, 6])  # 1-3 tokens: alone, outside the queue
+    assert short.ids.tolist() == [[5, 6]] and b.forwards == 1
+
+
+def test_a_failing_batch_leaves_each_caller_its_own_result():
+    model, b = GatedModel(), TraceBatcher(slots=1)
+    sents = sentences(6, lengths=(6,))
+    sents[3] = [5, 6, 7, 8, 9, 99]  # 99 is not in the vocabulary: this sentence's own ValueError
+    out = run_together(b, model, sents)
+    for i, (tr, s) in enumerate(zip(out, sents)):
+        if i == 3:
+            assert isinstance(out[3], ValueError) and "token ids" in str(out[3])
+        else:
+            assert_own_trace(model, tr, s, True, exact=True)
+
+
+def test_many_threads_many_slots_no_one_left_waiting():
+    """No gate: 40 threads, 2 slots, random lengths; everyone gets their own trace."""
+    model = Transformer(ModelConfig(**CFG), seed=5)
+    b = TraceBatcher(slots=2, pad=True)
+    sents = sentences(40, lengths=(4, 5, 6, 7, 8, 9, 10))
+    out: list = [None] * 40
+    start = threading.Barrier(40)
+
+    def go(i):
+        start.wait()
+        out[i] = b.trace(model, sents[i])
+
+    ts = [threading.Thread(target=go, args=(i,)) for i in range(40)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+        assert not t.is_alive()
+    for tr, s in zip(out, sents):
+        assert_own_trace(model, tr, s, True, exact=False)
+    assert b.rows_traced == 40 and b._queues == {}
+
+
+def test_exact_mode_traces_odd_widths_alone():
+    """An FFN width that is not a multiple of EXACT_WIDTH: the elementwise kernels' tails would
+    differ, so exact mode does not batch it (pad mode does, to 1e-6)."""
+    model = Transformer(ModelConfig(**{**CFG, "d_ff": 48}), seed=5)
+    b = TraceBatcher(slots=1)
+    b.trace(model, [5, 6, 7, 8, 9])
+    assert b.forwards == 0  # traced alone, outside the batcher's queue
+    TraceBatcher(slots=1, pad=True).trace(model, [5, 6, 7, 8, 9])
+
+
+def test_exact_mode_needs_one_torch_thread():
+    """With two intra-op threads the kernels split a batch's work elsewhere than a sentence's:
+    exact mode then traces alone."""
+    from model.batcher import batchable
+    model = Transformer(ModelConfig(**CFG), seed=5)
+    assert torch.get_num_threads() == 1 and batchable(model, exact=True)
+    torch.set_num_threads(2)
+    try:
+        assert not batchable(model, exact=True) and batchable(model, exact=False)
+        b = TraceBatcher(slots=1)
+        b.trace(model, [5, 6, 7, 8, 9])
+        assert b.forwards == 0
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_the_batch_is_freed_before_its_callers_wake():
+    """The thread that ran a batch cuts every sentence out and drops the batch before it wakes
+    anyone: what a caller holds is its own copy, and no batch outlives its forward."""
+    import weakref
+
+    batches: list = []
+
+    class Recording(GatedModel):
+        def trace(self, ids, **kw):
+            tr = super().trace(ids, **kw)
+            if ids.shape[0] > 1:
+                batches.append(weakref.ref(tr))
+            return tr
+
+    model, b = Recording(), TraceBatcher(slots=1)
+    alive_after_return: list[int] = []
+    sents = sentences(8, lengths=(6,))
+    orig = b.trace
+
+    def trace_and_look(*a, **kw):
+        tr = orig(*a, **kw)
+        alive_after_return.append(sum(r() is not None for r in batches))
+        return tr
+
+    b.trace = trace_and_look
+    out = run_together(b, model, sents)
+    assert len(batches) == 1 and model.calls == [1, 7]
+    assert alive_after_return == [0] * 8  # no caller ever saw the batch alive
+    for tr, s in zip(out, sents):
+        assert_own_trace(model, tr, s, True, exact=True)
