@@ -79,8 +79,9 @@ class Student:
 
 
 class PushbackWS:
-    """The client's WebSocket with one message put back: a run the server started by itself (a
-    pushed fragment rerun, ui/live._Nudger) is read by StClient.receive from its first message on."""
+    """The client's WebSocket with one message put back: a run the server started by itself (none
+    does today: server push was measured and removed) is read by StClient.receive from its first
+    message on."""
 
     def __init__(self, ws):
         self.ws, self.back = ws, []
@@ -150,7 +151,10 @@ def q(xs: list[float], p: float) -> float:
 
 
 async def scenario(lecturer_url: str, student_url: str, n: int, rounds: int, model: str, pids: list[int],
-                   idle_s: float, pause: float) -> dict:
+                   idle_s: float, pause: float, phase=None) -> dict:
+    """phase(name), if given, is called as each measured phase starts and ends ("rounds", "rounds
+    end", "idle", "idle end"): benchmarks/profile_live.py profiles each apart."""
+    phase = phase or (lambda name: None)
     lec = StClient(lecturer_url, query=MODELS[model], timeout=300)
     await lec.connect()
     r = await lec.rerun()
@@ -175,29 +179,36 @@ async def scenario(lecturer_url: str, student_url: str, n: int, rounds: int, mod
     tasks.append(asyncio.create_task(lecturer_loop(lec, stop, lock)))
     await asyncio.sleep(3)
     lat: list[float] = []
+    phase("rounds")
+    change_cpu = 0.0  # server CPU from each keystroke until every student shows it
     per_round_max: list[float] = []
     missed = 0
     for k in range(rounds):
         text = f"the lecturer writes sentence number {k} for the class ."
         async with lock:
             lec.set_value("Sentence", text)
+            c0 = sum(cpu_seconds(p) for p in pids)
             t0 = await lec.send()
             r = await lec.receive(t0)
         deadline = time.perf_counter() + 30
         while time.perf_counter() < deadline and not all(text in s.seen for s in students):
             await asyncio.sleep(0.05)
+        change_cpu += sum(cpu_seconds(p) for p in pids) - c0
         got = [s.seen[text] - t0 for s in students if text in s.seen]
         missed += n - len(got)
         lat += got
         per_round_max.append(max(got) if got else float("nan"))
         await asyncio.sleep(pause)
+    phase("rounds end")
     # idle following: nothing changes; every student's fragment keeps checking
     await asyncio.sleep(2)
+    phase("idle")
     c0, w0 = sum(cpu_seconds(p) for p in pids), time.perf_counter()
     ticks0 = sum(s.ticks for s in students)
     await asyncio.sleep(idle_s)
     c1, w1 = sum(cpu_seconds(p) for p in pids), time.perf_counter()
     ticks = sum(s.ticks for s in students) - ticks0
+    phase("idle end")
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     for s in students:
@@ -208,7 +219,7 @@ async def scenario(lecturer_url: str, student_url: str, n: int, rounds: int, mod
     return dict(code=code, p50=statistics.median(lat) if lat else float("nan"), p90=q(lat, 0.9),
                 max=max(lat) if lat else float("nan"), missed=missed, errors=errors, idle_core_pct=core_pct,
                 idle_ms_per_check=1000 * (c1 - c0) / max(1, ticks), idle_checks_per_s=ticks / (w1 - w0),
-                rounds_max=per_round_max)
+                rounds_max=per_round_max, change_ms_per_student=1000 * change_cpu / (n * rounds))
 
 
 def idle_baseline(pids: list[int], seconds: float = 5.0) -> float:
@@ -265,6 +276,9 @@ def _rows(label: str, model: str, n: int, res: dict, base_pct: float) -> list[di
              target=f"≤ {TARGET_P90[model]:g} s", ok=p90_ok),
         dict(benchmark=b, metric="the same, max (s)", app=res["max"], bare=None, ratio=None,
              target=f"(reported; {res['missed']} missed, {len(res['errors'])} errors)", ok=None),
+        dict(benchmark=b, metric="server CPU per change and student (core-ms: the trace, the lecturer's and every "
+             "student's run, the checks meanwhile)", app=res["change_ms_per_student"], bare=None, ratio=None,
+             target="(reported)", ok=None),
         dict(benchmark=b, metric="idle following: server CPU, % of one core (above an idle server)", app=idle,
              bare=None, ratio=None, target=f"≤ {TARGET_IDLE_CORE_PCT:g} %", ok=idle <= TARGET_IDLE_CORE_PCT),
         dict(benchmark=b, metric="idle following: server CPU per student check (ms)", app=res["idle_ms_per_check"],

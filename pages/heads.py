@@ -5,7 +5,7 @@ from ui import circuits as sink
 from ui import state
 from ui.head_labels import layer_labels
 from ui.runs import current_run, layer_allowed
-from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, show_code, show_fig
+from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import GRID_MAX_CELLS, head_grid, head_heatmap
 from viz.common import block_note, block_step
@@ -35,7 +35,6 @@ allowed = layer_allowed(run, layer)  # (T, T)
 keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
 pats = layer_labels(run, layer, keys)  # one HeadPattern per head (cached with the trace; the sink named apart when hidden)
 shown = sink.hidden(run, w) if hide else w  # (H, T, T): as computed, or the derived sink-hidden view
-subtitles = [f"head {h} · {p.title()}" for h, p in enumerate(pats)]
 mode = "causal" if run.causal else "bidirectional"
 legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 · grey = masked (not allowed to look). "
           "Each head's title names its pattern and the score that decided it. "
@@ -44,9 +43,17 @@ if hide:
     sink.derived_note(run)
 if not st.session_state.get("present"):
     st.caption(legend)
-show_fig(head_grid(shown, run.labels, allowed=allowed, subtitles=subtitles, hidden_keys=keys,
-                   title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else "")),
-         "heads_grid", table=deferred(heads_table, shown, run.labels, layer), filename=f"layer{layer}_heads",
+
+
+def grid():
+    """The grid of this run's layer: the same for every session showing it (ui.show.shared_fig)."""
+    return head_grid(shown, run.labels, allowed=allowed, hidden_keys=keys,
+                     subtitles=[f"head {h} · {p.title()}" for h, p in enumerate(pats)],
+                     title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else ""))
+
+
+show_fig(shared_fig(run, ("heads_grid", layer, hide), grid), "heads_grid",
+         table=deferred(heads_table, shown, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
 if st.session_state.get("present"):
     st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen

@@ -13,9 +13,8 @@ reloads every bound value from the URL; the page switches with st.switch_page). 
 address bar shows the page and values it follows, and a reload keeps them. A fragment that reruns
 every POLL_EVERY seconds reads the room's versions (one dictionary read, or one Redis call) and
 calls st.rerun() only when the lecturer's view changed; 100 students cost one trace per change
-(the trace cache is shared, ui/runs.py). Opt-in (ATTN_LAB_LIVE_PUSH=1, see push_available), the
-server also pushes: one thread per process reads the followed rooms and reruns the watch fragment
-of the students who are behind (_Nudger), and the fragment's own timer slows to SLOW_POLL_EVERY. A student who changes a control (or presses "Explore on
+(the trace cache is shared, ui/runs.py) and one figure of the heads grid (ui.show.shared_fig), and
+then each student's own page run (measured in docs/benchmarks.md, "Live class"). A student who changes a control (or presses "Explore on
 my own") explores alone: the lecturer's changes no longer touch the student's controls or URL
 (the URL then holds alone=true, so a reload keeps exploring); "Back to the lecturer" applies the
 lecturer's current view.
@@ -27,6 +26,7 @@ and token, its view and poll) when the store comes back empty (a Redis restart w
 """
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import threading
@@ -45,8 +45,7 @@ from . import state
 from .runs import current_run, layer_allowed
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
-SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone, or of a pushed follower
-NUDGE_EVERY = 0.2  # seconds between a server process's reads of the rooms its followers follow
+SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone
 KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
 LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
 SS = "_live"  # session_state: this session's LiveSession
@@ -453,9 +452,11 @@ def join_link(code: str) -> str:
     return f"{base_url()}/?room={code}"
 
 
+@functools.lru_cache(maxsize=64)
 def qr_svg(text: str) -> str:
     """An offline QR code of `text` (segno, pure Python) as SVG: black on white (scannable in the
-    dark theme too), error correction M."""
+    dark theme too), error correction M. Made once per link (the lecturer's every run drew it again:
+    ~7 % of a run)."""
     return segno.make(text, error="m", micro=False).svg_inline(scale=10, border=4, dark="#000000",
                                                                  light="#ffffff")
 
@@ -478,7 +479,7 @@ def render() -> None:
     else:
         _banner(ls)
         if not ls.ended:
-            (_student_watch if ls.following and not push_available() else _student_watch_slow)()
+            (_student_watch if ls.following else _student_watch_slow)()
 
 
 def _sidebar(ls: LiveSession | None) -> None:
@@ -552,8 +553,7 @@ def _student_watch() -> None:
 @st.fragment(run_every=SLOW_POLL_EVERY)
 def _student_watch_slow() -> None:
     """The same, less often: for a student exploring alone (only polls, presence and the class's
-    end concern it), and for a follower when this server pushes changes (_Nudger). Each check costs
-    the server ~2 ms of Streamlit's own work, whatever it reads."""
+    end concern it). Each check costs the server ~2 ms of Streamlit's own work, whatever it reads."""
     _watch()
 
 
@@ -585,8 +585,6 @@ def _watch() -> None:
             ls.poll, ls.poll_key = store().poll(ls.code), rs.poll_key
         except L.StoreUnavailable:
             return
-    if push_available():
-        NUDGER.watch(ls)  # what this session has drawn: the nudger compares the room with it
     if ls.poll is not None:
         _student_poll(ls.poll)
 
@@ -742,166 +740,6 @@ def _poll_builder(ls: LiveSession) -> None:
 def _allowed_2d(allowed, head: int):
     a = np.asarray(allowed, dtype=bool)
     return a[head] if a.ndim == 3 else a
-
-
-# ------------------------------------------------------------------------------ server push
-
-@dataclass
-class _Follower:
-    code: str
-    fragment_id: str  # the student's watch fragment
-    following: bool
-    view_key: tuple | None  # what the session has applied / drawn
-    poll_key: tuple | None
-    seen: float  # when the session last registered (its watch fragment ran)
-    nudged: tuple | None = None  # the room state it was last nudged for
-
-
-class _Nudger:
-    """Server push for the followers in this process, beside their polling fragment.
-
-    One daemon thread per server process reads, every NUDGE_EVERY s, the state of each room that a
-    session of this process follows (one store read per room, however many students), and asks
-    each session that is behind (the lecturer's view or the poll changed, or the class ended) to
-    rerun its watch fragment now. That rerun is Streamlit's own server-side rerun: the session's
-    AppSession.request_rerun with its last client state (what runner.runOnSave does on a file
-    change), narrowed to the watch fragment; the fragment then does what it does when its timer
-    fires (st.rerun() to apply a new view, draw the poll). With push, a follower's timer fires every
-    SLOW_POLL_EVERY s instead of POLL_EVERY (presence, and a safety net), so an idle class costs a
-    third of the server time and a change reaches students without waiting for a timer.
-
-    It uses Streamlit internals (the runtime's session manager, AppSession's saved client state
-    and event loop). push_available() checks them once; when they are missing (another Streamlit
-    version, AppTest), followers poll every POLL_EVERY s as before and nothing else changes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._followers: dict[str, _Follower] = {}  # session id -> follower
-        self._thread: threading.Thread | None = None
-
-    def watch(self, ls: LiveSession) -> None:
-        """Called by the watch fragment (every run): register or refresh this session."""
-        try:
-            from streamlit.runtime.scriptrunner import get_script_run_ctx
-            from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
-            sid, fid = get_script_run_ctx().session_id, ThreadState.get().fragment_id
-        except Exception:  # noqa: BLE001  internals missing: polling alone
-            return
-        if not fid:
-            return
-        with self._lock:
-            f = self._followers.get(sid)
-            self._followers[sid] = _Follower(ls.code, fid, ls.following, ls.applied, ls.poll_key, time.time(),
-                                             f.nudged if f is not None and f.code == ls.code else None)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="live-class-nudger", daemon=True)
-                self._thread.start()
-
-    def forget(self, session_id: str) -> None:
-        with self._lock:
-            self._followers.pop(session_id, None)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(NUDGE_EVERY)
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001  never let the thread die; the fragments still poll
-                pass
-
-    def tick(self) -> int:
-        """One round: returns how many sessions were nudged."""
-        now = time.time()
-        with self._lock:
-            # a session that has not registered for 3 check periods is gone (closed tab, left)
-            for sid in [sid for sid, f in self._followers.items() if now - f.seen > 3 * SLOW_POLL_EVERY + 5]:
-                del self._followers[sid]
-            by_room: dict[str, list[tuple[str, _Follower]]] = {}
-            for sid, f in self._followers.items():
-                by_room.setdefault(f.code, []).append((sid, f))
-        n = 0
-        for code, followers in by_room.items():
-            try:
-                rs = store().state(code)
-            except L.StoreUnavailable:
-                continue
-            if rs is None:
-                continue
-            mark = (rs.status, rs.view_key, rs.poll_key)
-            for sid, f in followers:
-                behind = rs.status == "ended" or rs.poll_key != f.poll_key or \
-                    (f.following and rs.view_key != f.view_key)
-                if behind and f.nudged != mark:
-                    f.nudged = mark
-                    if _rerun_fragment(sid, f.fragment_id, skipped=lambda f=f: setattr(f, "nudged", None)) is None:
-                        self.forget(sid)  # gone
-                    else:
-                        n += 1
-        return n
-
-
-def _rerun_fragment(session_id: str, fragment_id: str, skipped=None) -> bool | None:
-    """Ask session `session_id` (of this process) to rerun fragment `fragment_id` now, with the
-    client state its last run ended with (URL, page). On the session's event loop, and only if no
-    run is in progress then (a run in progress ends up to date by itself, or calls `skipped` so
-    that the next tick asks again). True: asked; None: the session is gone or Streamlit's internals
-    are not there."""
-    try:
-        from streamlit.proto.ClientState_pb2 import ClientState
-        from streamlit.runtime import get_instance
-        info = get_instance()._session_mgr.get_active_session_info(session_id)
-        if info is None:
-            return None
-        session = info.session
-
-        def fire() -> None:
-            try:
-                if session._scriptrunner is not None or not session._client_state.page_script_hash:
-                    if skipped is not None:
-                        skipped()
-                    return
-                cs = ClientState()
-                cs.CopyFrom(session._client_state)
-                cs.fragment_id = fragment_id
-                cs.is_auto_rerun = True
-                session.request_rerun(cs)
-            except Exception:  # noqa: BLE001  the session closed meanwhile
-                pass
-
-        session._event_loop.call_soon_threadsafe(fire)
-        return True
-    except Exception:  # noqa: BLE001
-        return None
-
-
-NUDGER = _Nudger()
-_push_ok: list[bool] = []
-
-
-def push_available() -> bool:
-    """Whether this process pushes changes to its followers (see _Nudger); checked once. Opt-in
-    (ATTN_LAB_LIVE_PUSH=1): measured with 100 protocol-level students on this 2-core machine
-    (benchmarks/bench_live.py, load average 15-20), push cut an idle class's server time to a third
-    (5-11 % of a core instead of 20-26 %) but did not bring a change to the last students sooner
-    (100 page runs started together share the GIL and all finish late: p90 11.6 s against 5.8 s
-    for polling in the same conditions), and a few students of the heaviest runs (SmolLM2, 2
-    replicas) were not caught up within 30 s. Polling stays the default until that is understood."""
-    if not _push_ok:
-        ok = os.environ.get("ATTN_LAB_LIVE_PUSH", "0") == "1"
-        if ok:
-            try:
-                from streamlit.proto.ClientState_pb2 import ClientState  # noqa: F401
-                from streamlit.runtime import exists, get_instance
-                from streamlit.runtime.app_session import AppSession
-                from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState  # noqa: F401
-                mgr = get_instance()._session_mgr if exists() else None
-                ok = (mgr is not None and hasattr(mgr, "get_active_session_info")
-                      and callable(getattr(AppSession, "request_rerun", None))
-                      and type(mgr).__name__ == "WebsocketSessionManager")
-            except Exception:  # noqa: BLE001
-                ok = False
-        _push_ok.append(ok)
-    return _push_ok[0]
 
 
 # state.sync_url calls this after every sync (registered once, also if this module is reloaded)

@@ -8,6 +8,7 @@ import inspect
 import io
 import re
 import textwrap
+import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,48 @@ def present_fonts(fig: go.Figure) -> None:
                 ann.yshift = ann.yshift * grow_lb
 
 
+SHARED_PER_RUN = 32  # figures kept per run (the views of one input: layers, switches)
+_shared: dict[int, tuple[weakref.ref, dict]] = {}  # id(run) -> (the run, {key: figure})
+_shared_lock = threading.Lock()
+_shared_gone: list[int] = []  # ids of runs freed since (a weakref callback only appends: no lock there)
+
+
+def shared_fig(run, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
+    """The figure `build()` makes from `run` (a cached trace: ui/runs.current_run gives every
+    session asking for the same input the same Run), built once per (run, key) and shared by every
+    session: the 100 followers of a live class draw the lecturer's view with one figure build, not
+    100. `key` must name everything else the figure depends on (the layer, the page's switches);
+    presentation mode's fonts are part of the key here. A shared figure is never changed after it
+    is built (show_fig draws it as it is); its entries go with the run (when the trace cache drops
+    it), at most SHARED_PER_RUN per run, oldest first."""
+    present = bool(st.session_state.get("present"))
+    full = (*key, present)
+    with _shared_lock:
+        entry = _shared.get(id(run))
+        if entry is not None and entry[0]() is run:
+            fig = entry[1].get(full)
+            if fig is not None:
+                return fig
+    fig = build()
+    if present:
+        present_fonts(fig)
+    fig._attn_lab_shared = True  # show_fig: its fonts are set, and it is not to be changed
+    with _shared_lock:
+        while _shared_gone:
+            rid = _shared_gone.pop()
+            if rid in _shared and _shared[rid][0]() is None:
+                del _shared[rid]
+        entry = _shared.get(id(run))
+        if entry is None or entry[0]() is not run:
+            rid = id(run)
+            entry = _shared[rid] = (weakref.ref(run, lambda _, rid=rid: _shared_gone.append(rid)), {})
+        figs = entry[1]
+        fig = figs.setdefault(full, fig)  # another session may have built it meanwhile: one figure
+        while len(figs) > SHARED_PER_RUN:
+            del figs[next(iter(figs))]
+    return fig
+
+
 def _ann_default(fig: go.Figure, name: str):
     """An annotation property every annotation inherits from the figure's template (viz.common.hoist_shared)."""
     tpl = fig.layout.template
@@ -140,7 +183,7 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     then only made when the button is clicked, after the page has ended: make it with `deferred`
     (never a lambda over the page's variables)."""
     name = _slug(filename or key)
-    if st.session_state.get("present"):
+    if st.session_state.get("present") and not getattr(fig, "_attn_lab_shared", False):
         present_fonts(fig)
     fmt = "svg" if st.session_state.get("img_fmt") == "SVG" else "png"  # the sidebar's "Chart images" choice
     st.plotly_chart(fig, key=key, width="stretch",
