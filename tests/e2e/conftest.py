@@ -1,26 +1,14 @@
-"""Fixtures of the real-browser tier (see browser.py)."""
-from pathlib import Path
-
+"""Fixtures of the real-browser tier (see browser.py); `browser` is in tests/conftest.py (one
+Playwright per test process, shared with tests/fuzz/test_stateful_browser.py)."""
 import pytest
 
-from tests.e2e.browser import ARGS, CHROMIUM, Guard, count_runs, serving
+from tests.e2e.browser import Guard, count_runs, serving
 
 
 @pytest.fixture(scope="session")
 def server():
     with serving() as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's Chromium is missing: apt-get install -y --no-install-recommends chromium")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

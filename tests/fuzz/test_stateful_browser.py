@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 
 import pytest
 
 from benchmarks.soak import app_constant
-from tests.e2e.browser import ARGS, CHROMIUM, Guard, count_runs, serving
+from tests.e2e.browser import Guard, count_runs, serving
 from tests.fuzz.browser_fuzz import BrowserPlan, run_sequence
 from tests.helpers import ROOT
 
@@ -32,17 +31,6 @@ N_PAGES = len(TITLES) if FULL else int(os.environ.get("FUZZ_BROWSER_PAGES", "10"
 def server():
     with serving() as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's Chromium is missing: apt-get install -y --no-install-recommends chromium")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.mark.parametrize("index", range(SEQUENCES))
