@@ -166,6 +166,7 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
 
 PHONE_PX = 640  # a viewport narrower than this is a phone: grids of panels get their own width there
 PANEL_MIN_PX = 140  # the least width of one panel of a grid on a phone
+THUMB_MIN_PX = 100  # ... of a thumbnail (a panel under ~93 px tall)
 COLORBAR_PX = 90  # a colour bar with its tick labels and title, in px
 TITLE_EM = 0.6  # a panel title's width per character, in font sizes (measured ~0.54 in Chromium)
 
@@ -182,8 +183,8 @@ def phone_min_width(fig: go.Figure) -> int | None:
         return None
     panel = min(c[1] - c[0] for c in cols)  # of the plot area's width
     step = min(b[0] + b[1] - a[0] - a[1] for a, b in zip(cols, cols[1:])) / 2  # centre to centre
-    tops = {round(c[1], 6) for c in (tuple(lay[k].domain) for k in lay.to_plotly_json()
-                                     if k.startswith("yaxis") and lay[k].domain)}
+    rows = {tuple(lay[k].domain) for k in lay.to_plotly_json() if k.startswith("yaxis") and lay[k].domain}
+    tops = {round(r[1], 6) for r in rows}
     dflt_font = _ann_default(fig, "font")
     title_px = 0.0
     for ann in lay.annotations or ():
@@ -192,8 +193,14 @@ def phone_min_width(fig: go.Figure) -> int | None:
         size = ann.font.size if ann.font and ann.font.size else (dflt_font.size if dflt_font and dflt_font.size else 12)
         chars = max(len(_plain(line)) for line in str(ann.text or "").split("<br>"))
         title_px = max(title_px, TITLE_EM * size * chars + 12)
-    plot = max(PANEL_MIN_PX / panel if panel > 0 else 0, title_px / step if step > 0 else 0)
     m = lay.margin
+    # thumbnails (the overview: MiniLM's 12 heads a row, ~70 px tall) need less: a panel stretched to
+    # twice its height reads worse than a smaller one, so at least THUMB_MIN_PX and 1.5 x its height
+    least = PANEL_MIN_PX
+    if lay.height and m is not None and rows:
+        tall = min(d[1] - d[0] for d in rows) * (lay.height - (m.t or 0) - (m.b or 0))
+        least = min(PANEL_MIN_PX, max(THUMB_MIN_PX, 1.5 * tall))
+    plot = max(least / panel if panel > 0 else 0, title_px / step if step > 0 else 0)
     # a colour bar takes its width from the plot area (Plotly widens the right margin for it)
     # (a heatmap's, or its colour axis's: either may be set in the figure's template, so any heatmap counts)
     bar = COLORBAR_PX if any(t.type in ("heatmap", "contour") for t in fig.data) else 0
