@@ -46,7 +46,8 @@ def _grids(pg, least_panel: float) -> list[dict]:
 def test_phone_grid_panels_readable(browser, server, path, least_panel):
     """390 x 844: every panel of the grid is at least least_panel px wide (the heads grid's panels
     120 px, the overview's thumbnails 100 px), no two titles overlap, and the page itself does
-    not scroll sideways (only the chart's box does); hovering a panel still shows its numbers."""
+    not scroll sideways (only the chart's box does); hovering a panel still shows its numbers and
+    dragging across it still zooms."""
     with guarded_page(browser, 390, 844) as pg:
         open_page(pg, server, path)
         charts_drawn(pg)
@@ -65,6 +66,14 @@ def test_phone_grid_panels_readable(browser, server, path, least_panel):
         pg.wait_for_selector('[data-testid="stPlotlyChart"] .hoverlayer .hovertext', timeout=10_000)
         hover = pg.locator('[data-testid="stPlotlyChart"] .hoverlayer .hovertext').first.text_content()
         assert "key" in hover and "weight" in hover, hover
+        # and zoom: a drag across part of the panel narrows its x axis
+        before = pg.evaluate("() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range.slice()")
+        pg.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.2)
+        pg.mouse.down()
+        pg.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.6, steps=8)
+        pg.mouse.up()
+        pg.wait_for_function(f"""() => {{ const r = document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range;
+            return r[1] - r[0] < {before[1] - before[0]} * 0.8; }}""", timeout=10_000)
         assert exceptions(pg) == 0
 
 
