@@ -213,9 +213,10 @@ def _wide_chart(fig: go.Figure, key: str, wide: int, config: dict) -> None:
     block around it (Streamlit measures that block), so the inner block gets the min-width and
     the outer one scrolls. Static CSS: keys and numbers from the code, no user text."""
     outer, inner = f"wide_{key}", f"wide_{key}_in"
+    css = [re.sub(r"[^a-zA-Z0-9_-]", "-", k.strip()) for k in (outer, inner)]  # Streamlit's st-key- class
     st.html(f"<style>@media (max-width: {PHONE_PX - 0.02}px) {{"
-            f".st-key-{outer} {{overflow-x: auto; overflow-y: hidden;}}"
-            f".st-key-{inner} {{min-width: {wide}px;}}}}</style>")
+            f".st-key-{css[0]} {{overflow-x: auto; overflow-y: hidden;}}"
+            f".st-key-{css[1]} {{min-width: {wide}px;}}}}</style>")
     with st.container(key=outer), st.container(key=inner):
         st.plotly_chart(fig, key=key, width="stretch", config=config)
 
