@@ -186,9 +186,13 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     if st.session_state.get("present") and not getattr(fig, "_attn_lab_shared", False):
         present_fonts(fig)
     fmt = "svg" if st.session_state.get("img_fmt") == "SVG" else "png"  # the sidebar's "Chart images" choice
-    st.plotly_chart(fig, key=key, width="stretch",
-                    config={**PLOT_CONFIG, "toImageButtonOptions": {"format": fmt, "filename": name,
-                                                                    **({"scale": 2} if fmt == "png" else {})}})
+    config = {**PLOT_CONFIG, "toImageButtonOptions": {"format": fmt, "filename": name,
+                                                      **({"scale": 2} if fmt == "png" else {})}}
+    wide = phone_min_width(fig)
+    if wide is None:
+        st.plotly_chart(fig, key=key, width="stretch", config=config)
+    else:
+        _wide_chart(fig, key, wide, config)
     # Accessibility (issue 8): every chart gets alt text and a numeric table. A page that passes
     # neither gets ones made from the figure itself (its title, chart kind and axes; its data).
     st.caption(alt or md_escape(describe_fig(fig)))
@@ -201,6 +205,63 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
         st.download_button("CSV of these numbers", lambda: make().to_csv().encode("utf-8"),
                            file_name=f"{name}.csv", mime="text/csv", key=f"{key}__csv",
                            on_click="ignore", icon=":material/download:")
+
+
+PHONE_PX = 640  # a viewport narrower than this is a phone: grids of panels get their own width there
+PANEL_MIN_PX = 140  # the least width of one panel of a grid on a phone
+THUMB_MIN_PX = 100  # ... of a thumbnail (a panel under ~93 px tall)
+COLORBAR_PX = 90  # a colour bar with its tick labels and title, in px
+TITLE_EM = 0.6  # a panel title's width per character, in font sizes (measured ~0.54 in Chromium)
+
+
+def phone_min_width(fig: go.Figure) -> int | None:
+    """The width in px a grid of panels (two or more subplot columns: the heads grid, the
+    overview's thumbnails) needs on a phone: every panel at least PANEL_MIN_PX wide and its title
+    clear of its neighbours' (issue 33: at 390 px the heads grid drew 66 px panels under titles
+    219 px wide, overlapping). None for a chart of one column, which fits any screen."""
+    lay = fig.layout
+    cols = sorted({tuple(lay[k].domain) for k in lay.to_plotly_json()
+                   if k.startswith("xaxis") and lay[k].domain})
+    if len(cols) < 2:
+        return None
+    panel = min(c[1] - c[0] for c in cols)  # of the plot area's width
+    step = min(b[0] + b[1] - a[0] - a[1] for a, b in zip(cols, cols[1:])) / 2  # centre to centre
+    rows = {tuple(lay[k].domain) for k in lay.to_plotly_json() if k.startswith("yaxis") and lay[k].domain}
+    tops = {round(r[1], 6) for r in rows}
+    dflt_font = _ann_default(fig, "font")
+    title_px = 0.0
+    for ann in lay.annotations or ():
+        if ann.y is None or round(ann.y, 6) not in tops:  # not a panel title (axis titles, notes)
+            continue
+        size = ann.font.size if ann.font and ann.font.size else (dflt_font.size if dflt_font and dflt_font.size else 12)
+        chars = max(len(_plain(line)) for line in str(ann.text or "").split("<br>"))
+        title_px = max(title_px, TITLE_EM * size * chars + 12)
+    m = lay.margin
+    # thumbnails (the overview: MiniLM's 12 heads a row, ~70 px tall) need less: a panel stretched to
+    # twice its height reads worse than a smaller one, so at least THUMB_MIN_PX and 1.5 x its height
+    least = PANEL_MIN_PX
+    if lay.height and m is not None and rows:
+        tall = min(d[1] - d[0] for d in rows) * (lay.height - (m.t or 0) - (m.b or 0))
+        least = min(PANEL_MIN_PX, max(THUMB_MIN_PX, 1.5 * tall))
+    plot = max(least / panel if panel > 0 else 0, title_px / step if step > 0 else 0)
+    # a colour bar takes its width from the plot area (Plotly widens the right margin for it)
+    # (a heatmap's, or its colour axis's: either may be set in the figure's template, so any heatmap counts)
+    bar = COLORBAR_PX if any(t.type in ("heatmap", "contour") for t in fig.data) else 0
+    return int(plot + bar + (m.l if m and m.l is not None else 80) + (m.r if m and m.r is not None else 80)) + 1
+
+
+def _wide_chart(fig: go.Figure, key: str, wide: int, config: dict) -> None:
+    """A grid of panels: as every chart on a wide screen; on a phone (viewport under PHONE_PX) at
+    least `wide` px wide inside a box that scrolls sideways. Plotly draws at the width of the
+    block around it (Streamlit measures that block), so the inner block gets the min-width and
+    the outer one scrolls. Static CSS: keys and numbers from the code, no user text."""
+    outer, inner = f"wide_{key}", f"wide_{key}_in"
+    css = [re.sub(r"[^a-zA-Z0-9_-]", "-", k.strip()) for k in (outer, inner)]  # Streamlit's st-key- class
+    st.html(f"<style>@media (max-width: {PHONE_PX - 0.02}px) {{"
+            f".st-key-{css[0]} {{overflow-x: auto; overflow-y: hidden;}}"
+            f".st-key-{css[1]} {{min-width: {wide}px;}}}}</style>")
+    with st.container(key=outer), st.container(key=inner):
+        st.plotly_chart(fig, key=key, width="stretch", config=config)
 
 
 _KINDS = {"heatmap": "Heatmap", "scatter": "Line chart", "scattergl": "Line chart", "bar": "Bar chart",
