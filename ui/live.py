@@ -241,6 +241,10 @@ def end_run() -> None:
         _publish(ls)
     else:
         _check_diverged(ls)
+        if not ls.following and st.query_params.get("alone") != "true":
+            # whichever run wrote the address bar last (a watch-fragment run racing "Explore on my
+            # own" under load), it says the student explores alone, so a reload keeps exploring
+            st.query_params["alone"] = "true"
 
 
 def after_sync() -> None:

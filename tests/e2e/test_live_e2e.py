@@ -90,6 +90,8 @@ def test_live_class_in_real_browsers(server, browser):
         wait_tick(a, "2:bird")
         b.wait_for_timeout(2500)
         assert "2:own" in ticks(b) and "2:bird" not in ticks(b) and query(b)["text"] == "my own cat ran ."
+        # the address bar is written at the end of b's run: wait for it, not for a time
+        b.wait_for_function("() => new URL(location.href).searchParams.get('alone') === 'true'", timeout=60_000)
         assert query(b)["alone"] == "true"
         b.get_by_role("button", name="Back to the lecturer").click()
         wait_tick(b, "2:bird")
