@@ -161,16 +161,21 @@ class FillIn:
     true_rank: int  # its rank among all V tokens (1 = the model's first guess)
 
 
+def hide_word(ids: Sequence[int], position: int, mask: int) -> tuple[list[int], int]:
+    """(ids with ids[position] replaced by `mask`, the hidden true id); a clear error off the sentence."""
+    ids = [int(i) for i in ids]
+    if not 0 <= position < len(ids):
+        raise ValueError(f"position must be in [0, {len(ids) - 1}], got {position}")
+    masked = ids.copy()
+    masked[position] = int(mask)
+    return masked, ids[position]
+
+
 @torch.no_grad()
 def fill_in(model, ids: Sequence[int], position: int, mask: int, k: int = 5) -> FillIn:
     """ids with ids[position] replaced by `mask`, traced bidirectionally: the top-k tokens at that
     position with their probabilities, and where the true token ranks (1 = the model's first guess)."""
-    ids = [int(i) for i in ids]
-    if not 0 <= position < len(ids):
-        raise ValueError(f"position must be in [0, {len(ids) - 1}], got {position}")
-    true = ids[position]
-    masked = ids.copy()
-    masked[position] = int(mask)
+    masked, true = hide_word(ids, position, mask)
     tr = model.trace(torch.tensor([masked]), causal=False)
     p = tr.probs[0, position].double().numpy()  # (V,)
     order = np.argsort(-p, kind="stable")
@@ -226,12 +231,7 @@ def nearest_rows(model, ids: Sequence[int], position: int, mask: int, k: int = 5
     """ids with ids[position] replaced by `mask`, traced bidirectionally; the rows of the token
     embedding matrix E (V, D) nearest by cosine to the final hidden state at that position (rows in
     `skip`, e.g. [CLS], [SEP], [MASK], left out), and where the true token's row ranks."""
-    ids = [int(i) for i in ids]
-    if not 0 <= position < len(ids):
-        raise ValueError(f"position must be in [0, {len(ids) - 1}], got {position}")
-    true = ids[position]
-    masked = ids.copy()
-    masked[position] = int(mask)
+    masked, true = hide_word(ids, position, mask)
     h = model.trace(torch.tensor([masked]), causal=False).final[0, position].double().numpy()  # (D,)
     E = model.tok_emb.weight.detach().double().numpy()  # (V, D)
     cos = (E @ h) / np.maximum(np.linalg.norm(E, axis=1) * np.linalg.norm(h), 1e-300)
