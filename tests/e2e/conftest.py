@@ -15,6 +15,9 @@ def server():
 def page(browser):
     """A fresh page (own context) whose requests may only go to localhost; dialogs recorded."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
+    # a wait for something a rerun draws gets as long as browser.rerun's own wait: in the full run
+    # (2,400 tests, one server) a rerun that builds a model can take longer than Playwright's 30 s
+    ctx.set_default_timeout(90_000)
     count_runs(ctx)  # tests wait for the script runs they cause (browser.rerun), never for a time
     guard = Guard()
     ctx.route("**/*", guard.route)
