@@ -182,8 +182,9 @@ def output_logits(final, w, bias=None, softcap: float | None = None):
 def _logits(tr: "ForwardTrace"):
     """The output layer on the recorded last hidden states (`final`, or the masked-LM head's
     output `head.output`), as Transformer.run computes it (the same ops on the same tensors: the
-    same values bit for bit). None for a model without an output layer (no output_weight)."""
-    if tr.output_weight is None:
+    same values bit for bit). None for a model without an output layer (no output_weight) and
+    for a partial trace (stopped_after)."""
+    if tr.output_weight is None:  # (also a partial trace: stopped_after)
         return None
     x = tr.final if tr.head is None else tr.head.output
     bias = None if tr.output_bias is None else tr.output_bias.get()
@@ -375,7 +376,8 @@ class ForwardTrace(TraceNode):
     embeddings: EmbeddingTrace
     layers: tuple[BlockTrace, ...]
     final_ln: LayerNormTrace | NormTrace | None  # pre-LN models (GPT-2); None for post-LN
-    final: Tensor  # (B, T, D)  what the output layer sees (the last hidden states)
+    final: Tensor | None  # (B, T, D)  what the output layer sees (the last hidden states); None
+    #                       in a partial trace (stopped_after)
     logits: Tensor | None = derived(_logits, required=True)  # (B, T, V)  final @ W_out^T (+ the
     #                        masked-LM head, bias, soft-capping: output_logits); None for a
     #                        model without an output layer (cfg.output_head False, e.g. MiniLM: an
@@ -399,6 +401,15 @@ class ForwardTrace(TraceNode):
     #                                with their MLM head): logits score head.output, not `final`
     output_bias: WeightRef | None = None  # (V,) added to the logits (the masked-LM head's bias)
     logit_softcap: float | None = None  # Gemma 2 (cfg.final_softcap): logits = cap·tanh(z / cap)
+    stopped_after: int | None = None  # a partial trace (Transformer.trace(stop_after=l)): the pass
+    #                                   ran layers 0 .. l only, so `layers` holds those (bit for bit
+    #                                   the whole pass's) and final, final_ln, logits are None.
+    #                                   None = the whole pass
+
+    @property
+    def complete(self) -> bool:
+        """Did the pass run every layer (not a partial trace)?"""
+        return self.stopped_after is None
 
 
 def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:

@@ -191,14 +191,23 @@ class Transformer(TokenModel):
     def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
             mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
             past: KVCache | None = None, kv_sink: list | None = None,
-            intervention: Intervention | None = None):
-        """The one forward pass. intervention (model.intervene): heads switched off or attention
+            intervention: Intervention | None = None, stop_after: int | None = None):
+        """The one forward pass. stop_after (record only): run blocks 0 .. stop_after and stop
+        there (a view of one layer needs nothing above it: the blocks below are the same ops on the
+        same inputs, so the trace's layers are bit for bit the whole pass's first ones). intervention (model.intervene): heads switched off or attention
         rows edited for this pass only. past: a KVCache (model.generate) holding the keys and values of the
         positions before `ids`, which are then the new positions only. kv_sink: a list that
         receives each layer's full-context (k, v), from which the caller builds the next cache.
         All three reach the attention layers as this pass's hooks (model.hooks), in a PassContext
         per layer with the rotary tables of the pass's positions."""
         self.check_ids(ids, key_padding_mask, token_type_ids=token_type_ids)
+        n_layers = self.cfg.n_layers
+        if stop_after is not None:
+            if not record or kv_sink is not None:
+                raise ValueError("stop_after is for a trace (record=True, no kv_sink): logits need every layer")
+            if not 0 <= int(stop_after) < n_layers:
+                raise ValueError(f"stop_after={stop_after}: this model has layers 0 .. {n_layers - 1}")
+            stop_after = None if int(stop_after) == n_layers - 1 else int(stop_after)  # the last layer: the whole pass
         B, T = ids.shape
         start = 0
         if past is not None:
@@ -232,6 +241,11 @@ class Transformer(TokenModel):
             ctx = PassContext(rope, hooks) if rope is not None or hooks else None
             x, bt = block(x, allowed, record, ctx=ctx)  # (B, T, D)
             layer_traces.append(bt)
+            if i == stop_after:  # a partial trace: no final norm, no output layer
+                return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask, embeddings=emb,
+                                    layers=tuple(layer_traces), final_ln=None, final=None, logits=None,
+                                    token_type_ids=token_type_ids, positions=positions,
+                                    past_length=None if past is None else start, stopped_after=i)
         final_ln = None
         if self.ln_f is not None:
             x, final_ln = self.ln_f(x, record)  # (B, T, D)
@@ -287,7 +301,8 @@ class Transformer(TokenModel):
     def trace(self, ids: Tensor, *, causal: bool = True, key_padding_mask: Tensor | None = None,
               mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
               past: KVCache | None = None, ablate_heads=None, ablation: str = "zero",
-              edit_rows=None, intervention: Intervention | None = None) -> ForwardTrace:
+              edit_rows=None, intervention: Intervention | None = None,
+              stop_after: int | None = None) -> ForwardTrace:
         """Every intermediate of one forward pass (eval mode, no grad). token_type_ids (B, T)
         long: the segment of each token, for models with token types (BERT); None = zeros.
         past: a KVCache (model.generate) of the positions before `ids`; the trace then holds the
@@ -296,7 +311,9 @@ class Transformer(TokenModel):
         ablate_heads [(layer, head), ...]: those heads' outputs Z_h are zeroed at every position
         (ablation="mean": replaced by their mean over the sentence); edit_rows [(layer, head, query,
         weights), ...]: attention rows replaced (renormalised). See model.intervene; the model
-        itself is never changed."""
+        itself is never changed. stop_after: trace layers 0 .. stop_after only (a page showing one
+        layer; ForwardTrace.stopped_after says so, and final, final_ln and logits are None); the
+        last layer's index gives the whole trace."""
         if intervention is None and (ablate_heads or edit_rows):
             intervention = Intervention(ablate=tuple(ablate_heads or ()), mode=ablation,
                                         edit_rows=tuple(edit_rows or ()))
@@ -305,7 +322,8 @@ class Transformer(TokenModel):
             self.eval()
         try:
             return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries,
-                            token_type_ids=token_type_ids, past=past, intervention=intervention)
+                            token_type_ids=token_type_ids, past=past, intervention=intervention,
+                            stop_after=stop_after)
         finally:
             if was_training:
                 self.train(True)

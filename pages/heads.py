@@ -4,7 +4,7 @@ import streamlit as st
 from ui import circuits as sink
 from ui import state
 from ui.head_labels import layer_labels
-from ui.runs import current_run, layer_allowed
+from ui.runs import current_cfg, current_run, layer_allowed
 from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import GRID_MAX_CELLS, head_grid, head_heatmap
@@ -20,13 +20,16 @@ if not st.session_state.get("present"):
                 "attention head: a row is a token *looking* (the query), a column a token it can look at (the key), "
                 "and the brighter the cell, the more attention. The menu on the left opens every other view.")
 example_buttons()
-run = current_run()
-L, H = run.cfg.n_layers, run.cfg.n_heads
+notices = st.container()  # the input's notices, above the controls (the run is asked for below them)
+L = current_cfg().n_layers
 state.bound("layer", 0)
 state.fix("layer", list(range(L)))
 c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer", help="Which block's self-attention to show.")
 hide = sink.sink_switch(c2)
+with notices:
+    run = current_run(upto=layer)  # layers 0 .. layer only, unless the whole trace is cached (ui.runs.get_run)
+H = run.cfg.n_heads
 with c3:
     download_npz(run)
 
@@ -74,8 +77,8 @@ def head_detail() -> None:
                       icon=":material/zoom_in:")
     with box:
         if box.open:
-            run = current_run(notices=False)
             layer = st.session_state["layer"]
+            run = current_run(notices=False, upto=layer)
             hide = bool(st.session_state.get("hide_sink"))
             w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
             keys = sink.sink_keys(run) if hide else None

@@ -156,6 +156,15 @@ class BudgetCache:
                 fp.grow(lambda v: self._grown(key, fp, v))
             return value
 
+    def peek(self, key: Hashable) -> Any:
+        """The cached value of key (now the most recently used), or None: nothing is computed."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
     def _grown(self, key: Hashable, fp: Footprint, value: Any) -> None:
         """A derived field of a cached value was computed (model.trace.on_derived): count it, and
         evict others if the cache is now over budget (the entry was just read: it counts as the

@@ -68,7 +68,8 @@ class Run:
     def again(self) -> Callable[[], ForwardTrace]:
         """A function that traces this run's tokens again (the same forward as _run: the same
         values), holding its model and tokens but not the run: for what a session keeps past its
-        rerun (the .npz button's callable, ui.show.download_npz), which must not keep the trace alive."""
+        rerun (the .npz button's callable, ui.show.download_npz), which must not keep the trace
+        alive. Always the whole trace (also for a partial run: stopped_after)."""
         source, ids, causal = self.source, list(self.ids), self.causal
         return lambda: _trace(source, ids, causal)
 
@@ -98,24 +99,38 @@ TRACES = BudgetCache(max_entries=48)
 BATCHER = TraceBatcher(**batcher_settings())
 
 
-def get_run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
-    """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only."""
-    return TRACES.get(("run", source, text, causal, max_len), lambda: _run(source, text, causal, max_len))
+def get_run(source: ModelSource, text: str, causal: bool, max_len: int, upto: int | None = None) -> Run:
+    """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only.
+    upto: the caller reads layers 0 .. upto only (the heads page: one layer). The whole trace when
+    it is cached; else a partial trace (ForwardTrace.stopped_after), cached apart: the blocks above
+    are never run (on SmolLM2 at layer 0, one block of 30: issue 31). The last layer's index, or
+    more, asks for the whole trace."""
+    key = ("run", source, text, causal, max_len)
+    if upto is not None:
+        whole = TRACES.peek(key)
+        if whole is not None:
+            return whole
+        model, _ = get_model(source)
+        if int(upto) < model.cfg.n_layers - 1:
+            upto = max(int(upto), 0)
+            return TRACES.get(key + (("upto", upto),), lambda: _run(source, text, causal, max_len, upto))
+    return TRACES.get(key, lambda: _run(source, text, causal, max_len))
 
 
-def _trace(source: ModelSource, ids: list[int], causal: bool) -> ForwardTrace:
-    """The trace of these tokens (numpy, read-only), through the process's batcher."""
+def _trace(source: ModelSource, ids: list[int], causal: bool, upto: int | None = None) -> ForwardTrace:
+    """The trace of these tokens (numpy, read-only), through the process's batcher; upto: layers
+    0 .. upto only (a partial trace)."""
     model, _ = get_model(source)
-    return BATCHER.trace(model, ids, causal).numpy()
+    return BATCHER.trace(model, ids, causal, stop_after=upto).numpy()
 
 
-def _run(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
+def _run(source: ModelSource, text: str, causal: bool, max_len: int, upto: int | None = None) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal),
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal, upto),
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
@@ -145,9 +160,11 @@ def input_notices(run: Run) -> None:
         st.caption(f"Not in this model's vocabulary, computed as `{run.unk_token}` (labels keep what you typed): {shown}")
 
 
-def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True) -> Run:
+def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True,
+                upto: int | None = None) -> Run:
     """The run for the sidebar's sentence and settings. Stops the page with a friendly message
-    when there is nothing to show (empty text)."""
+    when there is nothing to show (empty text). upto: the page reads layers 0 .. upto only (a
+    partial trace unless the whole one is cached: get_run)."""
     s = st.session_state
     text = s.get("text", state.DEFAULT_TEXT) if text is None else text
     causal = (s.get("mask", "causal") == "causal") if causal is None else causal
@@ -155,10 +172,16 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     if not str(text).strip():
         st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon=":material/edit:")
         state.end_page()
-    run = get_run(source, str(text), bool(causal), int(s.get("T", 64)))
+    run = get_run(source, str(text), bool(causal), int(s.get("T", 64)), upto)
     if notices:
         input_notices(run)
     return run
+
+
+def current_cfg() -> ModelConfig:
+    """The current model's config, without tracing anything (a page that sizes its controls before
+    it asks for a run: the heads page's layer picks how far the trace goes)."""
+    return get_model(current_source())[0].cfg
 
 
 def layer_allowed(run: Run, layer: int) -> np.ndarray:

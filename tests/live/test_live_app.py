@@ -292,9 +292,9 @@ def test_following_costs_one_trace_per_change(room_store, monkeypatch):
     calls = []
     real = compute._run
 
-    def counting(source, text, causal, max_len):
+    def counting(source, text, causal, max_len, upto=None):  # upto: the heads page's partial trace
         calls.append(text)
-        return real(source, text, causal, max_len)
+        return real(source, text, causal, max_len, upto)
 
     monkeypatch.setattr(compute, "_run", counting)
     lec, code = start_class()

@@ -1,0 +1,79 @@
+"""The heads page traces only as far as the layer it shows (issue 31: a SmolLM2 class at layer 0
+runs one block of 30 per keystroke): a partial trace (stopped_after) unless the whole trace is
+already cached, the whole one at the last layer; the grid is the same either way, and the .npz
+button still exports the whole trace."""
+import io
+import json
+
+import numpy as np
+
+from model.config import ModelConfig
+from tests.helpers import app_test, errors, figures, decode
+from ui import models, runs, show, state
+
+
+def fresh_source(L: int = 3) -> models.ModelSource:
+    cfg = ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=L, max_len=state.T_MAX)
+    return models.ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), 0)
+
+
+def test_get_run_upto_is_partial_unless_the_whole_trace_is_cached():
+    src, text = fresh_source(), "a partial trace for the heads page ."
+    runs.TRACES.clear()
+    part = runs.get_run(src, text, True, 64, upto=0)
+    assert part.trace.stopped_after == 0 and len(part.trace.layers) == 1
+    assert runs.get_run(src, text, True, 64, upto=0) is part  # cached apart
+    mid = runs.get_run(src, text, True, 64, upto=1)
+    assert mid.trace.stopped_after == 1 and len(mid.trace.layers) == 2
+    np.testing.assert_array_equal(mid.trace.layers[0].attn.weights, part.trace.layers[0].attn.weights)
+    whole = runs.get_run(src, text, True, 64, upto=2)  # the last layer: the whole trace, the full key
+    assert whole.trace.stopped_after is None and whole is runs.get_run(src, text, True, 64)
+    assert runs.get_run(src, text, True, 64, upto=0) is whole  # cached whole: served for any layer
+    np.testing.assert_array_equal(whole.trace.layers[1].attn.weights, mid.trace.layers[1].attn.weights)
+
+
+def test_the_npz_of_a_partial_run_is_the_whole_trace(monkeypatch):
+    made = {}
+    monkeypatch.setattr(show.st, "download_button", lambda label, data, **kw: made.setdefault("data", data))
+    src = fresh_source()
+    part = runs._run(src, "the cat sat on the mat", True, 64, upto=0)
+    whole = runs._run(src, "the cat sat on the mat", True, 64)
+    show.download_npz(part)
+    got = np.load(io.BytesIO(made["data"]()))
+    want = np.load(io.BytesIO(show.trace_npz(whole.trace, **whole.export_extras())))
+    assert "layers.2.attn.weights" in got.files and "final" in got.files
+    assert set(got.files) == set(want.files) and all(np.array_equal(got[k], want[k]) for k in want.files)
+
+
+def test_the_heads_page_asks_for_its_layer_only(monkeypatch):
+    asked = []
+    real = runs.get_run
+
+    def spy(source, text, causal, max_len, upto=None):
+        asked.append(upto)
+        return real(source, text, causal, max_len, upto)
+
+    monkeypatch.setattr(runs, "get_run", spy)
+    at = app_test()
+    at.query_params["src"] = state.FRESH
+    at.query_params["L"] = "3"
+    at.query_params["layer"] = "1"
+    at.query_params["text"] = "the heads page at layer one ."
+    at.run()
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {1}
+    grid = figures(at)[0]
+    # the grid shows layer 1 of the whole pass
+    z = [decode(t["z"]) for t in grid["data"] if t["type"] == "heatmap"]
+    whole = real(at_source(at), "the heads page at layer one .", True, int(at.session_state["T"]))
+    w = whole.trace.layers[1].attn.weights[0]  # (H, T, T)
+    assert len(z) == w.shape[0]
+    for h, zh in enumerate(z):
+        np.testing.assert_allclose(np.nan_to_num(zh, nan=0.0), np.where(np.isnan(zh), 0.0, w[h]), atol=1e-6)
+
+
+def at_source(at) -> models.ModelSource:
+    """The session's model source, as the page saw it (the fresh model of the URL's L)."""
+    cfg = ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=int(at.session_state["d"]),
+                      n_heads=int(at.session_state["h"]), n_layers=3, max_len=state.T_MAX)
+    return models.ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), 0)
