@@ -268,18 +268,24 @@ TOY = ""  # the default model (ui.models.DEFAULT_SOURCE): no src in the URL
 
 
 def run_models(sessions: int = 30, reruns: int = 20, srcs: tuple[str, ...] = (TOY, "smollm2-135m"),
-               page: str = "", batch: tuple[str, ...] = ("",), rounds: int = 1) -> list[LoadResult]:
+               page: str = "", batch: tuple[str, ...] = ("",), rounds: int = 1,
+               layers: tuple[str, ...] = ("",)) -> list[LoadResult]:
     """The same load on one page (default: heads) with each model in `srcs`, picked by the link's
     query (?src=...; TOY = the default model), one fresh server each, one after the other in the
     same invocation. batch: the pretrained models' runs once per ATTN_LAB_BATCH mode given ("" =
     the app's default; model/batcher.py); rounds > 1 repeats the whole sequence (toy, then each
-    model and mode), so that the machine's load hits every side alike; results are in run order."""
+    model and mode), so that the machine's load hits every side alike; layers: the pretrained models'
+    runs once per heads-page layer given (?layer=...; "" = the page's default, layer 0: the heads
+    page traces only as far as its layer, so a higher layer costs more); results are in run order."""
     out = []
     for _ in range(rounds):
         for src in srcs:
-            for mode in (batch if src else ("",)):
+            for mode, layer in [(m, y) for m in batch for y in layers] if src else [("", "")]:
                 query = f"src={src}" if src else ""
                 label = f"heads page, {src or 'default model (' + default_source() + ')'}"
+                if layer:
+                    query += f"&layer={int(layer)}"
+                    label += f", layer {int(layer)}"
                 if mode:
                     label += f", ATTN_LAB_BATCH={mode}"
                 with Server("app.py", env={"ATTN_LAB_BATCH": mode} if mode else None) as s:
@@ -330,12 +336,15 @@ def main() -> None:
                     "(exact, pad, off) to run the pretrained model with, each on its own server")
     ap.add_argument("--no-baseline", action="store_true", help="with --src: skip the default model's run")
     ap.add_argument("--rounds", type=int, default=1, help="with --src: repeat the sequence (alternating sides)")
+    ap.add_argument("--layers", default="", help="with --src: comma-separated heads-page layers to run the "
+                    "pretrained model at, each on its own server (default: the page's default, layer 0; "
+                    "SmolLM2's last is 29)")
     a = ap.parse_args()
     from benchmarks.report import table
     if a.src:
         srcs = (a.src,) if a.no_baseline else (TOY, a.src)
         results = run_models(a.sessions, a.reruns, srcs, batch=tuple(a.batch.split(",")) if a.batch else ("",),
-                             rounds=a.rounds)
+                             rounds=a.rounds, layers=tuple(a.layers.split(",")) if a.layers else ("",))
         for r in results:
             for e in r.errors[:5]:
                 print("  error:", e)
