@@ -116,13 +116,15 @@ class TraceBatcher:
         self.forwards = 0  # batched forwards run (statistics, benchmarks)
         self.rows_traced = 0  # sentences they carried
 
-    def trace(self, model, ids, causal: bool = True, stop_after: int | None = None) -> ForwardTrace:
-        """stop_after: a partial trace, layers 0 .. stop_after (Transformer.trace); requests share a
-        forward only with requests that stop at the same layer."""
+    def trace(self, model, ids, causal: bool = True, stop_after: int | None = None,
+              record_from: int = 0) -> ForwardTrace:
+        """stop_after, record_from: a partial trace (Transformer.trace); requests share a forward
+        only with requests for the same layers."""
         ids = tuple(int(i) for i in ids)
         if self.max_rows == 1 or len(ids) < MIN_BATCH_TOKENS or not batchable(model, exact=not self.pad):
-            return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal, stop_after=stop_after)
-        key = (id(model), bool(causal), stop_after)
+            return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal, stop_after=stop_after,
+                               record_from=record_from)
+        key = (id(model), bool(causal), stop_after, record_from)
         req = _Request(ids)
         with self._lock:
             q = self._queues.get(key)
@@ -140,13 +142,14 @@ class TraceBatcher:
                 if not lead and not finished:
                     req.done.clear()
             if lead:  # a slot: run batches (this one's included) until it is done
-                self._serve(key, model, causal, req, stop_after)
+                self._serve(key, model, causal, req, (stop_after, record_from))
             elif finished:
                 break
             else:
                 req.done.wait()
         if req.alone:
-            return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal, stop_after=stop_after)
+            return model.trace(torch.tensor([ids], dtype=torch.long), causal=causal, stop_after=stop_after,
+                               record_from=record_from)
         tr, req.result = req.result, None
         return tr
 
@@ -171,7 +174,7 @@ class TraceBatcher:
             q.pending.remove(r)
         return batch
 
-    def _serve(self, key: tuple, model, causal: bool, own: _Request, stop_after: int | None = None) -> None:
+    def _serve(self, key: tuple, model, causal: bool, own: _Request, view: tuple = (None, 0)) -> None:
         """Hold a slot: run batches from the queue until `own` is done, then pass the slot to the
         oldest waiting request (or give it back)."""
         q = self._queues[key]
@@ -181,7 +184,7 @@ class TraceBatcher:
                     if own.result is not None or own.alone or not q.pending:
                         break
                     batch = self._take(q)
-                self._run(model, causal, batch, stop_after)
+                self._run(model, causal, batch, view)
         finally:
             with self._lock:
                 nxt = next((r for r in q.pending if not r.lead), None)
@@ -195,24 +198,26 @@ class TraceBatcher:
                         if not any(k[0] == key[0] for k in self._queues):
                             self._models.pop(key[0], None)
 
-    def _run(self, model, causal: bool, reqs: list[_Request], stop_after: int | None = None) -> None:
+    def _run(self, model, causal: bool, reqs: list[_Request], view: tuple = (None, 0)) -> None:
         """One forward for these requests (identical sentences share a row); each is woken with
         its sentence's trace, or told to trace alone when the batch fails. The thread that ran the
         forward cuts every row out (model.batching.unbatch) before waking anyone, so the batch is
         freed right away: the batch and its copies are in memory together only here, for one
         batch per slot, however many sessions wait (100 sessions: see docs/benchmarks.md)."""
+        stop_after, record_from = view  # a partial trace (Transformer.trace), the same for the whole batch
         rows: dict[tuple[int, ...], int] = {}
         for r in reqs:
             rows.setdefault(r.ids, len(rows))
         seqs = list(rows)
         try:
             if len(seqs) == 1:
-                tr = model.trace(torch.tensor([seqs[0]], dtype=torch.long), causal=causal, stop_after=stop_after)
+                tr = model.trace(torch.tensor([seqs[0]], dtype=torch.long), causal=causal, stop_after=stop_after,
+                                 record_from=record_from)
             else:
                 b = pad_batch([list(s) for s in seqs], pad_id=0)
                 padded = any(n != b.ids.shape[1] for n in b.lengths)
                 tr = model.trace(b.ids, causal=causal, key_padding_mask=b.key_padding_mask if padded else None,
-                                 stop_after=stop_after)
+                                 stop_after=stop_after, record_from=record_from)
             cuts = {s: tr for s in seqs} if len(seqs) == 1 else {s: unbatch(tr, rows[s], len(s)) for s in seqs}
             del tr
         except Exception:  # each caller traces alone and meets its own error, if any

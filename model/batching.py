@@ -51,7 +51,7 @@ CUTS: dict[str, dict[str, str]] = {
     "ForwardTrace": dict(ids="BT", causal="=", key_padding_mask="kpm", embeddings="node", layers="node",
                          final_ln="node", final="BT.", logits="BT.", probs="BT.", token_type_ids="BT",
                          positions="T", past_length="none", output_weight="=", head="node", output_bias="=",
-                         logit_softcap="=", stopped_after="="),
+                         logit_softcap="=", stopped_after="=", recorded_from="="),
     "EmbeddingTrace": dict(token="BT.", position="T.", sum="BT.", token_type="BT.", raw_sum="BT.", ln="node",
                            scale="="),
     "BlockTrace": dict(input="BT.", ln1="node", attn="node", resid_mid="BT.", ln2="node", ffn="node",

@@ -374,7 +374,7 @@ class ForwardTrace(TraceNode):
     causal: bool
     key_padding_mask: Tensor | None  # (B, T) bool, True = real token
     embeddings: EmbeddingTrace
-    layers: tuple[BlockTrace, ...]
+    layers: tuple[BlockTrace | None, ...]  # one per layer run; None before recorded_from (run, not recorded)
     final_ln: LayerNormTrace | NormTrace | None  # pre-LN models (GPT-2); None for post-LN
     final: Tensor | None  # (B, T, D)  what the output layer sees (the last hidden states); None
     #                       in a partial trace (stopped_after)
@@ -405,11 +405,13 @@ class ForwardTrace(TraceNode):
     #                                   ran layers 0 .. l only, so `layers` holds those (bit for bit
     #                                   the whole pass's) and final, final_ln, logits are None.
     #                                   None = the whole pass
+    recorded_from: int = 0  # Transformer.trace(record_from=l): layers 0 .. l-1 ran unrecorded (None
+    #                         in `layers`); 0 = every layer run is recorded
 
     @property
     def complete(self) -> bool:
-        """Did the pass run every layer (not a partial trace)?"""
-        return self.stopped_after is None
+        """Does the trace hold every layer (not a partial trace: stopped_after, recorded_from)?"""
+        return self.stopped_after is None and not self.recorded_from
 
 
 def flat_arrays(obj: Any, prefix: str = "") -> dict[str, np.ndarray]:

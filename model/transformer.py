@@ -191,10 +191,13 @@ class Transformer(TokenModel):
     def run(self, ids: Tensor, causal: bool, key_padding_mask: Tensor | None, record: bool,
             mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
             past: KVCache | None = None, kv_sink: list | None = None,
-            intervention: Intervention | None = None, stop_after: int | None = None):
+            intervention: Intervention | None = None, stop_after: int | None = None,
+            record_from: int = 0):
         """The one forward pass. stop_after (record only): run blocks 0 .. stop_after and stop
         there (a view of one layer needs nothing above it: the blocks below are the same ops on the
-        same inputs, so the trace's layers are bit for bit the whole pass's first ones). intervention (model.intervene): heads switched off or attention
+        same inputs, so the trace's layers are bit for bit the whole pass's first ones).
+        record_from: blocks before it run without recording (their slots in the trace's layers are
+        None; the same ops either way, so what is recorded is the whole pass's, bit for bit). intervention (model.intervene): heads switched off or attention
         rows edited for this pass only. past: a KVCache (model.generate) holding the keys and values of the
         positions before `ids`, which are then the new positions only. kv_sink: a list that
         receives each layer's full-context (k, v), from which the caller builds the next cache.
@@ -208,6 +211,10 @@ class Transformer(TokenModel):
             if not 0 <= int(stop_after) < n_layers:
                 raise ValueError(f"stop_after={stop_after}: this model has layers 0 .. {n_layers - 1}")
             stop_after = None if int(stop_after) == n_layers - 1 else int(stop_after)  # the last layer: the whole pass
+        record_from = int(record_from)
+        if record_from and (not record or not 0 <= record_from <= (n_layers - 1 if stop_after is None else stop_after)):
+            raise ValueError(f"record_from={record_from}: a layer of this trace (0 .. "
+                             f"{n_layers - 1 if stop_after is None else stop_after}) to record from")
         B, T = ids.shape
         start = 0
         if past is not None:
@@ -239,13 +246,14 @@ class Transformer(TokenModel):
             if intervention is not None:
                 hooks += intervention.layer_hooks(i, self.cfg.n_heads)
             ctx = PassContext(rope, hooks) if rope is not None or hooks else None
-            x, bt = block(x, allowed, record, ctx=ctx)  # (B, T, D)
-            layer_traces.append(bt)
+            x, bt = block(x, allowed, record and i >= record_from, ctx=ctx)  # (B, T, D)
+            layer_traces.append(bt)  # None: run, not recorded (record_from)
             if i == stop_after:  # a partial trace: no final norm, no output layer
                 return ForwardTrace(ids=ids, causal=causal, key_padding_mask=key_padding_mask, embeddings=emb,
                                     layers=tuple(layer_traces), final_ln=None, final=None, logits=None,
                                     token_type_ids=token_type_ids, positions=positions,
-                                    past_length=None if past is None else start, stopped_after=i)
+                                    past_length=None if past is None else start, stopped_after=i,
+                                    recorded_from=record_from)
         final_ln = None
         if self.ln_f is not None:
             x, final_ln = self.ln_f(x, record)  # (B, T, D)
@@ -267,7 +275,8 @@ class Transformer(TokenModel):
                             logits=logits,  # probs = softmax(logits): computed on first read (trace.derived)
                             token_type_ids=token_type_ids, positions=positions,
                             past_length=None if past is None else start, output_weight=out_w,
-                            head=head, output_bias=out_b, logit_softcap=self.cfg.final_softcap)
+                            head=head, output_bias=out_b, logit_softcap=self.cfg.final_softcap,
+                            recorded_from=record_from)
 
     def _check_past(self, past: KVCache, ids: Tensor, key_padding_mask: Tensor | None,
                     token_type_ids: Tensor | None) -> int:
@@ -302,7 +311,7 @@ class Transformer(TokenModel):
               mask_padded_queries: bool = False, token_type_ids: Tensor | None = None,
               past: KVCache | None = None, ablate_heads=None, ablation: str = "zero",
               edit_rows=None, intervention: Intervention | None = None,
-              stop_after: int | None = None) -> ForwardTrace:
+              stop_after: int | None = None, record_from: int = 0) -> ForwardTrace:
         """Every intermediate of one forward pass (eval mode, no grad). token_type_ids (B, T)
         long: the segment of each token, for models with token types (BERT); None = zeros.
         past: a KVCache (model.generate) of the positions before `ids`; the trace then holds the
@@ -313,7 +322,9 @@ class Transformer(TokenModel):
         weights), ...]: attention rows replaced (renormalised). See model.intervene; the model
         itself is never changed. stop_after: trace layers 0 .. stop_after only (a page showing one
         layer; ForwardTrace.stopped_after says so, and final, final_ln and logits are None); the
-        last layer's index gives the whole trace."""
+        last layer's index gives the whole pass. record_from: layers before it are run, not
+        recorded (None in `layers`; ForwardTrace.recorded_from): with stop_after=l too, the trace
+        of layer l alone (the heads page: one layer of SmolLM2's 30 kept, not every one below it)."""
         if intervention is None and (ablate_heads or edit_rows):
             intervention = Intervention(ablate=tuple(ablate_heads or ()), mode=ablation,
                                         edit_rows=tuple(edit_rows or ()))
@@ -323,7 +334,7 @@ class Transformer(TokenModel):
         try:
             return self.run(ids, causal, key_padding_mask, record=True, mask_padded_queries=mask_padded_queries,
                             token_type_ids=token_type_ids, past=past, intervention=intervention,
-                            stop_after=stop_after)
+                            stop_after=stop_after, record_from=record_from)
         finally:
             if was_training:
                 self.train(True)

@@ -28,7 +28,7 @@ c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer", help="Which block's self-attention to show.")
 hide = sink.sink_switch(c2)
 with notices:
-    run = current_run(upto=layer)  # layers 0 .. layer only, unless the whole trace is cached (ui.runs.get_run)
+    run = current_run(layer=layer)  # this layer only, unless the whole trace is cached (ui.runs.get_run)
 H = run.cfg.n_heads
 with c3:
     download_npz(run)
@@ -78,7 +78,7 @@ def head_detail() -> None:
     with box:
         if box.open:
             layer = st.session_state["layer"]
-            run = current_run(notices=False, upto=layer)
+            run = current_run(notices=False, layer=layer)
             hide = bool(st.session_state.get("hide_sink"))
             w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
             keys = sink.sink_keys(run) if hide else None

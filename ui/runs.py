@@ -69,7 +69,7 @@ class Run:
         """A function that traces this run's tokens again (the same forward as _run: the same
         values), holding its model and tokens but not the run: for what a session keeps past its
         rerun (the .npz button's callable, ui.show.download_npz), which must not keep the trace
-        alive. Always the whole trace (also for a partial run: stopped_after)."""
+        alive. Always the whole trace (also for a partial run: ForwardTrace.complete False)."""
         source, ids, causal = self.source, list(self.ids), self.causal
         return lambda: _trace(source, ids, causal)
 
@@ -99,38 +99,39 @@ TRACES = BudgetCache(max_entries=48)
 BATCHER = TraceBatcher(**batcher_settings())
 
 
-def get_run(source: ModelSource, text: str, causal: bool, max_len: int, upto: int | None = None) -> Run:
+def get_run(source: ModelSource, text: str, causal: bool, max_len: int, layer: int | None = None) -> Run:
     """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only.
-    upto: the caller reads layers 0 .. upto only (the heads page: one layer). The whole trace when
-    it is cached; else a partial trace (ForwardTrace.stopped_after), cached apart: the blocks above
-    are never run (on SmolLM2 at layer 0, one block of 30: issue 31). The last layer's index, or
-    more, asks for the whole trace."""
+    layer: the caller reads that layer only (the heads page). The whole trace when it is cached;
+    else a partial trace of that layer alone (ForwardTrace.stopped_after, recorded_from: the
+    blocks below run unrecorded, the blocks above never run), cached apart: on SmolLM2 one block
+    of 30 run at layer 0, one layer of 30 kept at any layer (issue 31)."""
     key = ("run", source, text, causal, max_len)
-    if upto is not None:
+    if layer is not None:
         whole = TRACES.peek(key)
         if whole is not None:
             return whole
         model, _ = get_model(source)
-        if int(upto) < model.cfg.n_layers - 1:
-            upto = max(int(upto), 0)
-            return TRACES.get(key + (("upto", upto),), lambda: _run(source, text, causal, max_len, upto))
+        layer = min(max(int(layer), 0), model.cfg.n_layers - 1)
+        return TRACES.get(key + (("layer", layer),), lambda: _run(source, text, causal, max_len, layer))
     return TRACES.get(key, lambda: _run(source, text, causal, max_len))
 
 
-def _trace(source: ModelSource, ids: list[int], causal: bool, upto: int | None = None) -> ForwardTrace:
-    """The trace of these tokens (numpy, read-only), through the process's batcher; upto: layers
-    0 .. upto only (a partial trace)."""
+def _trace(source: ModelSource, ids: list[int], causal: bool, layer: int | None = None) -> ForwardTrace:
+    """The trace of these tokens (numpy, read-only), through the process's batcher; layer: that
+    layer only (a partial trace: ForwardTrace.complete is False)."""
     model, _ = get_model(source)
-    return BATCHER.trace(model, ids, causal, stop_after=upto).numpy()
+    if layer is None:
+        return BATCHER.trace(model, ids, causal).numpy()
+    return BATCHER.trace(model, ids, causal, stop_after=layer, record_from=layer).numpy()
 
 
-def _run(source: ModelSource, text: str, causal: bool, max_len: int, upto: int | None = None) -> Run:
+def _run(source: ModelSource, text: str, causal: bool, max_len: int, layer: int | None = None) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal, upto),
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal, layer),
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
@@ -161,10 +162,10 @@ def input_notices(run: Run) -> None:
 
 
 def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True,
-                upto: int | None = None) -> Run:
+                layer: int | None = None) -> Run:
     """The run for the sidebar's sentence and settings. Stops the page with a friendly message
-    when there is nothing to show (empty text). upto: the page reads layers 0 .. upto only (a
-    partial trace unless the whole one is cached: get_run)."""
+    when there is nothing to show (empty text). layer: the page reads that layer only (a partial
+    trace unless the whole one is cached: get_run)."""
     s = st.session_state
     text = s.get("text", state.DEFAULT_TEXT) if text is None else text
     causal = (s.get("mask", "causal") == "causal") if causal is None else causal
@@ -172,7 +173,7 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     if not str(text).strip():
         st.info("Type a sentence in the sidebar to see its attention (the box is empty).", icon=":material/edit:")
         state.end_page()
-    run = get_run(source, str(text), bool(causal), int(s.get("T", 64)), upto)
+    run = get_run(source, str(text), bool(causal), int(s.get("T", 64)), layer)
     if notices:
         input_notices(run)
     return run

@@ -384,12 +384,12 @@ def download_npz(run, key: str = "npz", label: str = "Whole trace (.npz)", file_
         # run there kept every session's last trace alive after the shared cache let it go (100
         # sessions typing into SmolLM2: ~25 MB each). So the run is held weakly, and traced again
         # (the same forward, the same values) if it is gone when the button is clicked, or if it
-        # holds a partial trace (the heads page's: ui.runs.get_run's upto).
+        # holds a partial trace (the heads page's: ui.runs.get_run's layer).
         ref, remake = weakref.ref(run), again()
 
         def make() -> bytes:
             r = ref()
-            whole = r is not None and getattr(r.trace, "stopped_after", None) is None
+            whole = r is not None and r.trace.complete
             return trace_npz(r.trace if whole else remake(), **extras)  # a partial run: the whole trace
     what = "this forward pass (a batch: axis 0 = sentence), plus " + ", ".join(extras)
     st.download_button(label, make, file_name=file_name, mime="application/octet-stream", key=key,

@@ -379,7 +379,7 @@ def test_overview_shows_a_pattern_planted_at_one_layer_and_head(monkeypatch):
     real_get_run = runs.get_run
     L_, H_, PL, PH = 2, 4, 1, 2
 
-    def planted(source, text, causal, max_len, upto=None):  # the whole trace, whatever a page reads
+    def planted(source, text, causal, max_len, layer=None):  # the whole trace, whatever a page reads
         run = real_get_run(source, text, causal, max_len)
         attn = run.trace.layers[PL].attn
         w = attn.weights.copy()  # (1, H, T, T)

@@ -1,7 +1,7 @@
-"""The heads page traces only as far as the layer it shows (issue 31: a SmolLM2 class at layer 0
-runs one block of 30 per keystroke): a partial trace (stopped_after) unless the whole trace is
-already cached, the whole one at the last layer; the grid is the same either way, and the .npz
-button still exports the whole trace."""
+"""The heads page traces the layer it shows and nothing more (issue 31: a SmolLM2 class at layer 0
+runs one block of 30 per keystroke, and keeps one layer of 30 at any layer): a partial trace
+(stopped_after, recorded_from) unless the whole trace is already cached; its numbers are the whole
+pass's, and the .npz button still exports the whole trace."""
 import io
 import json
 
@@ -17,26 +17,29 @@ def fresh_source(L: int = 3) -> models.ModelSource:
     return models.ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), 0)
 
 
-def test_get_run_upto_is_partial_unless_the_whole_trace_is_cached():
+def test_get_run_of_one_layer_is_partial_unless_the_whole_trace_is_cached():
     src, text = fresh_source(), "a partial trace for the heads page ."
     runs.TRACES.clear()
-    part = runs.get_run(src, text, True, 64, upto=0)
-    assert part.trace.stopped_after == 0 and len(part.trace.layers) == 1
-    assert runs.get_run(src, text, True, 64, upto=0) is part  # cached apart
-    mid = runs.get_run(src, text, True, 64, upto=1)
-    assert mid.trace.stopped_after == 1 and len(mid.trace.layers) == 2
-    np.testing.assert_array_equal(mid.trace.layers[0].attn.weights, part.trace.layers[0].attn.weights)
-    whole = runs.get_run(src, text, True, 64, upto=2)  # the last layer: the whole trace, the full key
-    assert whole.trace.stopped_after is None and whole is runs.get_run(src, text, True, 64)
-    assert runs.get_run(src, text, True, 64, upto=0) is whole  # cached whole: served for any layer
-    np.testing.assert_array_equal(whole.trace.layers[1].attn.weights, mid.trace.layers[1].attn.weights)
+    part = runs.get_run(src, text, True, 64, layer=0)
+    assert part.trace.stopped_after == 0 and len(part.trace.layers) == 1 and not part.trace.complete
+    assert runs.get_run(src, text, True, 64, layer=0) is part  # cached apart
+    mid = runs.get_run(src, text, True, 64, layer=1)  # layer 1 alone: layer 0 run, not kept
+    assert mid.trace.stopped_after == 1 and mid.trace.recorded_from == 1 and mid.trace.layers[0] is None
+    last = runs.get_run(src, text, True, 64, layer=2)  # the last: the whole pass, one layer kept
+    assert last.trace.stopped_after is None and last.trace.layers[:2] == (None, None) and not last.trace.complete
+    whole = runs.get_run(src, text, True, 64)
+    assert whole.trace.complete and whole is not last
+    assert runs.get_run(src, text, True, 64, layer=0) is whole  # cached whole: served for any layer
+    for lay, r in ((0, part), (1, mid), (2, last)):  # the same numbers as the whole pass's
+        np.testing.assert_array_equal(r.trace.layers[lay].attn.weights, whole.trace.layers[lay].attn.weights)
+        np.testing.assert_array_equal(r.trace.layers[lay].resid_out, whole.trace.layers[lay].resid_out)
 
 
 def test_the_npz_of_a_partial_run_is_the_whole_trace(monkeypatch):
     made = {}
     monkeypatch.setattr(show.st, "download_button", lambda label, data, **kw: made.setdefault("data", data))
     src = fresh_source()
-    part = runs._run(src, "the cat sat on the mat", True, 64, upto=0)
+    part = runs._run(src, "the cat sat on the mat", True, 64, layer=1)
     whole = runs._run(src, "the cat sat on the mat", True, 64)
     show.download_npz(part)
     got = np.load(io.BytesIO(made["data"]()))
@@ -49,9 +52,9 @@ def test_the_heads_page_asks_for_its_layer_only(monkeypatch):
     asked = []
     real = runs.get_run
 
-    def spy(source, text, causal, max_len, upto=None):
-        asked.append(upto)
-        return real(source, text, causal, max_len, upto)
+    def spy(source, text, causal, max_len, layer=None):
+        asked.append(layer)
+        return real(source, text, causal, max_len, layer)
 
     monkeypatch.setattr(runs, "get_run", spy)
     at = app_test()

@@ -292,9 +292,9 @@ def test_following_costs_one_trace_per_change(room_store, monkeypatch):
     calls = []
     real = compute._run
 
-    def counting(source, text, causal, max_len, upto=None):  # upto: the heads page's partial trace
+    def counting(source, text, causal, max_len, layer=None):  # layer: the heads page's partial trace
         calls.append(text)
-        return real(source, text, causal, max_len, upto)
+        return real(source, text, causal, max_len, layer)
 
     monkeypatch.setattr(compute, "_run", counting)
     lec, code = start_class()

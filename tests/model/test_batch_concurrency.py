@@ -56,7 +56,7 @@ def run_together(batcher, model, sents, causal=True):
     rest = [threading.Thread(target=go, args=(i,)) for i in range(1, len(sents))]
     for t in rest:
         t.start()
-    key = (id(model), causal, None)  # (model, mask, stop_after): the batcher's queue
+    key = (id(model), causal, None, 0)  # (model, mask, stop_after, record_from): the batcher's queue
     for _ in range(30_000):  # every other request waits in the queue
         with batcher._lock:
             if len(batcher._queues[key].pending) == len(sents) - 1:

@@ -1,8 +1,8 @@
-"""Transformer.trace(stop_after=l): a partial trace, layers 0 .. l only (the heads page shows one
-layer; on SmolLM2 at layer 0 the other 29 blocks are never run). Its layers are bit for bit the
-whole pass's first ones, every family the engine has; it says what it is (stopped_after) and has no
-final norm, last hidden states or logits; the last layer's index gives the whole trace; batched
-partial traces (model.batcher) are the single ones."""
+"""Partial traces (the heads page shows one layer): Transformer.trace(stop_after=l) runs layers
+0 .. l only, record_from=l runs the layers below l without keeping them. What is kept is bit for
+bit the whole pass's, every family the engine has; the trace says what it is (stopped_after,
+recorded_from, complete) and has no final norm, last hidden states or logits when it stopped; the
+last layer's index runs the whole pass; batched partial traces (model.batcher) are the single ones."""
 import threading
 
 import numpy as np
@@ -35,6 +35,25 @@ def test_partial_layers_are_the_whole_pass_first_ones(family, causal, stop):
     assert not any(k.startswith(f"layers.{stop + 1}.") or k.startswith("final") for k in got)
     for k in layer_keys + [k for k in whole if k.startswith("embeddings.")]:
         assert np.array_equal(got[k], whole[k], equal_nan=True), k
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("layer", [1, 2])
+def test_one_layer_alone_is_the_whole_pass_layer(family, layer):
+    m = three_layers(family)
+    whole = flat_arrays(m.trace(IDS))
+    one = m.trace(IDS, stop_after=layer, record_from=layer)
+    assert one.recorded_from == layer and not one.complete and one.layers[:layer] == (None,) * layer
+    assert one.stopped_after == (None if layer == 2 else layer) and len(one.layers) == layer + 1
+    got = flat_arrays(one)
+    assert not any(k.startswith("layers.") and int(k.split(".")[1]) != layer for k in got)
+    kept = [k for k in whole if k.startswith(f"layers.{layer}.")
+            or (layer == 2 and (k.startswith("final") or k in ("logits", "probs")))]
+    assert kept and set(kept) <= set(got)
+    for k in kept:
+        assert np.array_equal(got[k], whole[k], equal_nan=True), k
+    with pytest.raises(ValueError, match="record_from"):
+        m.trace(IDS, stop_after=0, record_from=1)
 
 
 def test_the_last_layer_gives_the_whole_trace_and_bad_layers_say_so():
@@ -71,7 +90,7 @@ def test_batched_partial_traces_are_the_single_ones(one_thread):
 
     def go(i):
         gate.wait()
-        out[i] = batcher.trace(m, sents[i], True, stop_after=1)
+        out[i] = batcher.trace(m, sents[i], True, stop_after=1, record_from=1)
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(len(sents))]
     for t in threads:
@@ -79,7 +98,7 @@ def test_batched_partial_traces_are_the_single_ones(one_thread):
     for t in threads:
         t.join(60)
     for s, tr in zip(sents, out):
-        alone = flat_arrays(m.trace(torch.tensor([s]), stop_after=1))
+        alone = flat_arrays(m.trace(torch.tensor([s]), stop_after=1, record_from=1))
         got = flat_arrays(tr)
-        assert tr.stopped_after == 1 and got.keys() == alone.keys()
+        assert tr.stopped_after == 1 and tr.layers[0] is None and got.keys() == alone.keys()
         assert all(np.array_equal(got[k], alone[k], equal_nan=True) for k in alone)
