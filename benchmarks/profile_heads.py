@@ -78,10 +78,11 @@ def py_spy() -> str:
 
 
 def profile(src: str, sessions: int, reruns: int, rate: int = 100, env: dict | None = None,
-            label: str = "", raw: str = "") -> dict:
+            label: str = "", raw: str = "", layer: int | None = None) -> dict:
     """One server, one load under py-spy. Returns {parts: {part: samples}, reruns, samples, rate,
-    cpu_s, wall, p50, p90, errors, frames: Counter of leaf frames}."""
-    query = f"src={src}" if src else ""
+    cpu_s, wall, p50, p90, errors, frames: Counter of leaf frames}. layer: the heads page's layer
+    (?layer=...; None = its default, 0)."""
+    query = "&".join(q for q in (f"src={src}" if src else "", "" if layer is None else f"layer={int(layer)}") if q)
     s = Server("app.py", env=env).start()
     try:
         return _profile(s, query, src, sessions, reruns, rate, label, raw)
@@ -158,8 +159,10 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     ap.add_argument("--top", type=int, default=0, help="also print the N hottest leaf frames")
     ap.add_argument("--raw", default="", help="keep py-spy's collapsed stacks in this file")
+    ap.add_argument("--layer", type=int, default=None, help="the heads page's layer (default: its default, 0; "
+                    "the page traces that layer alone)")
     a = ap.parse_args()
-    print(report(profile(a.src, a.sessions, a.reruns, a.rate, raw=a.raw), a.top))
+    print(report(profile(a.src, a.sessions, a.reruns, a.rate, raw=a.raw, layer=a.layer), a.top))
 
 
 if __name__ == "__main__":
