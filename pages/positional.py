@@ -11,7 +11,7 @@ from ui.models import architecture
 from ui.positional import comparison_position_table, positions_matter
 from ui.runs import current_run
 from ui.show import matrix_table, show_code, show_fig
-from viz.charts import line_chart, matrix_heatmap, pe_curves, two_heatmaps
+from viz.charts import NARROW_MAX_CELLS, line_chart, matrix_heatmap, pe_curves, two_heatmaps
 from viz.positional import rope_pairs
 
 SHUFFLE_MAX_T = 64  # tokens of the "positions matter" shuffle (a long input: its first ones)
@@ -145,7 +145,8 @@ h1, h2, h3 = st.columns(3)
 for col, (name, z, key) in zip((h1, h2, h3), (("token embedding", tok, "pe_tok"), ("position", pos, "pe_pos"),
                                                (sum_name if emb.ln is not None else "sum = block input", total, "pe_sum"))):
     with col:
-        show_fig(matrix_heatmap(z, labels, cols, title=name, annotate=False, col_title="dimension", height=360),
+        show_fig(matrix_heatmap(z, labels, cols, title=name, annotate=False, col_title="dimension", height=360,
+                                max_cells=NARROW_MAX_CELLS),
                  key, table=pd.DataFrame(z, index=token_labels(labels, plain=True)))
 
 st.subheader("Similarity of positions: PE(i)·PE(j)")

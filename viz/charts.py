@@ -102,6 +102,8 @@ def _exact(a: np.ndarray) -> np.ndarray:
 
 MATRIX_MAX_CELLS = 196_608  # a matrix chart draws at most this many cells (512 × 384: MiniLM's whole learned
 # position table stays exact, ~1 MB of float32); larger (a 512-token similarity map): block means
+NARROW_MAX_CELLS = MATRIX_MAX_CELLS // 4  # a chart a third of the page wide (~300 px across): a 512 × 384
+# matrix as 2 × 2 block means (0.27 MB instead of 1.06 MB; the positional page drew three of them side by side)
 
 
 def _block_shape(n_r: int, n_c: int, max_cells: int = MATRIX_MAX_CELLS) -> int:
@@ -143,10 +145,11 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
                    row_title: str = "", col_title: str = "", tokens_rows: bool = True,
                    tokens_cols: bool = False, highlight_rows: Sequence[int] = (),
                    highlight_cols: Sequence[int] = (), vlines: Sequence[float] = (),
-                   height: int | None = None, fmt: str = ".2f") -> go.Figure:
+                   height: int | None = None, fmt: str = ".2f", max_cells: int = MATRIX_MAX_CELLS) -> go.Figure:
     """A labelled (rows, cols) matrix. Rows (and optionally columns) are tokens ("i:token");
     highlighted rows/columns get an outline (e.g. the axis a normalisation averages over);
-    vlines draw separators between column blocks (e.g. heads in a concatenation)."""
+    vlines draw separators between column blocks (e.g. heads in a concatenation). max_cells: more
+    values than this are drawn as block means (a chart in a narrow column has fewer pixels)."""
     a = _exact(as_array(z, 2, "z", "(rows, cols)"))
     check_labels(row_labels, a.shape[0], "row_labels")
     check_labels(col_labels, a.shape[1], "col_labels")
@@ -156,7 +159,7 @@ def matrix_heatmap(z: np.ndarray, row_labels: Sequence[str], col_labels: Sequenc
         zmin, zmax = zmid - m, zmid + m
     # a matrix larger than the chart has pixels (a long input's T x T or T x d_ff): block means, said
     # in the subtitle and the hover; outlined rows/columns keep every value
-    step = 1 if (highlight_rows or highlight_cols) else _block_shape(*a.shape)
+    step = 1 if (highlight_rows or highlight_cols) else _block_shape(*a.shape, max_cells=max_cells)
     rows_in, cols_in = a.shape
     a = block_means(a, step)
     y, x = _block_names(row_labels, step, tokens_rows), _block_names(col_labels, step, tokens_cols)

@@ -224,6 +224,12 @@ def test_large_matrices_are_drawn_as_block_means_and_say_so():
     assert np.asarray(matrix_heatmap(big, rows, rows).data[0].z).shape == (342, 342)
     both = two_heatmaps(z, z * 2, ("a", "b"), title="tables")
     assert np.asarray(both.data[0].z).size <= MATRIX_MAX_CELLS // 2 and "means of" in both.layout.title.subtitle.text
+    # a narrow chart (the positional page's three side by side): a quarter of the cells, 2 x 2 blocks at 512 x 384
+    from viz.charts import NARROW_MAX_CELLS
+    narrow = matrix_heatmap(z[:512, :384], rows[:512], cols[:384], max_cells=NARROW_MAX_CELLS)
+    nz = np.asarray(narrow.data[0].z)
+    assert nz.shape == (256, 192) and nz[5, 9] == pytest.approx(z[10:12, 18:20].astype(np.float64).mean(), abs=1e-6)
+    assert "drawn as means of 2×2 blocks" in (narrow.layout.title.text or "") + (narrow.layout.title.subtitle.text or "")
 
 
 def test_hidden_sink_in_blocks_blanks_only_blocks_made_of_hidden_keys():
