@@ -28,7 +28,7 @@ if not st.session_state.get("_plotly_prefetched"):
     time.sleep(0.1)
 
 from ui import runtime  # noqa: E402,F401  torch thread settings for a multi-user server (see ui/runtime.py)
-from ui import live, sidebar, state  # noqa: E402  (after set_page_config)
+from ui import live, runs, sidebar, state  # noqa: E402  (after set_page_config)
 
 ROOT = Path(__file__).resolve().parent
 
@@ -111,3 +111,4 @@ finally:
     state.sync_url()
     live.end_run()  # the lecturer's view goes to the room; a follower who changed it explores alone
     _prefetch.empty()
+    runs.release_pages()  # the page's namespace outlives it (widgets' functions): its runs go (ui/runs.py)

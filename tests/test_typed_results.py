@@ -31,6 +31,7 @@ ALLOWED_SUBSCRIPTS = {
     ("ui/calculator.py", "s['_calc_base']"): "session state",
     ("ui/encoder_decoder.py", "record"): "the checkpoint's config.json record, read into typed scores here",
     ("ui/encoder_decoder.py", "al"): "the checkpoint's config.json record, read into typed scores here",
+    ("ui/runs.py", "f.f_globals"): "a page script's namespace (release_pages swaps its runs for trace-less ones)",
     ("ui/models.py", "meta"): "a checkpoint's config.json",
     ("ui/models.py", "meta.get('extra') or {}"): "a checkpoint's config.json",
     ("ui/models.py", "metas[DEFAULT_SOURCE]"): "a checkpoint's config.json",

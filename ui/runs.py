@@ -7,6 +7,9 @@ read-only numpy arrays (`ForwardTrace.numpy()`): pages read `run.trace.layers[l]
 (B=1, H, Tq, Tk), typed attributes named as in the trace contract."""
 from __future__ import annotations
 
+import dataclasses
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
@@ -38,7 +41,8 @@ class Run:
     causal: bool
     cfg: ModelConfig
     vocab: list[str]  # one label per token id, as a reader sees it (byte-level BPE: "·Paris", not "ĠParis")
-    trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1
+    trace: ForwardTrace = field(repr=False)  # numpy arrays, read-only, batch axis B = 1 (None once a
+    #                                          finished page let it go: release_pages)
     source: ModelSource | None = None  # the model that computed it (for the model-level views below)
     unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
     special: tuple[int, ...] = ()  # positions of [CLS]/[SEP] (WordPiece models; none for the toy vocabularies)
@@ -161,11 +165,55 @@ def input_notices(run: Run) -> None:
         st.caption(f"Not in this model's vocabulary, computed as `{run.unk_token}` (labels keep what you typed): {shown}")
 
 
+# The namespaces of the pages that asked for a run in this script run (per script thread).
+# Streamlit keeps a page's namespace alive after the page has run, for as long as anything holds a
+# function defined in it: a widget's format_func stays in the session's widget state after the
+# session has moved to another page (measured: SmolLM2 at 1,024 tokens, every visited page's run,
+# 2.5-2.9 GB each, kept by a selectbox's format_func; the server passed 11 GB in eight pages).
+# release_pages (app.py, after the page) swaps each run such a namespace holds for the same run
+# without its trace (labels, ids and config stay, for a format_func that reads them later): the
+# shared trace cache alone decides which traces stay. Deferred tables hold their own arguments
+# (ui.show.deferred) and fragments ask for the run again (current_run).
+_PAGES = threading.local()
+
+
+def note_page(depth: int = 2) -> None:
+    """Remember the namespace of the page that is asking for a run (the first frame up the stack
+    that runs as a page script: __name__ "__main__")."""
+    f = sys._getframe(depth)
+    while f is not None and f.f_globals.get("__name__") != "__main__":
+        f = f.f_back
+    if f is None:
+        return
+    seen = getattr(_PAGES, "namespaces", None)
+    if seen is None:
+        seen = _PAGES.namespaces = {}
+    seen[id(f.f_globals)] = f.f_globals
+
+
+def release_pages() -> int:
+    """In the namespaces note_page saw in this script thread: every Run and BatchRun becomes the
+    same run with trace=None, every ForwardTrace is dropped. Returns how many names changed."""
+    spaces = getattr(_PAGES, "namespaces", None) or {}
+    _PAGES.namespaces = {}
+    n = 0
+    for g in spaces.values():
+        for name, value in list(g.items()):
+            if isinstance(value, (Run, BatchRun)) and value.trace is not None:
+                g[name] = dataclasses.replace(value, trace=None)
+                n += 1
+            elif isinstance(value, ForwardTrace):
+                del g[name]
+                n += 1
+    return n
+
+
 def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True,
                 layer: int | None = None) -> Run:
     """The run for the sidebar's sentence and settings. Stops the page with a friendly message
     when there is nothing to show (empty text). layer: the page reads that layer only (a partial
     trace unless the whole one is cached: get_run)."""
+    note_page()
     s = st.session_state
     text = s.get("text", state.DEFAULT_TEXT) if text is None else text
     causal = (s.get("mask", "causal") == "causal") if causal is None else causal
@@ -233,6 +281,7 @@ def get_batch_run(source: ModelSource, texts: tuple[str, ...], causal: bool, mas
     """Trace a batch of sentences padded to a common length (right padding). pair (models that
     take pairs, at least 2 texts): row 0 is texts[0] and texts[1] as one pair with token types.
     Cached with the single runs (TRACES)."""
+    note_page()
     return TRACES.get(("batch", source, tuple(texts), causal, mask_queries, max_len, pair),
                       lambda: _batch_run(source, tuple(texts), causal, mask_queries, max_len, pair))
 
