@@ -22,9 +22,24 @@ def narrow(browser):
 
 
 def _open(pg, server, path: str, query: str) -> None:
-    """Open a page and wait until every chart on it is drawn (its state, never a time)."""
+    """Open a page and wait until every chart on it is drawn and laid out for good (its state,
+    never a time): the web fonts loaded, and the charts' text boxes the same over two animation
+    frames. Plotly measures its text to size the margins and redraws when the fonts arrive; boxes
+    read in between put a panel title over the chart's title (1 run in ~6 of the full suite)."""
     open_page(pg, server, path, query, timeout=120_000)
     charts_drawn(pg)
+    pg.evaluate("() => document.fonts.ready.then(() => true)")
+    boxes = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] text')]
+        .map(t => { const b = t.getBoundingClientRect(); return [b.x, b.y, b.width, b.height].map(Math.round).join(','); })
+        .join(';')"""
+    frames = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+    last = pg.evaluate(boxes)
+    for _ in range(100):  # settled: unchanged across two frames (a relayout finishes within a few)
+        pg.evaluate(frames)
+        now = pg.evaluate(boxes)
+        if now == last:
+            break
+        last = now
     assert exceptions(pg) == 0
 
 
