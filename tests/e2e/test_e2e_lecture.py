@@ -109,6 +109,14 @@ def test_present_mode_head_titles_clear_the_panels_on_smollm2(server, browser):
         toggle.scroll_into_view_if_needed()
         rerun(pg, toggle.click, timeout=180_000)
         pg.wait_for_function(SIDEBAR_FOLDED, timeout=30_000)
+        # the sidebar has slid all the way out and Plotly has redrawn the grid at the width it has
+        # now (the same sizes in two checks in a row: the fold is a CSS transition; boxes read in
+        # between are the narrower grid's, whose titles may touch: 1 full run in ~5)
+        pg.wait_for_function("""() => { const c = document.querySelector('[data-testid=stPlotlyChart]');
+            const p = c && c.querySelector('.js-plotly-plot'); if (!p || !p._fullLayout) return false;
+            const w = c.getBoundingClientRect().width, now = [w, p._fullLayout.width].join();
+            const ok = Math.abs(p._fullLayout.width - w) <= 1 && window._alFold === now;
+            window._alFold = now; return ok; }""", polling=200, timeout=30_000)
         charts_drawn(pg)
         b = pg.evaluate(BOXES)
         assert len(b["titles"]) == 9 and len(b["maps"]) == 9
