@@ -6,12 +6,15 @@ from classroom import causal_vs_bidirectional
 from labels import token_label
 from ui import circuits as sink
 from ui import state
-from ui.runs import current_run, layer_allowed
+from ui.runs import current_cfg, current_length, current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import GRID_MAX_CELLS, compare_grid, topk_bars
 from viz.common import block_note, block_step
 from viz.charts import bar_compare
+
+WHOLE_PASSES_MAX = 24_000_000  # layers × heads × T² up to which both whole passes are traced at once
+#                                (MiniLM at 512 tokens: 19M; SmolLM2 at 1,024: 283M, 2 × 2.4 s here)
 
 st.title("Causal vs bidirectional")
 show_code("model.attention.causal_allowed", "model.attention.masked_softmax", what="the causal mask")
@@ -23,9 +26,13 @@ st.markdown(
     "understanding text, but the model could then *read* the next token instead of predicting it. "
     "The weights below are the same; only the mask differs.")
 example_buttons()
-causal = current_run(causal=True)
-bidi = current_run(causal=False, notices=False)
-L, H = causal.cfg.n_layers, causal.cfg.n_heads
+notices = st.container()  # the input's notices, above the controls (the runs are asked for below them)
+cfg = current_cfg()
+L, H = cfg.n_layers, cfg.n_heads
+# A deep model at a long input: the grid needs one layer of each pass, the prediction below needs both
+# whole passes (SmolLM2 at 1,024 tokens: 2.4 s each here). Then the grid traces its layer only, and
+# the whole passes wait for the reader's click, unless they are cached already.
+long_input = L * H * current_length() ** 2 > WHOLE_PASSES_MAX
 state.bound("layer", 0)
 state.fix("layer", list(range(L)))
 state.bound("cmp_head", "all")
@@ -35,6 +42,9 @@ c1, c2, c0, c3 = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer")
 head = c2.selectbox("Head", head_opts, key="cmp_head", format_func=lambda s: "all heads" if s == "all" else f"head {s}")
 hide = sink.sink_switch(c0)
+with notices:
+    causal = current_run(causal=True, layer=layer if long_input else None)
+    bidi = current_run(causal=False, notices=False, layer=layer if long_input else None)
 with c3:
     d1, d2 = st.columns(2)
     with d1:
@@ -70,6 +80,14 @@ show_fig(compare_grid(wc, wb, causal.labels, allowed_a=layer_allowed(causal, lay
          alt="Weights share the 0..1 Cividis scale; the difference uses a diverging red-blue scale centred on 0.")
 
 st.subheader("Next-token prediction at the last position")
+if not (causal.trace.complete and bidi.trace.complete):
+    state.bound("cvb_whole", False)
+    if not st.toggle(f"Compare the last position's output (runs both masks through all {L} layers: two whole "
+                     f"passes at {causal.T:,} tokens take a few seconds)", key="cvb_whole"):
+        st.caption("The grid above traced only the layer it shows. The last position's output needs every layer "
+                   "under both masks.")
+        state.end_page()
+    causal, bidi = current_run(causal=True, notices=False), current_run(causal=False, notices=False)
 if causal.trace.probs is None:  # an encoder without an output layer (MiniLM)
     st.info("This model has no output layer, so it predicts no next token; below, how the mask changes what its "
             "last layer produces instead.", icon=":material/info:")

@@ -18,7 +18,7 @@ from viz.charts import line_chart
 
 st.title("Cost of attention")
 show_code("model.attention.attend", what="the T × T scores")
-run = current_run()
+run = current_run(layer=0)  # the page reads the run's length and model only: no more than one block's trace
 cfg = run.cfg
 T = run.T
 st.caption("Every query scores every key: T × T numbers per head per layer. Double the text, four times the scores.")

@@ -10,7 +10,7 @@ import streamlit as st
 from labels import md_escape, token_labels
 from labels.units import MIB, human_bytes
 from ui import flash, state
-from ui.runs import current_run
+from ui.runs import current_cfg, current_run
 from ui.show import show_fig
 from viz.charts import line_chart
 from viz.flash import output_progress, running_stats, tile_scores
@@ -26,9 +26,8 @@ st.markdown(
 st.latex(r"m' = \max(m, \max_j s_{ij}),\quad l' = e^{m-m'}\,l + \sum_j e^{s_{ij}-m'},\quad "
          r"O' = e^{m-m'}\,O + \sum_j e^{s_{ij}-m'}\,v_j")
 
-run = current_run()
-cfg = run.cfg
-T = run.T
+notices = st.container()  # the input's notices, above the controls (the run is asked for below them)
+cfg = current_cfg()
 L, H = cfg.n_layers, cfg.n_heads
 
 state.bound("flash_layer", 0)
@@ -39,6 +38,9 @@ state.bound("flash_tile", 4)
 c1, c2, c3 = st.columns(3)
 layer = c1.selectbox("Layer", list(range(L)), key="flash_layer")
 head = c2.selectbox("Head", list(range(H)), key="flash_head")
+with notices:
+    run = current_run(layer=layer)  # this layer only, unless the whole trace is cached (ui.runs.get_run)
+T = run.T
 tile = c3.number_input("Key tile size", min_value=0, max_value=4096, step=1, key="flash_tile",
                        help=f"How many keys each step reads. Your sentence has T = {T} tokens.")
 try:

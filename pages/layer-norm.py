@@ -119,7 +119,9 @@ st.markdown(f"This model is **{arch.norm.short}**: {arch.norm.placement_text}")
 
 cmp = get_norm_placement(run)
 show_fig(line_chart(cmp.stages, {"pre-LN": cmp.pre, "post-LN": cmp.post}, x_categories=True,
-                    title="Pre-LN vs post-LN: mean ‖stream‖ (fresh weights, seed 0, your sentence)", yaxis="mean L2 norm"),
+                    title="Pre-LN vs post-LN: mean ‖stream‖ (fresh weights, seed 0, "
+                          + ("your sentence)" if cmp.n_tokens == run.T else f"your first {cmp.n_tokens} tokens)"),
+                    yaxis="mean L2 norm"),
          "ln_pre_post", table=pd.DataFrame({"pre-LN": cmp.pre, "post-LN": cmp.post}, index=cmp.stages),
          alt=f"post-LN keeps the stream at √d_model ≈ {np.sqrt(cfg.d_model):.1f} after each sublayer; pre-LN lets it grow.")
 

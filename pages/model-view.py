@@ -7,7 +7,7 @@ import streamlit as st
 from labels import token_label
 from ui import circuits as sink
 from ui import state
-from ui.runs import current_run
+from ui.runs import current_cfg, current_run
 from ui.show import ATTENTION_CODE, deferred, deferred_csv, show_code, show_fig
 from viz.model_view import model_view_html, multi_head_lines
 
@@ -17,9 +17,25 @@ WINDOW = 32  # tokens of a window (rows of ~12 px: every name readable, ~70 hove
 
 st.title("Model view: every head as lines")
 show_code(*ATTENTION_CODE, what="the weights the lines are drawn from")
-run = current_run()
-L, H, T = run.cfg.n_layers, run.cfg.n_heads, run.T
+notices = st.container()  # the input's notices, above the controls (the run is asked for below them)
+cfg = current_cfg()
+L, H = cfg.n_layers, cfg.n_heads
 hide = sink.sink_switch()  # the derived view: no lines to the sink, each row renormalised over the rest
+if L > PER_PAGE + 2:
+    groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
+    state.bound("mv_layers", groups[0])
+    state.fix("mv_layers", groups, groups[0])
+    g = st.segmented_control("Layers", groups, key="mv_layers") or groups[0]
+    first = groups.index(g) * PER_PAGE
+    shown = range(first, min(first + PER_PAGE, L))
+else:
+    shown = range(L)
+state.bound("mv_layer", 0)
+state.fix("mv_layer", list(range(L)), 0)
+one = int(st.session_state.get("mv_layer", 0))  # the layer of the section below (its box is drawn there)
+with notices:  # the layers drawn only (a partial trace, unless the whole one is cached: ui.runs.get_run)
+    run = current_run(layer=range(min(shown.start, one), max(shown.stop, one + 1)))
+T = run.T
 if hide:
     sink.derived_note(run)
 
@@ -57,15 +73,6 @@ state.fix("mv_tok", opts, -1)
 state.follow_labels("mv_tok", opts, tok_title)  # a token's label follows the sentence
 only = st.selectbox("Show the lines of", opts, key="mv_tok", format_func=tok_title)
 only = None if only < 0 else int(only)
-if L > PER_PAGE + 2:
-    groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
-    state.bound("mv_layers", groups[0])
-    state.fix("mv_layers", groups, groups[0])
-    g = st.segmented_control("Layers", groups, key="mv_layers") or groups[0]
-    first = groups.index(g) * PER_PAGE
-    shown = range(first, min(first + PER_PAGE, L))
-else:
-    shown = range(L)
 grid = model_view_html([layer_w(l) for l in shown], run.labels, first_layer=shown.start, only=only, dom_id="mv-grid",
                        tokens=None if T <= FULL_MAX_T else tokens)
 st.html(f'<div style="overflow-x: auto">{grid}</div>')
@@ -78,8 +85,6 @@ st.download_button("Download these weights (CSV)", csv, file_name="model_view.cs
                    help="The drawn tokens' exact weights on every key (no sums), one row per layer, head and query.")
 
 st.subheader("One layer, every head in its own colour")
-state.bound("mv_layer", 0)
-state.fix("mv_layer", list(range(L)), 0)
 layer = st.selectbox("Layer", list(range(L)), key="mv_layer")
 w = layer_w(layer)  # (H, T, T)
 show_fig(multi_head_lines(w, run.labels, only=only, title=f"Layer {layer}: {H} heads",

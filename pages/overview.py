@@ -7,7 +7,7 @@ from model.patterns import BORDERLINE
 from ui import circuits as sink
 from ui import state
 from ui.head_labels import layer_labels
-from ui.runs import current_run, layer_allowed
+from ui.runs import current_cfg, current_length, current_run, layer_allowed
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import THUMB_MAX_CELLS, overview_grid
@@ -19,12 +19,10 @@ LABEL_ALL_MAX = 24_000_000  # weights labelled for the table in one rerun (~0.8 
 st.title("All heads overview")
 show_code("model.patterns.pattern_scores_all", "model.patterns._label", what="the head labels")
 example_buttons()
-run = current_run()
-L, H = run.cfg.n_layers, run.cfg.n_heads
+notices = st.container()  # the input's notices, above the controls (the run is asked for below them)
+cfg = current_cfg()
+L, H = cfg.n_layers, cfg.n_heads
 hide = sink.sink_switch()
-keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
-if hide:
-    sink.derived_note(run)
 if L > PER_PAGE + 2:
     groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
     state.bound("ov_layers", groups[0])
@@ -35,13 +33,19 @@ if L > PER_PAGE + 2:
 else:
     first = 0
 shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
+# The table lists every head, unless labelling them all would hold up the page (a deep model at a long
+# input: SmolLM2's 270 heads at 1,024 tokens are 283M weights, ~10 s): then the shown layers', and
+# the page traces those layers only (a partial trace, unless the whole one is cached: ui.runs.get_run).
+listed = range(L) if L * H * current_length() ** 2 <= LABEL_ALL_MAX else shown
+with notices:
+    run = current_run(layer=None if listed == range(L) else shown)
+keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns
+if hide:
+    sink.derived_note(run)
 w = [run.trace.layers[l].attn.weights[0] for l in shown]  # (H, T, T) per shown layer: views, no copy
 if hide:
     w = [sink.hidden(run, x) for x in w]  # the derived view: the sink's columns out, rows renormalised
 allowed = [layer_allowed(run, l) for l in shown]
-# The table lists every head, unless labelling them all would hold up the page (a deep model at a long
-# input: SmolLM2's 270 heads at 1,024 tokens are 283M weights, ~10 s): then the shown layers'.
-listed = range(L) if L * H * run.T ** 2 <= LABEL_ALL_MAX else shown
 pats = {l: layer_labels(run, l, keys) for l in listed}  # [layer][head] -> HeadPattern (cached with the trace)
 def wide_label(p) -> str:
     """Few heads, wide thumbnails: the full pattern name ("previous-token ≈0.42", "other ≈self/diagonal")."""

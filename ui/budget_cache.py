@@ -107,16 +107,20 @@ def nbytes(obj: Any) -> int:
 
 class BudgetCache:
     """get(key, make) -> make()'s value, cached; least recently used entries go first once the
-    cached bytes pass `budget` (the newest entry always stays, however big) or there are more than
-    `max_entries`. Thread-safe; concurrent calls for one key wait for the first to compute it.
+    cached bytes pass `budget` or there are more than `max_entries`; the newest entry always
+    stays, however big. keep_large: the most recently used entries that are each bigger than the
+    whole budget (a long input's trace) stay too, up to this many, and are not counted against the
+    budget while they stay: small entries still come and go within it. The cache then holds at most
+    budget + keep_large such entries (+ the newest). Thread-safe; concurrent calls for one key wait for the first to compute it.
     `size`: a value's bytes when stored (default: its Footprint, which then follows its derived
     fields); a custom size is counted once."""
 
     def __init__(self, budget: int | None = None, max_entries: int = 48,
-                 size: Callable[[Any], int] | None = None):
+                 size: Callable[[Any], int] | None = None, keep_large: int = 0):
         mb = os.environ.get("ATTN_LAB_TRACE_CACHE_MB")
         self.budget = budget if budget is not None else int(float(mb or DEFAULT_BUDGET_MB) * 2**20)
         self.max_entries = max_entries
+        self.keep_large = max(0, int(keep_large))
         self._size = size
         self._items: OrderedDict[Hashable, list] = OrderedDict()  # key -> [value, bytes, Footprint or None]
         self._lock = threading.Lock()
@@ -182,12 +186,26 @@ class BudgetCache:
 
     def _evict(self) -> list:
         """Drop least recently used entries until within budget and count (caller holds the lock);
-        returns the dropped values, for the caller to let go of once it has released the lock."""
+        returns the dropped values, for the caller to let go of once it has released the lock.
+        The newest entry and the keep_large most recently used entries bigger than the budget stay
+        (their bytes are not counted against the budget while they do)."""
         gone = []
-        while len(self._items) > 1 and (self.bytes > self.budget or len(self._items) > self.max_entries):
+        while len(self._items) > 1 and len(self._items) > self.max_entries:
             _, (v, m, _) = self._items.popitem(last=False)
             gone.append(v)
             self.bytes -= m
+        if self.bytes <= self.budget:
+            return gone
+        large = [k for k in reversed(self._items) if self._items[k][1] > self.budget][: self.keep_large]
+        kept = {next(reversed(self._items)), *large}
+        counted = self.bytes - sum(self._items[k][1] for k in large)  # what is held against the budget
+        for k in [k for k in self._items if k not in kept]:  # least recently used first
+            if counted <= self.budget:
+                break
+            v, m, _ = self._items.pop(k)
+            gone.append(v)
+            self.bytes -= m
+            counted -= m
         return gone
 
     def __len__(self) -> int:

@@ -17,5 +17,6 @@ def _norm_placement(cfg_json: str, ids: tuple[int, ...]) -> layer_norm.NormPlace
 
 
 def get_norm_placement(run: Run) -> layer_norm.NormPlacement:
-    """Pre-LN vs post-LN on the run's ids with fresh weights of its architecture (cached)."""
-    return _norm_placement(json.dumps(run.cfg.to_dict(), sort_keys=True), tuple(run.ids))
+    """Pre-LN vs post-LN on the run's first ids (layer_norm.PLACEMENT_TOKENS) with fresh weights of
+    its architecture (cached)."""
+    return _norm_placement(json.dumps(run.cfg.to_dict(), sort_keys=True), tuple(run.ids[: layer_norm.PLACEMENT_TOKENS]))

@@ -94,8 +94,13 @@ def special_ids(tok) -> set[int]:
     return {i for i in (getattr(tok, "cls_id", None), getattr(tok, "sep_id", None)) if i is not None}
 
 
-# traces shared by every session, bounded by bytes (ui/budget_cache.py): one SmolLM2 trace is ~32 MB
-TRACES = BudgetCache(max_entries=48)
+# traces shared by every session, bounded by bytes (ui/budget_cache.py): one SmolLM2 trace is ~32 MB.
+# keep_large=2: the two most recently used traces bigger than the whole budget stay, outside it. At
+# SmolLM2's 1,024 tokens one trace (2.5-2.8 GB) is five times the default budget; with only the
+# newest kept, Causal vs bidirectional (two such traces) and any small entry (the mask lab's batch,
+# the contextual page's two sentences) evicted the causal run, and the pages after them traced it
+# again (2.4 s each on a quiet machine; issue 33). The cache holds at most the budget + two traces.
+TRACES = BudgetCache(max_entries=48, keep_large=2)
 
 
 # sessions' traces asked for at the same moment share a forward (model/batcher.py; ui/runtime.py
@@ -103,39 +108,43 @@ TRACES = BudgetCache(max_entries=48)
 BATCHER = TraceBatcher(**batcher_settings())
 
 
-def get_run(source: ModelSource, text: str, causal: bool, max_len: int, layer: int | None = None) -> Run:
+def get_run(source: ModelSource, text: str, causal: bool, max_len: int, layer: int | range | None = None) -> Run:
     """Trace of `text` (cut to max_len tokens) through the model. Shared and read-only.
-    layer: the caller reads that layer only (the heads page). The whole trace when it is cached;
-    else a partial trace of that layer alone (ForwardTrace.stopped_after, recorded_from: the
-    blocks below run unrecorded, the blocks above never run), cached apart: on SmolLM2 one block
-    of 30 run at layer 0, one layer of 30 kept at any layer (issue 31)."""
+    layer: the caller reads that layer only (the heads page), or a range of layers (a page of
+    layers: the overview, the model view). The whole trace when it is cached; else a partial trace
+    of those layers alone (ForwardTrace.stopped_after, recorded_from: the blocks below run
+    unrecorded, the blocks above never run), cached apart: on SmolLM2 one block of 30 run at
+    layer 0, one layer of 30 kept at any layer (issue 31)."""
     key = ("run", source, text, causal, max_len)
     if layer is not None:
         whole = TRACES.peek(key)
         if whole is not None:
             return whole
         model, _ = get_model(source)
-        layer = min(max(int(layer), 0), model.cfg.n_layers - 1)
-        return TRACES.get(key + (("layer", layer),), lambda: _run(source, text, causal, max_len, layer))
+        span = layer if isinstance(layer, range) else range(int(layer), int(layer) + 1)
+        last = model.cfg.n_layers - 1
+        lo, hi = min(max(span.start, 0), last), min(max(span.stop - 1, span.start, 0), last)
+        if (lo, hi) != (0, last):
+            return TRACES.get(key + (("layers", lo, hi),), lambda: _run(source, text, causal, max_len, (lo, hi)))
     return TRACES.get(key, lambda: _run(source, text, causal, max_len))
 
 
-def _trace(source: ModelSource, ids: list[int], causal: bool, layer: int | None = None) -> ForwardTrace:
-    """The trace of these tokens (numpy, read-only), through the process's batcher; layer: that
-    layer only (a partial trace: ForwardTrace.complete is False)."""
+def _trace(source: ModelSource, ids: list[int], causal: bool, layers: tuple[int, int] | None = None) -> ForwardTrace:
+    """The trace of these tokens (numpy, read-only), through the process's batcher; layers (first,
+    last): those layers only (a partial trace: ForwardTrace.complete is False)."""
     model, _ = get_model(source)
-    if layer is None:
+    if layers is None:
         return BATCHER.trace(model, ids, causal).numpy()
-    return BATCHER.trace(model, ids, causal, stop_after=layer, record_from=layer).numpy()
+    return BATCHER.trace(model, ids, causal, stop_after=layers[1], record_from=layers[0]).numpy()
 
 
-def _run(source: ModelSource, text: str, causal: bool, max_len: int, layer: int | None = None) -> Run:
+def _run(source: ModelSource, text: str, causal: bool, max_len: int, layers: tuple[int, int] | None = None) -> Run:
     model, tok = get_model(source)
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len)
     specials = special_ids(tok)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
-               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal, layer),
+               unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok), trace=_trace(source, ids, causal, layers),
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
                special=tuple(i for i, t in enumerate(ids) if t in specials))
 
@@ -209,10 +218,10 @@ def release_pages() -> int:
 
 
 def current_run(text: str | None = None, causal: bool | None = None, notices: bool = True,
-                layer: int | None = None) -> Run:
+                layer: int | range | None = None) -> Run:
     """The run for the sidebar's sentence and settings. Stops the page with a friendly message
-    when there is nothing to show (empty text). layer: the page reads that layer only (a partial
-    trace unless the whole one is cached: get_run)."""
+    when there is nothing to show (empty text). layer: the page reads that layer (or that range
+    of layers) only: a partial trace unless the whole one is cached (get_run)."""
     note_page()
     s = st.session_state
     text = s.get("text", state.DEFAULT_TEXT) if text is None else text
@@ -225,6 +234,16 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     if notices:
         input_notices(run)
     return run
+
+
+def current_length() -> int:
+    """How many tokens the current run has (the sidebar's text, tokenized and cut as current_run
+    cuts it), without tracing anything: a page that decides how much of the trace it needs."""
+    s = st.session_state
+    source = current_source()
+    model, _ = get_model(source)
+    max_len = min(int(s.get("T", 64)), model.cfg.max_len)
+    return len(tokenize(source, str(s.get("text", state.DEFAULT_TEXT)), max_len)[0])
 
 
 def current_cfg() -> ModelConfig:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import pytest
 
 from ui.budget_cache import BudgetCache, nbytes
 
@@ -54,6 +55,30 @@ def test_evicts_least_recently_used_past_the_budget():
     assert calls == ["b"]  # a was kept, b was recomputed
     big = c.get("huge", mk(10_000))  # bigger than the budget: kept alone (the newest always stays)
     assert len(c) == 1 and c.bytes == 10_000 and big.size == 10_000
+
+
+def test_keep_large_holds_two_long_traces_outside_the_budget():
+    """keep_large=2 (the app's trace cache): the two most recently used entries bigger than the
+    budget stay, while small entries still come and go within the budget."""
+    c = BudgetCache(budget=250, max_entries=10, keep_large=2)
+    mk = lambda n: (lambda: np.zeros(n, dtype=np.uint8))  # noqa: E731
+    c.get("small", mk(10))
+    c.get("causal", mk(1_000)), c.get("bidirectional", mk(2_000))  # each over the budget alone
+    assert list(c._items) == ["small", "causal", "bidirectional"] and c.bytes == 3_010
+    for k in "abc":  # a page's small entries: within the budget, beside the two big ones
+        c.get(k, mk(100))
+    assert list(c._items) == ["causal", "bidirectional", "b", "c"] and c.bytes == 3_200
+    assert c.get("causal", lambda: pytest.fail("recomputed")) is not None  # the next page finds it
+    c.get("long", mk(1_500))  # a third big entry: the least recently used big one goes
+    assert list(c._items) == ["b", "c", "causal", "long"] and c.bytes == 2_700
+    one = BudgetCache(budget=250, max_entries=10)  # the default: only the newest stays past the budget
+    one.get("causal", mk(1_000)), one.get("x", mk(10))
+    assert list(one._items) == ["x"]
+    d = BudgetCache(budget=10**9, max_entries=1, keep_large=2)  # max_entries still wins
+    d.get("a", mk(1)), d.get("b", mk(1))
+    assert list(d._items) == ["b"]
+    from ui.runs import TRACES
+    assert TRACES.keep_large == 2
 
 
 def test_max_entries_still_bounds_the_count():

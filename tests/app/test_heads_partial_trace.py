@@ -39,7 +39,7 @@ def test_the_npz_of_a_partial_run_is_the_whole_trace(monkeypatch):
     made = {}
     monkeypatch.setattr(show.st, "download_button", lambda label, data, **kw: made.setdefault("data", data))
     src = fresh_source()
-    part = runs._run(src, "the cat sat on the mat", True, 64, layer=1)
+    part = runs._run(src, "the cat sat on the mat", True, 64, (1, 1))
     whole = runs._run(src, "the cat sat on the mat", True, 64)
     show.download_npz(part)
     got = np.load(io.BytesIO(made["data"]()))
@@ -80,3 +80,106 @@ def at_source(at) -> models.ModelSource:
     cfg = ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=int(at.session_state["d"]),
                       n_heads=int(at.session_state["h"]), n_layers=3, max_len=state.T_MAX)
     return models.ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), 0)
+
+
+def test_cost_and_flash_ask_for_one_layer(monkeypatch):
+    """The cost page reads the run's length and model (a trace of block 0 is enough); the flash page
+    walks one head of one layer: neither traces the whole pass at a long input (issue 33: SmolLM2 at
+    1,024 tokens, 2.4 s per whole trace)."""
+    asked = []
+    real = runs.get_run
+
+    def spy(source, text, causal, max_len, layer=None):
+        asked.append(layer)
+        return real(source, text, causal, max_len, layer)
+
+    monkeypatch.setattr(runs, "get_run", spy)
+    runs.TRACES.clear()
+    at = app_test()
+    at.query_params["src"] = state.FRESH
+    at.query_params["L"] = "3"
+    at.query_params["text"] = "cost and flash read one layer ."
+    at.switch_page("pages/cost.py").run()
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {0}
+    asked.clear()
+    at.query_params["flash_layer"] = "2"
+    at.switch_page("pages/flash.py").run()
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {2}
+    asked.clear()
+    at.selectbox(key="flash_layer").set_value(1).run()
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {1}
+    assert any(isinstance(v[0], runs.Run) and not v[0].trace.complete for v in runs.TRACES._items.values())
+
+
+def test_overview_and_model_view_trace_the_page_of_layers_they_draw(monkeypatch):
+    """A deep model at a long input: the overview (which then labels the shown layers only) and the
+    model view trace the layer group they draw, not the whole pass (issue 33: SmolLM2 at 1,024
+    tokens, 2.4 s per whole trace); a short input still labels every head from the whole trace."""
+    asked = []
+    real = runs.get_run
+
+    def spy(source, text, causal, max_len, layer=None):
+        asked.append(layer)
+        return real(source, text, causal, max_len, layer)
+
+    monkeypatch.setattr(runs, "get_run", spy)
+    runs.TRACES.clear()
+    at = app_test(default_timeout=120)
+    at.query_params["src"] = state.FRESH
+    at.query_params["L"] = "10"
+    at.query_params["d"] = "32"
+    at.query_params["ctx"] = "1024"
+    at.query_params["T"] = "1024"
+    at.query_params["text"] = " ".join(["the cat sat on the mat ."] * 130)  # 900+ tokens
+    at.switch_page("pages/overview.py").run()
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {range(0, 6)}, asked
+    assert any(isinstance(v[0], runs.Run) and v[0].trace.stopped_after == 5 for v in runs.TRACES._items.values())
+    asked.clear()
+    at.switch_page("pages/model-view.py").run()
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {range(0, 6)}, asked
+    asked.clear()
+    at.selectbox(key="mv_layer").set_value(8).run()  # the section below the grid: layers 0-5 and 8
+    assert not errors(at), errors(at)
+    assert asked and set(asked) == {range(0, 9)}, asked
+    asked.clear()
+    at.query_params["text"] = "a short sentence ."
+    at.text_input(key="text").set_value("a short sentence .").run()
+    at.switch_page("pages/overview.py").run()
+    assert not errors(at), errors(at)
+    assert None in asked  # short: every head labelled, from the whole trace
+
+
+def test_causal_vs_bidirectional_at_a_long_input_waits_for_a_click_for_the_whole_passes(monkeypatch):
+    asked = []
+    real = runs.get_run
+
+    def spy(source, text, causal, max_len, layer=None):
+        asked.append((causal, layer))
+        return real(source, text, causal, max_len, layer)
+
+    monkeypatch.setattr(runs, "get_run", spy)
+    runs.TRACES.clear()
+    at = app_test(default_timeout=120)
+    at.query_params["src"] = state.FRESH
+    at.query_params["L"] = "10"
+    at.query_params["d"] = "32"
+    at.query_params["ctx"] = "1024"
+    at.query_params["T"] = "1024"
+    at.query_params["layer"] = "3"
+    at.query_params["text"] = " ".join(["the cat sat on the mat ."] * 130)
+    at.switch_page("pages/causal-vs-bidirectional.py").run()
+    assert not errors(at), errors(at)
+    assert set(asked) == {(True, 3), (False, 3)}, asked
+    assert not any("Total variation distance" in c.value for c in at.caption)
+    toggle = at.toggle(key="cvb_whole")
+    assert toggle.value is False and "all 10 layers" in toggle.label
+    asked.clear()
+    toggle.set_value(True).run()
+    assert not errors(at), errors(at)
+    assert {(True, None), (False, None)} <= set(asked), asked
+    assert any("Total variation distance" in c.value for c in at.caption)

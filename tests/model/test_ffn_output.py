@@ -16,7 +16,11 @@ def test_ffn_position_check_and_weight_tying(tiny):
     cfg, model, ids, arr = tiny
     assert ffn_output.ffn_position_check(model, 1, arr.layers[1].ffn.input[0], arr.layers[1].ffn.output[0]) < 1e-5
     wt = ffn_output.weight_tying(model, arr.final[0], arr.logits[0])
-    assert wt.tied and wt.max_diff < 1e-4 and wt.shape == (30, 16)
+    assert wt.tied and wt.max_diff < 1e-4 and wt.shape == (30, 16) and wt.positions == wt.of == len(ids)
+    bad = arr.logits[0].copy()
+    bad[len(ids) - 1, 3] += 1.0  # the last position is always among those checked
+    few = ffn_output.weight_tying(model, arr.final[0], bad, max_positions=2)
+    assert few.positions == 2 and few.of == len(ids) and few.max_diff == pytest.approx(1.0, abs=1e-4)
     untied = Transformer(cfg.replace(tie_weights=False), seed=3)
     a2 = untied.trace(torch.tensor([ids])).numpy()
     assert not ffn_output.weight_tying(untied, a2.final[0], a2.logits[0]).tied
@@ -25,6 +29,25 @@ def test_ffn_position_check_and_weight_tying(tiny):
     np.testing.assert_array_equal(view.embedding_rows, untied.tok_emb.weight.detach().numpy()[:4])
     np.testing.assert_array_equal(view.output_rows, untied.output_matrix.detach().numpy()[:4])
     assert not np.array_equal(view.embedding_rows, view.output_rows)
+
+
+def test_topk_equals_a_stable_sort_with_ties_and_nan():
+    """topk sorts only each row's candidates (np.partition): the same indices as a full stable sort
+    of −p, ties lower index first and NaN last, for rows far longer than k (a vocabulary)."""
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n, rows, k = int(rng.integers(1, 300)), int(rng.integers(1, 4)), int(rng.integers(0, 12))
+        p = (rng.integers(0, 6, size=(rows, n)) / 5).astype(np.float32)  # many ties
+        if trial % 3 == 0:
+            p[rng.random(p.shape) < 0.3] = np.nan
+        p = p[0] if trial % 5 == 0 else p
+        kk = max(1, min(k, n))
+        want = np.argsort(-p.astype(np.float64), axis=-1, kind="stable")[..., :kk]
+        np.testing.assert_array_equal(ffn_output.topk(p, k), want)
+    big = rng.random((3, 49_152)).astype(np.float32)
+    big[1, [7, 900, 40_000]] = 2.0  # a three-way tie at the top
+    np.testing.assert_array_equal(ffn_output.topk(big, 5), np.argsort(-big, axis=-1, kind="stable")[:, :5])
+    assert list(ffn_output.topk(big, 5)[1, :3]) == [7, 900, 40_000]
 
 
 def test_topk_and_sequence_logprob(tiny):

@@ -44,6 +44,22 @@ def test_residual_norms_and_placement(tiny):
     np.testing.assert_allclose(cmp.post[1:], math.sqrt(cfg.d_model), rtol=1e-3)
 
 
+@pytest.mark.parametrize("pe", ["sinusoidal", "learned", "rope"])
+def test_placement_shares_one_init_and_reads_the_first_tokens(tiny, pe):
+    """The post-LN model borrows the pre-LN model's tensors instead of drawing its own: the numbers
+    must equal two models each built with the seed, traced on the first max_tokens ids."""
+    cfg, _, ids, _ = tiny
+    cfg = cfg.replace(pos_encoding=pe)
+    ids = (list(ids) * 4)[: cfg.max_len]
+    cmp = layer_norm.norm_placement_comparison(cfg, ids, seed=5, max_tokens=7)
+    ids_t = torch.tensor([ids[:7]])
+    for norm, got in (("pre", cmp.pre), ("post", cmp.post)):
+        want = layer_norm.residual_norms(Transformer(cfg.replace(norm=norm, final_norm=None), seed=5).trace(ids_t).numpy())[1]
+        np.testing.assert_allclose(got, want.mean(-1), rtol=1e-6)
+    assert cmp.n_tokens == 7
+    assert layer_norm.norm_placement_comparison(cfg, ids[:3]).n_tokens == 3
+
+
 def test_token_stats_of_a_layer_norm_and_an_rmsnorm(tiny):
     cfg, _, ids, _ = tiny
     model = Transformer(cfg, seed=3)
