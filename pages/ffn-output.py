@@ -210,14 +210,14 @@ st.subheader("Weight tying")
 n_show = min(len(run.vocab), 12)
 view = output_layer_view(run, n_show)
 tie = view.tying
-at = "" if tie.positions == tie.of else f" at {tie.positions} of the {tie.of:,} positions, spread evenly"
+at = "" if tie.positions == tie.of else f", recomputed at {tie.positions} of the {tie.of:,} positions, spread evenly"
 if tie.tied:
     st.markdown(f"The output layer **is** the token-embedding matrix E ({tie.shape[0]} × {tie.shape[1]}, the same "
                 f"storage): logits = h · Eᵀ. Recomputing that from the trace matches the model's logits "
-                f"(max |difference|{at} = {tie.max_diff:.1e}). Tying saves {tie.shape[0] * tie.shape[1]:,} parameters.")
+                f"(max |difference| = {tie.max_diff:.1e}{at}). Tying saves {tie.shape[0] * tie.shape[1]:,} parameters.")
 else:
     st.markdown(f"This model has its own output matrix ({tie.shape[0]} × {tie.shape[1]}), not tied to the embedding; "
-                f"logits = h · W_outᵀ (recomputed{at}: max |difference| = {tie.max_diff:.1e}).")
+                f"logits = h · W_outᵀ (recomputed: max |difference| = {tie.max_diff:.1e}{at}).")
 E, W = view.embedding_rows, view.output_rows  # (n_show, D) each
 c1, c2 = st.columns(2)
 vocab_rows = list(run.vocab[:n_show])  # escaped by the viz
