@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from model.pretrained import PRETRAINED
-from tests.e2e.browser import exceptions, guarded_page, open_page, screenshot, wait_idle
+from tests.e2e.browser import exceptions, guarded_page, open_page, rerun, screenshot, wait_idle
 
 pytestmark = pytest.mark.e2e
 PATH = "circuits"
@@ -149,11 +149,12 @@ def test_hide_the_sink_switch(server, page):
     the link), and the overview opened from the menu keeps it on."""
     open_page(page, server, "", MODELS["smollm2"] if INSTALLED["smollm2"] else "")
     wait_charts(page, 1)
-    page.get_by_text("Hide the sink", exact=True).click()
-    wait_idle(page, 120_000)
+    rerun(page, lambda: page.get_by_text("Hide the sink", exact=True).click(), 120_000)
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .gtitle')]"
                            ".some(t => t.textContent.includes('sink hidden'))", timeout=120_000)
-    assert "hide_sink=true" in page.url
+    # the address bar is written as the run ends, after the grid has been sent (in one full run the
+    # title was drawn and the URL not yet changed): wait for it, as a reader copying the link would
+    page.wait_for_function("() => location.search.includes('hide_sink=true')", timeout=60_000)
     fills = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .shapelayer path')]
         .map(p => getComputedStyle(p).fill)""")
     assert fills and all(f == "rgb(245, 205, 182)" for f in fills)  # viz.attention.HIDDEN_COLOR
