@@ -6,7 +6,7 @@ from classroom import causal_vs_bidirectional
 from labels import token_label
 from ui import circuits as sink
 from ui import state
-from ui.runs import current_cfg, current_length, current_run, layer_allowed
+from ui.runs import current_cfg, current_length, current_run, layer_allowed, whole_pass_cost
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import GRID_MAX_CELLS, compare_grid, topk_bars
@@ -32,7 +32,7 @@ L, H = cfg.n_layers, cfg.n_heads
 # A deep model at a long input: the grid needs one layer of each pass, the prediction below needs both
 # whole passes (SmolLM2 at 1,024 tokens: 2.4 s each here). Then the grid traces its layer only, and
 # the whole passes wait for the reader's click, unless they are cached already.
-long_input = L * H * current_length() ** 2 > WHOLE_PASSES_MAX
+long_input = whole_pass_cost(cfg, current_length()) > WHOLE_PASSES_MAX
 state.bound("layer", 0)
 state.fix("layer", list(range(L)))
 state.bound("cmp_head", "all")

@@ -7,7 +7,7 @@ from model.patterns import BORDERLINE
 from ui import circuits as sink
 from ui import state
 from ui.head_labels import layer_labels
-from ui.runs import current_cfg, current_length, current_run, layer_allowed
+from ui.runs import current_cfg, current_length, current_run, layer_allowed, whole_pass_cost
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import THUMB_MAX_CELLS, overview_grid
@@ -36,7 +36,7 @@ shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
 # The table lists every head, unless labelling them all would hold up the page (a deep model at a long
 # input: SmolLM2's 270 heads at 1,024 tokens are 283M weights, ~10 s): then the shown layers', and
 # the page traces those layers only (a partial trace, unless the whole one is cached: ui.runs.get_run).
-listed = range(L) if L * H * current_length() ** 2 <= LABEL_ALL_MAX else shown
+listed = range(L) if whole_pass_cost(cfg, current_length()) <= LABEL_ALL_MAX else shown
 with notices:
     run = current_run(layer=None if listed == range(L) else shown)
 keys = sink.sink_keys(run) if hide else None  # the hidden sink's key columns

@@ -25,7 +25,7 @@ def browser():
 
 # the app's background threads (daemon threads running torch): ui/flash.py's memory curve,
 # ui/gradients.py's runs, ui/disk_models.py's loads, ui/train.py's trainings
-BACKGROUND_THREADS = ("flash-memory-", "gradients-", "open-", "attn-lab-train-")
+BACKGROUND_THREADS = ("flash-memory-", "gradients-", "open-", "attn-lab-train-", "trace-prefetch")
 
 
 def pytest_sessionfinish(session, exitstatus):

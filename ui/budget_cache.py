@@ -208,6 +208,11 @@ class BudgetCache:
             counted -= m
         return gone
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether key is cached (it does not count as a use)."""
+        with self._lock:
+            return key in self._items
+
     def __len__(self) -> int:
         return len(self._items)
 

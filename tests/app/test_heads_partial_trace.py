@@ -12,8 +12,8 @@ from tests.helpers import app_test, errors, figures, decode
 from ui import models, runs, show, state
 
 
-def fresh_source(L: int = 3) -> models.ModelSource:
-    cfg = ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=L, max_len=state.T_MAX)
+def fresh_source(L: int = 3, max_len: int = state.T_MAX) -> models.ModelSource:
+    cfg = ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=L, max_len=max_len)
     return models.ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), 0)
 
 
@@ -183,3 +183,25 @@ def test_causal_vs_bidirectional_at_a_long_input_waits_for_a_click_for_the_whole
     assert not errors(at), errors(at)
     assert {(True, None), (False, None)} <= set(asked), asked
     assert any("Total variation distance" in c.value for c in at.caption)
+
+
+def test_a_long_partial_run_prefetches_the_whole_trace():
+    """Served a partial run of a long input on a deep model, the server traces the whole pass in the
+    background, once, so the next page that needs every layer finds it cached; a short input does not."""
+    import threading
+    src = fresh_source(L=10, max_len=1024)
+    long_text = " ".join(["the cat sat on the mat ."] * 130)
+    runs.TRACES.clear()
+    short = runs.get_run(src, "a short sentence .", True, 1024, layer=0)
+    assert runs.whole_pass_cost(short.cfg, short.T) <= runs.PREFETCH_ABOVE
+    assert not [t for t in threading.enumerate() if t.name == "trace-prefetch"]
+    part = runs.get_run(src, long_text, True, 1024, layer=range(0, 6))
+    assert not part.trace.complete and runs.whole_pass_cost(part.cfg, part.T) > runs.PREFETCH_ABOVE
+    for t in [t for t in threading.enumerate() if t.name == "trace-prefetch"]:
+        t.join(timeout=120)
+    key = ("run", src, long_text, True, 1024)
+    assert key in runs.TRACES and ("run", src, "a short sentence .", True, 1024) not in runs.TRACES
+    whole = runs.get_run(src, long_text, True, 1024, layer=3)  # now served from the whole trace
+    assert whole.trace.complete
+    np.testing.assert_array_equal(whole.trace.layers[2].attn.weights, part.trace.layers[2].attn.weights)
+    assert runs.prefetch_whole(src, long_text, True, 1024) is False  # cached: nothing to do
