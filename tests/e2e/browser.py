@@ -130,17 +130,82 @@ def _finished(payload) -> bool:
 def _watch(page) -> None:
     page._al_runs = 0
     page._al_ws = None
+    page._al_log = []  # what ws_log() reports
 
     def on_ws(ws) -> None:
         if "_stcore/stream" not in ws.url:
             return
         page._al_ws = ws
+        _note(page, f"websocket opened {ws.url}")
 
         def on_frame(payload) -> None:
             if _finished(payload):
                 page._al_runs += 1
+            _note_received(page, payload)
         ws.on("framereceived", on_frame)
+        ws.on("framesent", lambda payload: _note_sent(page, payload))
+        ws.on("close", lambda _ws: _note(page, "websocket closed"))
     page.on("websocket", on_ws)
+
+
+# A record of the page's conversation with the server, for a failure message (ws_log): each rerun
+# the browser asked for (its query string and the values it sent for the keys in LOGGED_KEYS), and
+# the server's session id, URL changes and finished runs. A change that the browser sent and the
+# server's next run did not apply, a change never sent, and a new server session (state read from
+# the URL again) read differently here.
+LOGGED_KEYS = ("text", "src", "d", "h", "T", "layer")
+LOG_MAX = 200
+
+
+def _note(page, text: str) -> None:
+    log = page._al_log
+    log.append(f"{time.monotonic():.3f} {text}")
+    del log[:-LOG_MAX]
+
+
+def _note_sent(page, payload) -> None:
+    if isinstance(payload, str):
+        return
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    msg = BackMsg()
+    try:
+        msg.ParseFromString(bytes(payload))
+    except Exception:  # noqa: BLE001
+        return
+    if msg.WhichOneof("type") != "rerun_script":
+        return
+    rs = msg.rerun_script
+    values = {}
+    for w in rs.widget_states.widgets:
+        key = w.id.rsplit("-", 1)[-1]  # a keyed widget's id ends with its key
+        kind = w.WhichOneof("value")
+        if key in LOGGED_KEYS and kind is not None:
+            values[key] = str(getattr(w, kind))[:40]
+    _note(page, f"sent rerun ?{rs.query_string[:160]} page={rs.page_script_hash[:8]!r} "
+                f"fragment={rs.fragment_id!r} {values}")
+
+
+def _note_received(page, payload) -> None:
+    if not isinstance(payload, (bytes, bytearray)):
+        return
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    msg = ForwardMsg()
+    try:
+        msg.ParseFromString(bytes(payload))
+    except Exception:  # noqa: BLE001
+        return
+    kind = msg.WhichOneof("type")
+    if kind == "new_session":
+        _note(page, f"run started, session {msg.new_session.initialize.session_id[:8]}")
+    elif kind == "page_info_changed":
+        _note(page, f"URL set ?{msg.page_info_changed.query_string[:160]}")
+    elif kind == "script_finished":
+        _note(page, f"run finished ({ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)})")
+
+
+def ws_log(page) -> str:
+    """The page's recent conversation with the server (see LOGGED_KEYS), one event a line."""
+    return "\n".join(getattr(page, "_al_log", ["(this page's context does not record it: count_runs)"]))
 
 
 def count_runs(context) -> None:

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.browser import X_TICKS, charts_drawn, count_runs, exceptions, open_page, rerun, screenshot
+from tests.e2e.browser import X_TICKS, charts_drawn, count_runs, exceptions, open_page, rerun, screenshot, ws_log
 from ui.state import FRESH
 
 pytestmark = pytest.mark.e2e
@@ -58,7 +58,13 @@ def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     page.wait_for_function("() => decodeURIComponent(location.search).includes('dog')")
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Heads").click()
     rerun(page, lambda: page.get_by_role("option", name="8", exact=True).click())
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=stPlotlyChart] text.annotation-text').length >= 8")
+    try:
+        page.wait_for_function("() => document.querySelectorAll('[data-testid=stPlotlyChart] text.annotation-text').length >= 8")
+    except Exception as exc:  # the lost-change flake (see above): say which side lost it
+        screenshot(page, "attention_heads_8_lost")
+        sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+        raise AssertionError(f"the grid did not reach 8 heads ({exc!r:.200}); url {page.url}; grid titles "
+                             f"{grid_titles(page)}; sidebar {sidebar[:600]!r}\n{ws_log(page)}") from None
     assert len(grid_titles(page)) == 8
     assert "h=8" in page.url and "dog" in page.url
     screenshot(page, "attention_heads_8")
