@@ -155,6 +155,7 @@ def _watch(page) -> None:
 # the URL again) read differently here.
 LOGGED_KEYS = ("text", "src", "d", "h", "T", "layer")
 LOG_MAX = 200
+RECORD_MAX_BYTES = 65_536  # received messages larger than this are not parsed (charts)
 
 
 def _note(page, text: str) -> None:
@@ -186,7 +187,9 @@ def _note_sent(page, payload) -> None:
 
 
 def _note_received(page, payload) -> None:
-    if not isinstance(payload, (bytes, bytearray)):
+    # the messages recorded are small (a new session's is ~3 kB); a chart's is often megabytes, and
+    # parsing every one in every browser test would cost the tier time: skipped unread
+    if not isinstance(payload, (bytes, bytearray)) or len(payload) > RECORD_MAX_BYTES:
         return
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
     msg = ForwardMsg()
