@@ -189,6 +189,11 @@ def test_a_long_partial_run_prefetches_the_whole_trace():
     """Served a partial run of a long input on a deep model, the server traces the whole pass in the
     background, once, so the next page that needs every layer finds it cached; a short input does not."""
     import threading
+    def join_prefetch() -> None:
+        for t in [t for t in threading.enumerate() if t.name == "trace-prefetch"]:
+            t.join(timeout=120)
+
+    join_prefetch()  # one left running by an earlier test (its long input) would hold the one slot
     src = fresh_source(L=10, max_len=1024)
     long_text = " ".join(["the cat sat on the mat ."] * 130)
     runs.TRACES.clear()
@@ -197,8 +202,7 @@ def test_a_long_partial_run_prefetches_the_whole_trace():
     assert not [t for t in threading.enumerate() if t.name == "trace-prefetch"]
     part = runs.get_run(src, long_text, True, 1024, layer=range(0, 6))
     assert not part.trace.complete and runs.whole_pass_cost(part.cfg, part.T) > runs.PREFETCH_ABOVE
-    for t in [t for t in threading.enumerate() if t.name == "trace-prefetch"]:
-        t.join(timeout=120)
+    join_prefetch()
     key = ("run", src, long_text, True, 1024)
     assert key in runs.TRACES and ("run", src, "a short sentence .", True, 1024) not in runs.TRACES
     whole = runs.get_run(src, long_text, True, 1024, layer=3)  # now served from the whole trace
