@@ -42,7 +42,7 @@ def topk(p: np.ndarray, k: int) -> np.ndarray:
     p = np.asarray(p)
     n = p.shape[-1]
     k = max(1, min(int(k), n))
-    if 8 * k >= n or p.ndim == 0 or not np.issubdtype(p.dtype, np.floating):
+    if 8 * k >= n or not np.issubdtype(p.dtype, np.floating):
         return np.argsort(-np.asarray(p, dtype=np.float64), axis=-1, kind="stable")[..., :k]
     rows = p.reshape(-1, n)  # (R, n)
     kth = -np.partition(-rows, k - 1, axis=-1)[:, k - 1]  # (R,) the k-th largest value of each row

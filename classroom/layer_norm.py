@@ -12,6 +12,7 @@ import torch
 from model.config import ModelConfig
 from model.layers import layer_norm as engine_layer_norm
 from model.trace import ForwardTrace, LayerNormTrace, NormTrace
+from model.families.disk import meta_model
 from model.transformer import Transformer
 
 
@@ -174,8 +175,7 @@ def norm_placement_comparison(cfg: ModelConfig, ids: Sequence[int], seed: int = 
     ids = list(ids)[: min(cfg.max_len, max_tokens)]
     ids_t = torch.tensor([ids], dtype=torch.long)
     pre_model = Transformer(cfg.replace(norm="pre", final_norm=None), seed=seed)
-    with torch.device("meta"):
-        post_model = Transformer(cfg.replace(norm="post", final_norm=None), seed=seed, init=False)
+    post_model = meta_model(cfg.replace(norm="post", final_norm=None))
     own = post_model.state_dict()
     post_model.load_state_dict({k: v for k, v in pre_model.state_dict().items() if k in own}, assign=True)
     pre_buffers = dict(pre_model.named_buffers())

@@ -6,15 +6,12 @@ from classroom import causal_vs_bidirectional
 from labels import token_label
 from ui import circuits as sink
 from ui import state
-from ui.runs import current_cfg, current_length, current_run, layer_allowed, whole_pass_cost
+from ui.runs import current_cfg, current_length, current_run, is_long_pass, layer_allowed
 from ui.show import download_npz, show_code, show_fig
 from ui.sidebar import example_buttons
 from viz.attention import GRID_MAX_CELLS, compare_grid, topk_bars
 from viz.common import block_note, block_step
 from viz.charts import bar_compare
-
-WHOLE_PASSES_MAX = 24_000_000  # layers × heads × T² up to which both whole passes are traced at once
-#                                (MiniLM at 512 tokens: 19M; SmolLM2 at 1,024: 283M, 2 × 2.4 s here)
 
 st.title("Causal vs bidirectional")
 show_code("model.attention.causal_allowed", "model.attention.masked_softmax", what="the causal mask")
@@ -32,7 +29,7 @@ L, H = cfg.n_layers, cfg.n_heads
 # A deep model at a long input: the grid needs one layer of each pass, the prediction below needs both
 # whole passes (SmolLM2 at 1,024 tokens: 2.4 s each here). Then the grid traces its layer only, and
 # the whole passes wait for the reader's click, unless they are cached already.
-long_input = whole_pass_cost(cfg, current_length()) > WHOLE_PASSES_MAX
+long_input = is_long_pass(cfg, current_length())  # MiniLM at 512 tokens is not; SmolLM2 at 1,024 is
 state.bound("layer", 0)
 state.fix("layer", list(range(L)))
 state.bound("cmp_head", "all")

@@ -127,7 +127,7 @@ def get_run(source: ModelSource, text: str, causal: bool, max_len: int, layer: i
         lo, hi = min(max(span.start, 0), last), min(max(span.stop - 1, span.start, 0), last)
         if (lo, hi) != (0, last):
             run = TRACES.get(key + (("layers", lo, hi),), lambda: _run(source, text, causal, max_len, (lo, hi)))
-            if whole_pass_cost(run.cfg, run.T) > PREFETCH_ABOVE:
+            if is_long_pass(run.cfg, run.T):
                 prefetch_whole(source, text, causal, max_len)
             return run
     return TRACES.get(key, lambda: _run(source, text, causal, max_len))
@@ -148,6 +148,13 @@ _PREFETCHING = threading.Lock()
 def whole_pass_cost(cfg: ModelConfig, T: int) -> int:
     """layers × heads × T²: the attention weights a whole trace computes (its cost at long inputs)."""
     return cfg.n_layers * cfg.n_heads * T * T
+
+
+def is_long_pass(cfg: ModelConfig, T: int) -> bool:
+    """A whole pass that costs seconds (whole_pass_cost > PREFETCH_ABOVE): pages needing one layer
+    trace that layer, the whole trace is prefetched, and a page needing two whole passes waits for
+    the reader's click (causal vs bidirectional)."""
+    return whole_pass_cost(cfg, T) > PREFETCH_ABOVE
 
 
 def prefetch_whole(source: ModelSource, text: str, causal: bool, max_len: int) -> bool:

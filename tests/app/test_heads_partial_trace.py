@@ -4,6 +4,7 @@ runs one block of 30 per keystroke, and keeps one layer of 30 at any layer): a p
 pass's, and the .npz button still exports the whole trace."""
 import io
 import json
+import threading
 
 import numpy as np
 
@@ -15,6 +16,32 @@ from ui import models, runs, show, state
 def fresh_source(L: int = 3, max_len: int = state.T_MAX) -> models.ModelSource:
     cfg = ModelConfig(vocab_size=len(models.fresh_tokenizer()), d_model=64, n_heads=4, n_layers=L, max_len=max_len)
     return models.ModelSource("fresh", "fresh", json.dumps(cfg.to_dict(), sort_keys=True), 0)
+
+
+LONG_TEXT = " ".join(["the cat sat on the mat ."] * 130)  # 900+ tokens
+
+
+def spy_get_run(monkeypatch, record) -> list:
+    """Replace ui.runs.get_run by a spy: the list it returns gets record(causal, layer) per call."""
+    asked = []
+    real = runs.get_run
+
+    def spy(source, text, causal, max_len, layer=None):
+        asked.append(record(causal, layer))
+        return real(source, text, causal, max_len, layer)
+
+    monkeypatch.setattr(runs, "get_run", spy)
+    return asked
+
+
+def long_input_app():
+    """An AppTest of fresh weights deep enough (10 layers) and an input long enough (LONG_TEXT, the
+    1,024 context) for a whole pass to count as long (ui.runs.is_long_pass); the trace cache emptied."""
+    runs.TRACES.clear()
+    at = app_test(default_timeout=120)
+    for k, v in {"src": state.FRESH, "L": "10", "d": "32", "ctx": "1024", "T": "1024", "text": LONG_TEXT}.items():
+        at.query_params[k] = v
+    return at
 
 
 def test_get_run_of_one_layer_is_partial_unless_the_whole_trace_is_cached():
@@ -49,14 +76,8 @@ def test_the_npz_of_a_partial_run_is_the_whole_trace(monkeypatch):
 
 
 def test_the_heads_page_asks_for_its_layer_only(monkeypatch):
-    asked = []
     real = runs.get_run
-
-    def spy(source, text, causal, max_len, layer=None):
-        asked.append(layer)
-        return real(source, text, causal, max_len, layer)
-
-    monkeypatch.setattr(runs, "get_run", spy)
+    asked = spy_get_run(monkeypatch, lambda causal, layer: layer)
     at = app_test()
     at.query_params["src"] = state.FRESH
     at.query_params["L"] = "3"
@@ -86,14 +107,7 @@ def test_cost_and_flash_ask_for_one_layer(monkeypatch):
     """The cost page reads the run's length and model (a trace of block 0 is enough); the flash page
     walks one head of one layer: neither traces the whole pass at a long input (issue 33: SmolLM2 at
     1,024 tokens, 2.4 s per whole trace)."""
-    asked = []
-    real = runs.get_run
-
-    def spy(source, text, causal, max_len, layer=None):
-        asked.append(layer)
-        return real(source, text, causal, max_len, layer)
-
-    monkeypatch.setattr(runs, "get_run", spy)
+    asked = spy_get_run(monkeypatch, lambda causal, layer: layer)
     runs.TRACES.clear()
     at = app_test()
     at.query_params["src"] = state.FRESH
@@ -118,22 +132,8 @@ def test_overview_and_model_view_trace_the_page_of_layers_they_draw(monkeypatch)
     """A deep model at a long input: the overview (which then labels the shown layers only) and the
     model view trace the layer group they draw, not the whole pass (issue 33: SmolLM2 at 1,024
     tokens, 2.4 s per whole trace); a short input still labels every head from the whole trace."""
-    asked = []
-    real = runs.get_run
-
-    def spy(source, text, causal, max_len, layer=None):
-        asked.append(layer)
-        return real(source, text, causal, max_len, layer)
-
-    monkeypatch.setattr(runs, "get_run", spy)
-    runs.TRACES.clear()
-    at = app_test(default_timeout=120)
-    at.query_params["src"] = state.FRESH
-    at.query_params["L"] = "10"
-    at.query_params["d"] = "32"
-    at.query_params["ctx"] = "1024"
-    at.query_params["T"] = "1024"
-    at.query_params["text"] = " ".join(["the cat sat on the mat ."] * 130)  # 900+ tokens
+    asked = spy_get_run(monkeypatch, lambda causal, layer: layer)
+    at = long_input_app()
     at.switch_page("pages/overview.py").run()
     assert not errors(at), errors(at)
     assert asked and set(asked) == {range(0, 6)}, asked
@@ -155,23 +155,9 @@ def test_overview_and_model_view_trace_the_page_of_layers_they_draw(monkeypatch)
 
 
 def test_causal_vs_bidirectional_at_a_long_input_waits_for_a_click_for_the_whole_passes(monkeypatch):
-    asked = []
-    real = runs.get_run
-
-    def spy(source, text, causal, max_len, layer=None):
-        asked.append((causal, layer))
-        return real(source, text, causal, max_len, layer)
-
-    monkeypatch.setattr(runs, "get_run", spy)
-    runs.TRACES.clear()
-    at = app_test(default_timeout=120)
-    at.query_params["src"] = state.FRESH
-    at.query_params["L"] = "10"
-    at.query_params["d"] = "32"
-    at.query_params["ctx"] = "1024"
-    at.query_params["T"] = "1024"
+    asked = spy_get_run(monkeypatch, lambda causal, layer: (causal, layer))
+    at = long_input_app()
     at.query_params["layer"] = "3"
-    at.query_params["text"] = " ".join(["the cat sat on the mat ."] * 130)
     at.switch_page("pages/causal-vs-bidirectional.py").run()
     assert not errors(at), errors(at)
     assert set(asked) == {(True, 3), (False, 3)}, asked
@@ -188,14 +174,13 @@ def test_causal_vs_bidirectional_at_a_long_input_waits_for_a_click_for_the_whole
 def test_a_long_partial_run_prefetches_the_whole_trace():
     """Served a partial run of a long input on a deep model, the server traces the whole pass in the
     background, once, so the next page that needs every layer finds it cached; a short input does not."""
-    import threading
     def join_prefetch() -> None:
         for t in [t for t in threading.enumerate() if t.name == "trace-prefetch"]:
             t.join(timeout=120)
 
     join_prefetch()  # one left running by an earlier test (its long input) would hold the one slot
     src = fresh_source(L=10, max_len=1024)
-    long_text = " ".join(["the cat sat on the mat ."] * 130)
+    long_text = LONG_TEXT
     runs.TRACES.clear()
     short = runs.get_run(src, "a short sentence .", True, 1024, layer=0)
     assert runs.whole_pass_cost(short.cfg, short.T) <= runs.PREFETCH_ABOVE

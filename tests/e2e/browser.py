@@ -155,7 +155,7 @@ def _watch(page) -> None:
 # the URL again) read differently here.
 LOGGED_KEYS = ("text", "src", "d", "h", "T", "layer")
 LOG_MAX = 200
-RECORD_MAX_BYTES = 65_536  # received messages larger than this are not parsed (charts)
+RECORD_MAX_BYTES = 65_536  # WebSocket messages larger than this are not parsed (charts)
 
 
 def _note(page, text: str) -> None:
@@ -164,16 +164,24 @@ def _note(page, text: str) -> None:
     del log[:-LOG_MAX]
 
 
-def _note_sent(page, payload) -> None:
-    if isinstance(payload, str):
-        return
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    msg = BackMsg()
+def _parse(cls, payload):
+    """The protobuf message `cls` in a binary WebSocket frame, or None (text, larger than
+    RECORD_MAX_BYTES, or not parsable): the messages recorded are small (a new session's is ~3 kB),
+    a chart's is often megabytes, and parsing every one in every browser test would cost time."""
+    if not isinstance(payload, (bytes, bytearray)) or len(payload) > RECORD_MAX_BYTES:
+        return None
+    msg = cls()
     try:
         msg.ParseFromString(bytes(payload))
     except Exception:  # noqa: BLE001
-        return
-    if msg.WhichOneof("type") != "rerun_script":
+        return None
+    return msg
+
+
+def _note_sent(page, payload) -> None:
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    msg = _parse(BackMsg, payload)
+    if msg is None or msg.WhichOneof("type") != "rerun_script":
         return
     rs = msg.rerun_script
     values = {}
@@ -187,15 +195,9 @@ def _note_sent(page, payload) -> None:
 
 
 def _note_received(page, payload) -> None:
-    # the messages recorded are small (a new session's is ~3 kB); a chart's is often megabytes, and
-    # parsing every one in every browser test would cost the tier time: skipped unread
-    if not isinstance(payload, (bytes, bytearray)) or len(payload) > RECORD_MAX_BYTES:
-        return
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    msg = ForwardMsg()
-    try:
-        msg.ParseFromString(bytes(payload))
-    except Exception:  # noqa: BLE001
+    msg = _parse(ForwardMsg, payload)
+    if msg is None:
         return
     kind = msg.WhichOneof("type")
     if kind == "new_session":
