@@ -54,12 +54,11 @@ with l2:
                  f"(where {cost.crossover_formula(cfg)}).")
 
 st.subheader("Measured: one block on this machine")
-st.caption("Theory says the T² part wins at long lengths. Here is where it actually does on this server: one "
-           "block of this model's sizes (norms, projections, attention, FFN) and its attention alone (scores, "
-           "softmax, weights·V), timed at lengths up to 1,024 tokens, the best of several runs each.")
-
 REPEATS = 15  # the fastest of 15: a shared machine has bursts of load (7 left visible dips)
 t_grid = tuple(cost.block_time_grid(cfg.max_len))
+st.caption("Theory says the T² part wins at long lengths. Here is where it actually does on this server: one "
+           "block of this model's sizes (norms, projections, attention, FFN) and its attention alone (scores, "
+           f"softmax, weights·V), timed at lengths up to {t_grid[-1]:,} tokens, the best of several runs each.")
 measure = True
 if run.source is not None and run.source.real:  # seconds of measuring: on request
     state.bound("cost_measure", False)

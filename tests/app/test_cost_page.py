@@ -93,3 +93,15 @@ def test_cost_page_measures_long_lengths_and_attention_alone():
     assert "The fitted curve" in text  # the fit's error, stated (stays within … / is … under …)
     cols = [c for d in at.dataframe for c in getattr(d.value, "columns", [])]
     assert "fit − measured (%)" in cols and "runs' spread, median vs best (%)" in cols
+
+
+def test_the_measured_lengths_are_the_ones_said():
+    """The caption named 1,024 tokens as the longest timed length while SmolLM2's toggle (and the
+    grid, classroom.cost.block_time_grid) went to 8,192: the caption now reads the grid."""
+    from model.pretrained import PRETRAINED
+    if "smollm2-135m" not in PRETRAINED:
+        pytest.skip("SmolLM2 is not installed")
+    at = open_page("pages/cost.py", src="smollm2-135m")
+    text = all_text(at)
+    assert "timed at lengths up to 8,192 tokens" in text and "up to 1,024 tokens, the best" not in text
+    assert "up to 8,192" in at.toggle(key="cost_measure").label
