@@ -292,6 +292,15 @@ def begin_run() -> None:
     for key, spec in SPECS.items():
         load(key, spec)
         _registry()[key] = spec
+    # Send every shared control's value to the browser with each run (a value assigned by code goes
+    # out with its widget), not only when it changed. The browser's own copy can be lost: when the
+    # first run of a session is rerun at once (the first request to a fresh server: ui._use_router)
+    # it clears the sidebar widgets' values it had just received, and its next rerun after a change
+    # sends their defaults instead (index 0, minimum), which the server then applied: a Heads change
+    # after the sentence switched fresh weights at d_model 64 to causal-lm with d_model 8 (the
+    # e2e heads test's flake, 2026-11-26). The sentence box is left alone: text typed but not yet
+    # applied (Enter) would be overwritten by the run's value.
+    keep(*(key for key in SPECS if key != "text"))
 
 
 # Called after every sync_url (ui/live.py: a live class's lecturer publishes the view from fragment

@@ -52,9 +52,10 @@ def test_type_sentence_changes_labels_and_heads_change_grid(server, page):
     rerun(page, lambda: box.press("Enter"))
     page.wait_for_function("() => [...document.querySelectorAll('g[class^=x][class$=tick] text')].some(t => t.textContent === '2:dog')")
     assert "2:keys" not in x_labels(page)
-    # the sentence's run is in the address bar before the next change. In ~1 run of 3 (after the
-    # a11y tier on the same server) a Heads change made right after it left the grid at 4 heads,
-    # with the run finished and no further one: the cause is not found (closing note, 2026-11-26)
+    # the sentence's run is in the address bar before the next change. In ~1 run of 3 a Heads change
+    # made right after it left the grid at 4 heads: the browser had dropped the sidebar's values and
+    # sent their defaults with it (src causal-lm, d 8); every run now sends them (state.begin_run;
+    # test_e2e_smoke.py reproduces it on a fresh server). The recorder's log stays for a new cause.
     page.wait_for_function("() => decodeURIComponent(location.search).includes('dog')")
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Heads").click()
     rerun(page, lambda: page.get_by_role("option", name="8", exact=True).click())

@@ -38,3 +38,29 @@ def test_deep_link_as_a_fresh_servers_first_request(browser, path, title, query)
             assert exceptions(pg) == 0
             assert f"/{path}" in pg.url and query in pg.url, pg.url
             screenshot(pg, f"first_request_{path}")
+
+
+def test_fresh_servers_first_session_keeps_the_links_model_after_two_changes(browser):
+    """A fresh server's first session runs twice at once (ui._use_router reroutes it), and the
+    browser then dropped the sidebar widgets' values it had been sent. Its rerun after the next
+    change sent their defaults (the first model, d_model 8, 1 layer), which the server applied: a
+    Heads change after the sentence turned fresh weights at d_model 64 into causal-lm at d_model 8
+    (the heads test's flake, 2026-11-26). Every run now sends the shared controls' values."""
+    from urllib.parse import quote
+
+    from tests.e2e.browser import rerun, ws_log
+    from ui.state import FRESH
+    with serving() as url:
+        with guarded_page(browser, 1400, 1800) as pg:
+            pg.set_default_timeout(90_000)
+            open_page(pg, url, "", "src=" + quote(FRESH))
+            pg.wait_for_selector(X_TICKS, timeout=60_000)
+            box = pg.get_by_role("textbox", name="Sentence", exact=True)
+            box.fill("a dog ran to the park .")
+            rerun(pg, lambda: box.press("Enter"))
+            pg.wait_for_function("() => decodeURIComponent(location.search).includes('dog')")
+            pg.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Heads").click()
+            rerun(pg, lambda: pg.get_by_role("option", name="8", exact=True).click())
+            pg.wait_for_function("() => location.search.includes('h=8')", timeout=10_000)
+            assert "src=fresh" in pg.url and "d=" not in pg.url and "L=" not in pg.url, f"{pg.url}\n{ws_log(pg)}"
+            assert exceptions(pg) == 0
