@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,6 +69,7 @@ IDLE = ("EpollSelector.select (", "Condition.wait (", "Event.wait (", "_worker (
 class Spy:
     def __init__(self, pid: int, rate: int, tmp: str):
         self.pid, self.rate, self.tmp = pid, rate, tmp
+        self.extra: list[str] = []
         self.proc = None
         self.out = {}
         self.cpu = {}
@@ -79,7 +81,7 @@ class Spy:
             self.out[name] = path
             self.proc = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid",
                                           str(self.pid), "--rate", str(self.rate), "--format", "raw",
-                                          "--full-filenames", "--nonblocking", "--output", str(path)],
+                                          "--full-filenames", "--nonblocking", "--output", str(path), *self.extra],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
             self.cpu[name] = [cpu_seconds(self.pid), time.perf_counter()]
@@ -117,15 +119,26 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--rate", type=int, default=200)
     ap.add_argument("--top", type=int, default=0)
+    ap.add_argument("--gil", action="store_true",
+                    help="sample only the thread holding the interpreter lock (py-spy --gil): where the CPU goes, "
+                         "without the threads that wait for the lock or a core")
+    ap.add_argument("--raw", help="a folder to keep py-spy's raw stacks in (rounds.txt, idle.txt)")
     a = ap.parse_args()
     os.environ.pop("ROOM_STORE", None)
     with tempfile.TemporaryDirectory() as tmp, Server("app.py", extra=["--runner.postScriptGC", "false"]) as srv:
         asyncio.run(warm(srv.url, a.src))
         spy = Spy(srv.pid, a.rate, tmp)
+        if a.gil:
+            spy.extra = ["--gil"]
         res = asyncio.run(scenario(srv.url, srv.url, a.students, a.rounds, a.src, [srv.pid], a.idle, 3.0, phase=spy))
         print(f"{a.students} students, {a.src}: p50 {res['p50']:.2f} s, p90 {res['p90']:.2f} s, max {res['max']:.2f} s, "
               f"missed {res['missed']}, errors {len(res['errors'])}; idle {res['idle_core_pct']:.1f} % of a core, "
               f"{res['idle_ms_per_check']:.2f} ms per check; load average {os.getloadavg()[0]:.1f}")
+        if a.raw:
+            Path(a.raw).mkdir(parents=True, exist_ok=True)
+            for name, path in spy.out.items():
+                if path.exists():
+                    shutil.copy(path, Path(a.raw) / path.name)
         for name, per in (("rounds", a.students * a.rounds), ("idle", None)):
             c0, w0, c1, w1 = spy.cpu[name]
             total, incl, leaves = parse(spy.out[name])

@@ -11,7 +11,10 @@ is faster). So: 1 intra-op thread, 1 inter-op thread. Override with ATTN_LAB_TOR
 """
 from __future__ import annotations
 
+import collections
+import logging
 import os
+import threading
 
 import plotly.io as pio
 import torch
@@ -87,3 +90,93 @@ def batcher_settings() -> dict:
     if mode == "off":
         return dict(slots=1, max_rows=1, pad=False)
     return dict(slots=max(1, slots), pad=mode == "pad")
+
+
+
+# Streamlit hands every message of a script run from the run's thread to the server's event loop
+# one at a time (AppSession._call_soon_on_event_loop: loop.call_soon_threadsafe, a byte written to
+# the loop's self-pipe), and the loop then wakes itself once more per message to flush it
+# (Runtime._enqueued_some_message). A page run sends ~57 messages; each hand-off also passes the
+# interpreter lock to the loop thread and back. In a live class of 30 followers on the toy model
+# (benchmarks/profile_live.py) the self-pipe write was the hottest leaf: a fifth of the samples of
+# the follower runs. Here a session's hand-offs queue up behind one pending wake-up, which runs
+# them in order (the loop handles them exactly as before, only several per wake-up), and the
+# flush wake-up is skipped while one is pending or the loop's event is already set (the loop
+# flushes every session's whole queue when it wakes). Streamlit internals, patched once per
+# process; a release that moves them leaves Streamlit as it is (tests/app/test_runtime.py).
+def batch_event_loop_handoffs() -> bool:
+    """Patch Streamlit's AppSession and Runtime as described above. False when there is nothing
+    to patch (a Streamlit release whose internals moved) or it is done already."""
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.app_session import AppSession
+    except ImportError:  # pragma: no cover - other Streamlit layouts
+        return False
+    if getattr(AppSession, "_attn_lab_batched", False) or not hasattr(AppSession, "_call_soon_on_event_loop"):
+        return False
+    original = AppSession._call_soon_on_event_loop
+    lock = threading.Lock()
+
+    def call_soon(self, callback) -> None:  # on a script run's thread (or the loop's)
+        queue = self.__dict__.get("_attn_lab_handoffs")
+        if queue is None:
+            with lock:
+                queue = self.__dict__.setdefault("_attn_lab_handoffs", collections.deque())
+        queue.append(callback)
+        if self.__dict__.get("_attn_lab_pending"):
+            return  # the pending wake-up runs it
+        self._attn_lab_pending = True
+        try:
+            original(self, lambda: _drain(self, queue))
+        except Exception:
+            self._attn_lab_pending = False
+            raise
+
+    def _drain(self, queue) -> None:  # on the event loop
+        self._attn_lab_pending = False  # from here on, a new hand-off schedules another wake-up
+        while queue:
+            callback = queue.popleft()
+            try:
+                callback()
+            except Exception:  # noqa: BLE001  as the loop does with a failing callback: log it, go on
+                logging.getLogger(__name__).exception("Exception in a Streamlit event-loop callback")
+
+    AppSession._call_soon_on_event_loop = call_soon
+    AppSession._attn_lab_batched = True
+    _coalesce_flush_wakeups(Runtime)
+    return True
+
+
+def _coalesce_flush_wakeups(Runtime) -> bool:
+    """Runtime._enqueued_some_message, once per pending flush. The session manager was given the
+    bound method when the server started, so the manager's copy and every session's are replaced."""
+    if not Runtime.exists():
+        return False
+    rt = Runtime.instance()
+    mgr = getattr(rt, "_session_mgr", None)
+    if mgr is None or not hasattr(mgr, "_message_enqueued_callback") or not hasattr(rt, "_get_async_objs"):
+        return False
+    pending = [False]
+
+    def wake(event) -> None:  # on the event loop
+        pending[0] = False
+        event.set()
+
+    def enqueued() -> None:  # on any thread
+        objs = rt._get_async_objs()
+        if pending[0] or objs.need_send_data.is_set():
+            return
+        pending[0] = True
+        try:
+            objs.eventloop.call_soon_threadsafe(wake, objs.need_send_data)
+        except RuntimeError:  # the loop is closed (the server is stopping)
+            pending[0] = False
+
+    mgr._message_enqueued_callback = enqueued  # passed to every session created from now on
+    for info in mgr.list_sessions():  # and the sessions that exist already (the first one)
+        if hasattr(info.session, "_message_enqueued_callback"):
+            info.session._message_enqueued_callback = enqueued
+    return True
+
+
+batch_event_loop_handoffs()

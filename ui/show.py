@@ -12,7 +12,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -188,14 +188,15 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
     fmt = "svg" if st.session_state.get("img_fmt") == "SVG" else "png"  # the sidebar's "Chart images" choice
     config = {**PLOT_CONFIG, "toImageButtonOptions": {"format": fmt, "filename": name,
                                                       **({"scale": 2} if fmt == "png" else {})}}
-    wide = phone_min_width(fig)
+    wide = _once(fig, "wide", phone_min_width)
+    drawn = _once(fig, "frozen", _FrozenFigure.of)
     if wide is None:
-        st.plotly_chart(fig, key=key, width="stretch", config=config)
+        st.plotly_chart(drawn, key=key, width="stretch", config=config)
     else:
-        _wide_chart(fig, key, wide, config)
+        _wide_chart(drawn, key, wide, config)
     # Accessibility (issue 8): every chart gets alt text and a numeric table. A page that passes
     # neither gets ones made from the figure itself (its title, chart kind and axes; its data).
-    st.caption(alt or md_escape(describe_fig(fig)))
+    st.caption(alt or md_escape(_once(fig, "describe", describe_fig)))
     if not csv:  # the page offers one CSV for several charts (the mask lab)
         return
     if table is None:
@@ -205,6 +206,35 @@ def show_fig(fig: go.Figure, key: str, *, table: pd.DataFrame | Callable[[], pd.
         st.download_button("CSV of these numbers", lambda: make().to_csv().encode("utf-8"),
                            file_name=f"{name}.csv", mime="text/csv", key=f"{key}__csv",
                            on_click="ignore", icon=":material/download:")
+
+
+def _once(fig: go.Figure, name: str, make: Callable[[go.Figure], Any]) -> Any:
+    """make(fig); for a shared figure (shared_fig: never changed once built) made once and kept on
+    the figure. A live class's followers all draw one figure: measuring its grid for phones
+    (phone_min_width, ~2 ms) and its deep copy for Streamlit (to_dict) were ~15 % of a
+    follower's run (benchmarks/profile_live.py)."""
+    if not getattr(fig, "_attn_lab_shared", False):
+        return fig if name == "frozen" else make(fig)
+    memo = fig.__dict__.setdefault("_attn_lab_memo", {})
+    if name not in memo:
+        memo[name] = make(fig)
+    return memo[name]
+
+
+class _FrozenFigure(go.Figure):
+    """What st.plotly_chart draws for a shared figure: Streamlit only asks a figure for
+    to_dict(), a fresh deep copy at every draw; this one gives the copy made once (Streamlit only
+    reads it: it serialises it to JSON). Never built with __init__ (that validates the whole
+    figure again): `of` makes one."""
+
+    @classmethod
+    def of(cls, fig: go.Figure) -> "_FrozenFigure":
+        frozen = object.__new__(cls)
+        object.__setattr__(frozen, "_attn_lab_dict", fig.to_dict())
+        return frozen
+
+    def to_dict(self) -> dict:
+        return self._attn_lab_dict
 
 
 PHONE_PX = 640  # a viewport narrower than this is a phone: grids of panels get their own width there

@@ -68,3 +68,61 @@ def test_private_routing_api_used_by_ui_init_still_exists():
     assert "rerun_data" in inspect.signature(RerunException.__init__).parameters
     pm_members = dict(inspect.getmembers(PagesManager))
     assert "intended_page_name" in pm_members and "get_pages" in pm_members
+
+
+def test_event_loop_handoffs_run_every_callback_once_in_order():
+    """ui.runtime.batch_event_loop_handoffs: Streamlit's AppSession hands each message of a script
+    run to the event loop; batched, every callback still runs exactly once, on the loop, in the
+    order each thread handed them over, and a callback handed over after a batch ran gets its own
+    wake-up (none is left waiting)."""
+    import asyncio
+    import threading
+    import time
+
+    from streamlit.runtime.app_session import AppSession
+
+    assert getattr(AppSession, "_attn_lab_batched", False)  # patched at import (ui/runtime.py)
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    class Session:  # what the patched method uses of an AppSession
+        def __init__(self):
+            self._event_loop = loop
+
+    sessions = [Session(), Session()]
+    ran: list[tuple[int, int, int]] = []
+    on_loop: set[int] = set()
+
+    def handoff(s: int, t: int, i: int):
+        def cb():
+            on_loop.add(threading.get_ident())
+            ran.append((s, t, i))
+        return cb
+
+    def worker(t: int):
+        for i in range(300):
+            s = i % 2
+            AppSession._call_soon_on_event_loop(sessions[s], handoff(s, t, i))
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    done = threading.Event()
+    for s in sessions:  # a last one per session after everything: it runs too (no stuck batch)
+        AppSession._call_soon_on_event_loop(s, lambda: None)
+    loop.call_soon_threadsafe(lambda: loop.call_soon(done.set))
+    assert done.wait(10)
+    deadline = time.monotonic() + 10
+    while len(ran) < 4 * 300 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.call_soon_threadsafe(loop.stop)
+    runner.join(5)
+    loop.close()
+    assert sorted(ran) == sorted((i % 2, t, i) for t in range(4) for i in range(300))  # each once
+    for s in (0, 1):
+        for t in range(4):
+            seq = [i for (s2, t2, i) in ran if s2 == s and t2 == t]
+            assert seq == sorted(seq)  # one thread's hand-offs to one session: in order
+    assert on_loop == {runner.ident}

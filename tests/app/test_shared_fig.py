@@ -83,3 +83,41 @@ def test_heads_page_sessions_share_the_grid_only_for_the_same_view():
     assert "Layer 0:" in ga and "Layer 1:" in gc_ and "Layer 0:" not in gc_
     b.sidebar.text_input(key="text").input("a different sentence here .").run()
     assert "different" in grid_of(b).proto.spec and "different" not in grid_of(a).proto.spec
+
+
+def test_a_shared_figure_is_drawn_as_itself_and_measured_once(monkeypatch):
+    """show_fig keeps a shared figure's phone width, description and dict for Streamlit on the figure
+    (made once for every session drawing it): the chart sent is the figure's own JSON, and another
+    figure (not shared) is measured at every draw."""
+    import json
+
+    import plotly.io as pio
+    from streamlit.testing.v1 import AppTest
+
+    calls: list[str] = []
+    real = show.phone_min_width
+    monkeypatch.setattr(show, "phone_min_width", lambda f: calls.append(f.layout.title.text) or real(f))
+
+    def script():
+        import plotly.graph_objects as go
+        import streamlit as st
+
+        from ui import show as sh
+        st.session_state["present"] = False
+        shared = st.session_state.get("fig")
+        if shared is None:
+            shared = go.Figure(go.Heatmap(z=[[0.25, 0.75], [1, 0]]), layout={"title": {"text": "shared"}})
+            shared._attn_lab_shared = True
+            st.session_state["fig"] = shared
+        sh.show_fig(shared, "a", csv=False)
+        sh.show_fig(go.Figure(go.Bar(y=[1, 2]), layout={"title": {"text": "own"}}), "b", csv=False)
+
+    at = AppTest.from_function(script)
+    at.run()
+    at.run()
+    assert not at.exception
+    fig = at.session_state["fig"]
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert specs[0] == json.loads(pio.to_json(fig, validate=False))
+    assert specs[1]["layout"]["title"]["text"] == "own"
+    assert calls == ["shared", "own", "own"]  # the shared figure once, the other at each run
