@@ -118,12 +118,14 @@ def batch_event_loop_handoffs() -> bool:
     lock = threading.Lock()
 
     def call_soon(self, callback) -> None:  # on a script run's thread (or the loop's)
-        queue = self.__dict__.get("_attn_lab_handoffs")
+        queue = getattr(self, "_attn_lab_handoffs", None)
         if queue is None:
             with lock:
-                queue = self.__dict__.setdefault("_attn_lab_handoffs", collections.deque())
+                queue = getattr(self, "_attn_lab_handoffs", None)
+                if queue is None:
+                    queue = self._attn_lab_handoffs = collections.deque()
         queue.append(callback)
-        if self.__dict__.get("_attn_lab_pending"):
+        if getattr(self, "_attn_lab_pending", False):
             return  # the pending wake-up runs it
         self._attn_lab_pending = True
         try:

@@ -215,7 +215,9 @@ def _once(fig: go.Figure, name: str, make: Callable[[go.Figure], Any]) -> Any:
     follower's run (benchmarks/profile_live.py)."""
     if not getattr(fig, "_attn_lab_shared", False):
         return fig if name == "frozen" else make(fig)
-    memo = fig.__dict__.setdefault("_attn_lab_memo", {})
+    memo = getattr(fig, "_attn_lab_memo", None)
+    if memo is None:
+        memo = fig._attn_lab_memo = {}
     if name not in memo:
         memo[name] = make(fig)
     return memo[name]
