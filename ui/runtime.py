@@ -92,7 +92,6 @@ def batcher_settings() -> dict:
     return dict(slots=max(1, slots), pad=mode == "pad")
 
 
-
 # Streamlit hands every message of a script run from the run's thread to the server's event loop
 # one at a time (AppSession._call_soon_on_event_loop: loop.call_soon_threadsafe, a byte written to
 # the loop's self-pipe), and the loop then wakes itself once more per message to flush it

@@ -214,7 +214,7 @@ def _once(fig: go.Figure, name: str, make: Callable[[go.Figure], Any]) -> Any:
     (phone_min_width, ~2 ms) and its deep copy for Streamlit (to_dict) were ~15 % of a
     follower's run (benchmarks/profile_live.py)."""
     if not getattr(fig, "_attn_lab_shared", False):
-        return fig if name == "frozen" else make(fig)
+        return make(fig)
     memo = getattr(fig, "_attn_lab_memo", None)
     if memo is None:
         memo = fig._attn_lab_memo = {}
@@ -224,10 +224,10 @@ def _once(fig: go.Figure, name: str, make: Callable[[go.Figure], Any]) -> Any:
 
 
 class _FrozenFigure(go.Figure):
-    """What st.plotly_chart draws for a shared figure: Streamlit only asks a figure for
-    to_dict(), a fresh deep copy at every draw; this one gives the copy made once (Streamlit only
-    reads it: it serialises it to JSON). Never built with __init__ (that validates the whole
-    figure again): `of` makes one."""
+    """What st.plotly_chart draws: Streamlit only asks a figure for to_dict(), a fresh deep copy
+    at every draw; this one gives the copy made when it was made (once for a shared figure; for
+    any other, the one copy Streamlit would have made). Streamlit only reads it: it serialises it
+    to JSON. Never built with __init__ (that validates the whole figure again): `of` makes one."""
 
     @classmethod
     def of(cls, fig: go.Figure) -> "_FrozenFigure":

@@ -30,7 +30,6 @@ html, body, [data-testid="stAppViewContainer"] {font-size: 22px !important;}
 """
 
 
-ARCH_KEYS = ("d", "h", "L", "pe", "norm", "act", "dv", "ctx", "seed")  # the architecture of fresh weights
 
 
 def use_2017_preset() -> None:
@@ -185,8 +184,8 @@ def render() -> None:
         else:
             # A trained model's architecture is fixed: it is stated, not offered as (disabled)
             # controls; six widgets fewer on every rerun of every page. The values chosen for fresh
-            # weights are kept (and stay in the URL) for when fresh weights are picked again.
-            state.keep(*ARCH_KEYS)
+            # weights are kept (and stay in the URL) for when fresh weights are picked again: every
+            # URL-bound key is re-assigned at the start of each run (state.begin_run).
             entry = models.PRETRAINED.get(s["src"])
             if entry is not None:
                 st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "

@@ -257,6 +257,22 @@ def rerun(page, action, timeout: float = 90_000) -> None:
     wait_idle(page, timeout, after=n)
 
 
+def apply_sentence(page, text: str) -> None:
+    """Type `text` into the sidebar's sentence box, press Enter, and wait until that run has
+    finished and its sentence is in the address bar (before the next change)."""
+    box = page.get_by_role("textbox", name="Sentence", exact=True)
+    box.fill(text)
+    rerun(page, lambda: box.press("Enter"))
+    page.wait_for_function("(text) => decodeURIComponent(location.search.replaceAll('+', ' ')).includes(text)",
+                           arg=text)  # (a "+" in the query is a space: `text` itself holds none)
+
+
+def pick_sidebar_option(page, box: str, option: str) -> None:
+    """Open the sidebar's selectbox labelled `box`, pick `option`, and wait for that rerun."""
+    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text=box).click()
+    rerun(page, lambda: page.get_by_role("option", name=option, exact=True).click())
+
+
 def charts_drawn(page, n: int = 1, timeout: float = 90_000) -> None:
     """Wait until at least n Plotly charts are drawn: each chart element holds a plot whose
     layout Plotly has computed (_fullLayout) and whose SVG is in the page, then two animation

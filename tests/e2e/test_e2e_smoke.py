@@ -48,19 +48,15 @@ def test_fresh_servers_first_session_keeps_the_links_model_after_two_changes(bro
     (the heads test's flake, 2026-11-26). Every run now sends the shared controls' values."""
     from urllib.parse import quote
 
-    from tests.e2e.browser import rerun, ws_log
+    from tests.e2e.browser import apply_sentence, pick_sidebar_option, ws_log
     from ui.state import FRESH
     with serving() as url:
         with guarded_page(browser, 1400, 1800) as pg:
             pg.set_default_timeout(90_000)
             open_page(pg, url, "", "src=" + quote(FRESH))
             pg.wait_for_selector(X_TICKS, timeout=60_000)
-            box = pg.get_by_role("textbox", name="Sentence", exact=True)
-            box.fill("a dog ran to the park .")
-            rerun(pg, lambda: box.press("Enter"))
-            pg.wait_for_function("() => decodeURIComponent(location.search).includes('dog')")
-            pg.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Heads").click()
-            rerun(pg, lambda: pg.get_by_role("option", name="8", exact=True).click())
+            apply_sentence(pg, "a dog ran to the park .")
+            pick_sidebar_option(pg, "Heads", "8")
             pg.wait_for_function("() => location.search.includes('h=8')", timeout=10_000)
             assert "src=fresh" in pg.url and "d=" not in pg.url and "L=" not in pg.url, f"{pg.url}\n{ws_log(pg)}"
             assert exceptions(pg) == 0
