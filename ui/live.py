@@ -41,7 +41,7 @@ from classroom import live as L
 from classroom.lesson import build_lesson
 from labels import md_escape, token_label
 
-from . import state
+from . import runtime, state
 from .runs import current_run, layer_allowed
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
@@ -64,6 +64,56 @@ def store() -> L.RoomStore:
             ttl = float(os.environ.get("ATTN_LAB_ROOM_TTL_HOURS", L.rooms.DEFAULT_TTL / 3600)) * 3600
             s = _stores[url] = L.open_store(url, ttl=ttl)
         return s
+
+
+# The followers this server process holds, by room: {room code: {Streamlit session id: (their
+# LiveSession, when they last checked)}}. When the lecturer's view changes, the lecturer's process
+# reruns its own followers' pages at once (ui.runtime.rerun_idle_sessions) instead of leaving each to
+# its next check; a follower on another process (several replicas) follows at its check. An entry
+# not refreshed by a check for FOLLOWER_TTL seconds (a closed tab) is dropped.
+FOLLOWER_TTL = 10.0
+_followers: dict[str, dict[str, tuple["LiveSession", float]]] = {}
+_followers_lock = threading.Lock()
+
+
+def _session_id() -> str | None:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
+
+
+_followers_pruned = [0.0]
+
+
+def _register_follower(ls: "LiveSession") -> None:
+    sid = _session_id()
+    if sid is None:
+        return
+    now = time.monotonic()
+    with _followers_lock:
+        _followers.setdefault(ls.code, {})[sid] = (ls, now)
+        if now - _followers_pruned[0] > FOLLOWER_TTL:  # every room's stale entries (ended classes too)
+            _followers_pruned[0] = now
+            for code in list(_followers):
+                _prune(code, now)
+
+
+def _prune(code: str, now: float) -> dict:
+    """(lock held) Drop room `code`'s entries not refreshed within FOLLOWER_TTL or whose class ended."""
+    room = _followers.get(code, {})
+    for sid in [k for k, (ls, t) in room.items() if now - t > FOLLOWER_TTL or ls.ended]:
+        del room[sid]
+    if not room:
+        _followers.pop(code, None)
+    return room
+
+
+def followers_here(code: str) -> dict[str, "LiveSession"]:
+    """{Streamlit session id: LiveSession} of this process's sessions following room `code` now
+    (checked in within FOLLOWER_TTL seconds, following, class not ended); stale entries are dropped."""
+    with _followers_lock:
+        room = _prune(code, time.monotonic())
+        return {sid: ls for sid, (ls, _t) in room.items() if ls.following and ls.code == code}
 
 
 @dataclass
@@ -266,6 +316,7 @@ def _publish(ls: LiveSession, force: bool = False) -> None:
     try:
         store().publish(ls.code, ls.hash, view)
         ls.published, ls.unavailable = view, ""
+        _rerun_followers(ls.code)
     except L.RoomGone:
         _restore(ls, view)
     except L.NotLecturer:
@@ -275,6 +326,20 @@ def _publish(ls: LiveSession, force: bool = False) -> None:
         ls.unavailable = str(exc)
     except ValueError as exc:  # a view too large for the room (an enormous link)
         _notice(f"The class cannot follow this view: {exc}.", "warning")
+
+
+def _rerun_followers(code: str) -> None:
+    """After a publish: this process's followers of the room rerun their pages now (each applies the
+    view in begin_run), except those whose own check has applied it meanwhile."""
+    try:
+        rs = store().state(code)
+    except L.StoreUnavailable:
+        return
+    if rs is None:
+        return
+    key = rs.view_key
+    runtime.rerun_idle_sessions({sid: (lambda f=f: f.following and not f.ended and f.applied != key)
+                                 for sid, f in followers_here(code).items()})
 
 
 def _restore(ls: LiveSession, view: L.View | None = None) -> bool:
@@ -344,7 +409,9 @@ def _join_typed() -> None:
 
 
 def _leave() -> None:
-    st.session_state.pop(SS, None)
+    ls = st.session_state.pop(SS, None)
+    if ls is not None:
+        ls.following = False  # no longer rerun with the room (followers_here)
     _drop_params("room", "alone")
 
 
@@ -582,6 +649,8 @@ def _watch() -> None:
     if rs.status == "ended":
         _class_ended(ls)
         st.rerun()
+    if ls.following:
+        _register_follower(ls)
     if ls.following and rs.view_key != ls.applied and _fragment_rerun():
         st.rerun()  # a full run applies the lecturer's view (begin_run)
     if rs.poll_key != ls.poll_key:

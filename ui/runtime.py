@@ -142,10 +142,31 @@ def batch_event_loop_handoffs() -> bool:
             except Exception:  # noqa: BLE001  as the loop does with a failing callback: log it, go on
                 logging.getLogger(__name__).exception("Exception in a Streamlit event-loop callback")
 
+    original_rerun = AppSession.request_rerun
+
+    def request_rerun(self, client_state) -> None:
+        # A rerun request (the browser's, or ui/live's) may replace the session's script runner, and
+        # Streamlit then drops every event still to come from the old one. Its events waiting here
+        # are handled first, in order: a run that has finished is never lost (nor its page).
+        queue = getattr(self, "_attn_lab_handoffs", None)
+        if queue and _on_loop(self):
+            _drain(self, queue)
+        return original_rerun(self, client_state)
+
     AppSession._call_soon_on_event_loop = call_soon
+    AppSession.request_rerun = request_rerun
     AppSession._attn_lab_batched = True
     _coalesce_flush_wakeups(Runtime)
     return True
+
+
+def _on_loop(session) -> bool:
+    """Whether this thread runs the session's event loop."""
+    import asyncio
+    try:
+        return asyncio.get_running_loop() is getattr(session, "_event_loop", None)
+    except RuntimeError:  # no loop running in this thread
+        return False
 
 
 def _coalesce_flush_wakeups(Runtime) -> bool:
@@ -178,6 +199,120 @@ def _coalesce_flush_wakeups(Runtime) -> bool:
         if hasattr(info.session, "_message_enqueued_callback"):
             info.session._message_enqueued_callback = enqueued
     return True
+
+
+# A live class's followers see the lecturer's change sooner when the server reruns their pages itself,
+# as Streamlit's own "run on save" does (AppSession.request_rerun with the session's last client
+# state: the same query string and page, the widgets as they are). Measured (docs/benchmarks.md, Live
+# class, sixth session): the followers' 1-second checks arrive in waves, so without this a change
+# waited up to a second for the next wave before any follower's run began. The reruns start
+# RERUNS_AT_ONCE at a time, in the order asked: started together, 100 page runs share one
+# interpreter lock, each finishes near the end, and the event loop that sends their pages waits
+# its turn among them. Only idle sessions that have finished a run of their own are rerun; a
+# session in a run, or one not found, is left to its own check (ui/live.py polls as before).
+# Streamlit internals, like the patches above.
+RERUNS_AT_ONCE = 4
+RERUN_SLOT_S = 10.0  # a rerun still going after this long gives its slot to the next
+
+
+class _Reruns:
+    """The event loop's queue of sessions to rerun (touched on the loop only)."""
+
+    def __init__(self) -> None:
+        self.todo: collections.OrderedDict = collections.OrderedDict()  # session id -> wanted()
+        self.running: dict = {}  # session id -> (its script runner, when it started)
+        self.pumping = False
+
+
+_reruns = _Reruns()
+
+
+def rerun_idle_sessions(sessions) -> int:
+    """Ask Streamlit to rerun each session's whole page soon, on the server's event loop, in the
+    order given, RERUNS_AT_ONCE at a time. sessions: {Streamlit session id: a function that says,
+    when its turn comes, whether the rerun is still wanted} (a follower whose own check has applied
+    the view meanwhile is not rerun again: a second run right after the first would clear the
+    first's messages not yet sent). Returns how many were handed to the loop (0 without a running
+    Streamlit server)."""
+    ids = dict(sessions)
+    if not ids:
+        return 0
+    try:
+        from streamlit.runtime import Runtime
+    except ImportError:  # pragma: no cover - other Streamlit layouts
+        return 0
+    if not Runtime.exists():
+        return 0
+    rt = Runtime.instance()
+    mgr = getattr(rt, "_session_mgr", None)
+    if mgr is None or not hasattr(rt, "_get_async_objs"):
+        return 0
+    try:
+        loop = rt._get_async_objs().eventloop
+        loop.call_soon_threadsafe(_queue_reruns, mgr, loop, ids)
+    except (RuntimeError, AttributeError):  # the loop is closed (the server is stopping) or moved
+        return 0
+    return len(ids)
+
+
+def _queue_reruns(mgr, loop, ids: dict) -> None:  # on the event loop
+    for sid, wanted in ids.items():
+        _reruns.todo[sid] = wanted  # asked again: the newer question, its place kept
+    _pump(mgr, loop)
+
+
+def _pump(mgr, loop, scheduled: bool = False) -> None:  # on the event loop
+    """Free the slots of finished reruns, start the next ones, and look again in 5 ms while any
+    is waiting or running (one such wake-up pending at a time)."""
+    import time
+
+    q = _reruns
+    if scheduled:
+        q.pumping = False
+    now = time.monotonic()
+    for sid, (runner, t0) in list(q.running.items()):
+        session = _session_of(mgr, sid)
+        if session is None or getattr(session, "_scriptrunner", None) is not runner or now - t0 > RERUN_SLOT_S:
+            del q.running[sid]  # done (or gone, or too long)
+    while q.todo and len(q.running) < RERUNS_AT_ONCE:
+        sid, wanted = q.todo.popitem(last=False)
+        runner = _rerun_now(mgr, sid, wanted)
+        if runner is not None:
+            q.running[sid] = (runner, now)
+    if (q.todo or q.running) and not q.pumping:
+        q.pumping = True
+        loop.call_later(0.005, _pump, mgr, loop, True)
+
+
+def _session_of(mgr, sid):
+    info = mgr.get_active_session_info(sid)
+    return getattr(info, "session", None)
+
+
+def _rerun_now(mgr, sid, wanted):
+    """Start the session's rerun (on the event loop, where Streamlit handles a browser's); its new
+    script runner, or None when not wanted, gone, never run, busy, or on failure."""
+    from streamlit.proto.ClientState_pb2 import ClientState
+
+    try:
+        if not wanted():
+            return None
+        session = _session_of(mgr, sid)
+        last = getattr(session, "_client_state", None)
+        if session is None or last is None or not last.page_script_hash:
+            return None  # gone, or no run of its own finished yet (its URL is not known)
+        if getattr(session, "_scriptrunner", True) is not None:
+            return None  # in a run (its own check reads the room), or the internals moved
+        cs = ClientState()
+        cs.query_string = last.query_string
+        cs.page_script_hash = last.page_script_hash
+        if last.HasField("context_info"):
+            cs.context_info.CopyFrom(last.context_info)
+        session.request_rerun(cs)
+        return session._scriptrunner
+    except Exception:  # noqa: BLE001  one session's failure must not stop the others
+        logging.getLogger(__name__).exception("Could not rerun session %s", sid)
+        return None
 
 
 batch_event_loop_handoffs()
