@@ -12,7 +12,10 @@ applied as if the student had opened it, through the same path a shared URL take
 reloads every bound value from the URL; the page switches with st.switch_page). So the student's
 address bar shows the page and values it follows, and a reload keeps them. A fragment that reruns
 every POLL_EVERY seconds reads the room's versions (one dictionary read, or one Redis call) and
-calls st.rerun() only when the lecturer's view changed; 100 students cost one trace per change
+calls st.rerun() only when the lecturer's view changed. When the lecturer's session is in the same
+server process, that process reruns its followers' pages itself at each change, poll change and the
+class's end (_rerun_followers, ui.runtime.rerun_idle_sessions: at once, a few at a time), and their
+own checks run every SLOW_POLL_EVERY seconds as a fallback; 100 students cost one trace per change
 (the trace cache is shared, ui/runs.py) and one figure of the heads grid (ui.show.shared_fig), and
 then each student's own page run (measured in docs/benchmarks.md, "Live class"). A student who changes a control (or presses "Explore on
 my own") explores alone: the lecturer's changes no longer touch the student's controls or URL
@@ -83,6 +86,21 @@ def _session_id() -> str | None:
 
 
 _followers_pruned = [0.0]
+_lecturers_here: dict[str, float] = {}  # room code -> when its lecturer's session here last ran
+
+
+def _lecturer_is_here(code: str) -> None:
+    with _followers_lock:
+        _lecturers_here[code] = time.monotonic()
+
+
+def lecturer_here(code: str) -> bool:
+    """Whether room `code`'s lecturer has a session in this server process (seen within
+    FOLLOWER_TTL seconds): its changes then reach this process's followers at once (a server rerun),
+    so their own checks are only a fallback (SLOW_POLL_EVERY)."""
+    with _followers_lock:
+        t = _lecturers_here.get(code)
+        return t is not None and time.monotonic() - t <= FOLLOWER_TTL
 
 
 def _register_follower(ls: "LiveSession") -> None:
@@ -96,6 +114,8 @@ def _register_follower(ls: "LiveSession") -> None:
             _followers_pruned[0] = now
             for code in list(_followers):
                 _prune(code, now)
+            for code in [c for c, t in _lecturers_here.items() if now - t > FOLLOWER_TTL]:
+                del _lecturers_here[code]
 
 
 def _prune(code: str, now: float) -> dict:
@@ -316,6 +336,7 @@ def _publish(ls: LiveSession, force: bool = False) -> None:
     try:
         store().publish(ls.code, ls.hash, view)
         ls.published, ls.unavailable = view, ""
+        _lecturer_is_here(ls.code)
         _rerun_followers(ls.code)
     except L.RoomGone:
         _restore(ls, view)
@@ -328,17 +349,28 @@ def _publish(ls: LiveSession, force: bool = False) -> None:
         _notice(f"The class cannot follow this view: {exc}.", "warning")
 
 
-def _rerun_followers(code: str) -> None:
-    """After a publish: this process's followers of the room rerun their pages now (each applies the
-    view in begin_run), except those whose own check has applied it meanwhile."""
-    try:
-        rs = store().state(code)
-    except L.StoreUnavailable:
-        return
-    if rs is None:
-        return
-    key = rs.view_key
-    runtime.rerun_idle_sessions({sid: (lambda f=f: f.following and not f.ended and f.applied != key)
+def _rerun_followers(code: str, what: str = "view") -> None:
+    """After the lecturer changed the room's view (what="view"), poll ("poll") or ended it ("end"):
+    this process's followers of the room rerun their pages now (a run applies the view in begin_run
+    and draws the poll or the end in the watch fragment), except those whose own check has seen the
+    change meanwhile."""
+    if what == "end":
+        def wanted(f, _key=None):
+            return not f.ended
+    else:
+        try:
+            rs = store().state(code)
+        except L.StoreUnavailable:
+            return
+        if rs is None:
+            return
+        if what == "view":
+            def wanted(f, _key=rs.view_key):
+                return f.applied != _key
+        else:
+            def wanted(f, _key=rs.poll_key):
+                return f.poll_key != _key
+    runtime.rerun_idle_sessions({sid: (lambda f=f: f.following and not f.ended and wanted(f))
                                  for sid, f in followers_here(code).items()})
 
 
@@ -441,6 +473,7 @@ def _end() -> None:
         _notice(_unavailable(exc), "error")
         return
     st.session_state.pop(SS, None)
+    _rerun_followers(ls.code, "end")
     _notice(f"The class {ls.code} has ended. Students keep their last view.", "success")
 
 
@@ -462,6 +495,7 @@ def _set_poll(poll: L.Poll | None) -> None:
     if poll is None or ls.poll is None or poll.id != ls.poll.id:
         ls.seen_answers = {}
     ls.poll = poll
+    _rerun_followers(ls.code, "poll")
 
 
 def _open_poll(question: L.PollQuestion) -> None:
@@ -550,7 +584,10 @@ def render() -> None:
     else:
         _banner(ls)
         if not ls.ended:
-            (_student_watch if ls.following else _student_watch_slow)()
+            # a follower whose lecturer is on this server gets each change from the server at once
+            # (_rerun_followers): its own check is a fallback, as for a student exploring alone
+            fast = ls.following and not lecturer_here(ls.code)
+            (_student_watch if fast else _student_watch_slow)()
 
 
 def _sidebar(ls: LiveSession | None) -> None:
@@ -624,7 +661,9 @@ def _student_watch() -> None:
 @st.fragment(run_every=SLOW_POLL_EVERY)
 def _student_watch_slow() -> None:
     """The same, less often: for a student exploring alone (only polls, presence and the class's
-    end concern it). Each check costs the server ~2 ms of Streamlit's own work, whatever it reads."""
+    end concern it), and for a follower whose lecturer is on this server (the server reruns its page
+    at each change: _rerun_followers). Each check costs the server ~2 ms of Streamlit's own work,
+    whatever it reads."""
     _watch()
 
 
@@ -712,6 +751,7 @@ def _lecturer_panel() -> None:
         elif rs.status == "ended":
             st.session_state.pop(SS, None)
             st.rerun()
+        _lecturer_is_here(ls.code)
         now = time.time()
         if now - ls.last_keepalive > KEEPALIVE_EVERY:
             s.keepalive(ls.code, ls.hash)

@@ -208,18 +208,19 @@ def _coalesce_flush_wakeups(Runtime) -> bool:
 # waited up to a second for the next wave before any follower's run began. The reruns start
 # RERUNS_AT_ONCE at a time, in the order asked: started together, 100 page runs share one
 # interpreter lock, each finishes near the end, and the event loop that sends their pages waits
-# its turn among them. Only idle sessions that have finished a run of their own are rerun; a
-# session in a run, or one not found, is left to its own check (ui/live.py polls as before).
+# its turn among them. Only sessions that have finished a run of their own are rerun; a session
+# in a run has its turn when that run ends (unless it no longer wants it: its own check applied the
+# view), for up to RERUN_SLOT_S; a session not found is left alone.
 # Streamlit internals, like the patches above.
 RERUNS_AT_ONCE = 4
-RERUN_SLOT_S = 10.0  # a rerun still going after this long gives its slot to the next
+RERUN_SLOT_S = 10.0  # a rerun still going after this long gives its slot; a busy session waits this long
 
 
 class _Reruns:
     """The event loop's queue of sessions to rerun (touched on the loop only)."""
 
     def __init__(self) -> None:
-        self.todo: collections.OrderedDict = collections.OrderedDict()  # session id -> wanted()
+        self.todo: collections.OrderedDict = collections.OrderedDict()  # session id -> (wanted(), when asked)
         self.running: dict = {}  # session id -> (its script runner, when it started)
         self.pumping = False
 
@@ -256,8 +257,11 @@ def rerun_idle_sessions(sessions) -> int:
 
 
 def _queue_reruns(mgr, loop, ids: dict) -> None:  # on the event loop
+    import time
+
+    now = time.monotonic()
     for sid, wanted in ids.items():
-        _reruns.todo[sid] = wanted  # asked again: the newer question, its place kept
+        _reruns.todo[sid] = (wanted, now)  # asked again: the newer question, its place kept
     _pump(mgr, loop)
 
 
@@ -274,10 +278,15 @@ def _pump(mgr, loop, scheduled: bool = False) -> None:  # on the event loop
         session = _session_of(mgr, sid)
         if session is None or getattr(session, "_scriptrunner", None) is not runner or now - t0 > RERUN_SLOT_S:
             del q.running[sid]  # done (or gone, or too long)
-    while q.todo and len(q.running) < RERUNS_AT_ONCE:
-        sid, wanted = q.todo.popitem(last=False)
+    for sid in list(q.todo):
+        if len(q.running) >= RERUNS_AT_ONCE:
+            break
+        wanted, asked = q.todo[sid]
         runner = _rerun_now(mgr, sid, wanted)
-        if runner is not None:
+        if runner is _BUSY and now - asked < RERUN_SLOT_S:
+            continue  # in a run of its own: its turn again when that ends (unless it applies the view)
+        del q.todo[sid]
+        if runner is not None and runner is not _BUSY:
             q.running[sid] = (runner, now)
     if (q.todo or q.running) and not q.pumping:
         q.pumping = True
@@ -289,9 +298,13 @@ def _session_of(mgr, sid):
     return getattr(info, "session", None)
 
 
+_BUSY = object()
+
+
 def _rerun_now(mgr, sid, wanted):
     """Start the session's rerun (on the event loop, where Streamlit handles a browser's); its new
-    script runner, or None when not wanted, gone, never run, busy, or on failure."""
+    script runner, _BUSY while it is in a run, or None when not wanted, gone, never run, or on
+    failure."""
     from streamlit.proto.ClientState_pb2 import ClientState
 
     try:
@@ -301,8 +314,10 @@ def _rerun_now(mgr, sid, wanted):
         last = getattr(session, "_client_state", None)
         if session is None or last is None or not last.page_script_hash:
             return None  # gone, or no run of its own finished yet (its URL is not known)
-        if getattr(session, "_scriptrunner", True) is not None:
-            return None  # in a run (its own check reads the room), or the internals moved
+        if not hasattr(session, "_scriptrunner"):
+            return None  # the internals moved
+        if session._scriptrunner is not None:
+            return _BUSY
         cs = ClientState()
         cs.query_string = last.query_string
         cs.page_script_hash = last.page_script_hash

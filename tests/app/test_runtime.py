@@ -209,7 +209,7 @@ class _FakeMgr:
         return None if s is None else type("Info", (), {"session": s})()
 
 
-def test_server_reruns_start_a_few_at_a_time_in_order_and_only_for_idle_sessions_that_ran():
+def test_server_reruns_start_a_few_at_a_time_in_order_and_a_busy_session_has_its_turn_when_idle():
     import time
 
     from ui import runtime
@@ -238,6 +238,12 @@ def test_server_reruns_start_a_few_at_a_time_in_order_and_only_for_idle_sessions
             time.sleep(0.01)
         assert started() == want
     assert not busy.requests and not never.requests and not unwanted.requests
+    _on(loop, lambda: setattr(busy, "_scriptrunner", None))  # its own run ended: its turn now
+    deadline = time.monotonic() + 10
+    while not _on(loop, lambda: bool(busy.requests)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(busy.requests) == 1
+    idle.append(busy)
     for s in idle:
         (cs,) = s.requests  # one rerun each
         assert cs.query_string == s._client_state.query_string and cs.page_script_hash == "heads-hash"
