@@ -465,15 +465,18 @@ def _end() -> None:
     ls = _ls()
     if ls is None:
         return
+    ended = False
     try:
         store().end(ls.code, ls.hash)
+        ended = True
     except (L.RoomGone, L.NotLecturer):
         pass
     except L.StoreUnavailable as exc:
         _notice(_unavailable(exc), "error")
         return
     st.session_state.pop(SS, None)
-    _rerun_followers(ls.code, "end")
+    if ended:  # only the lecturer's end reaches the followers at once (their checks see it anyway)
+        _rerun_followers(ls.code, "end")
     _notice(f"The class {ls.code} has ended. Students keep their last view.", "success")
 
 
