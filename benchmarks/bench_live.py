@@ -2,9 +2,11 @@
 (benchmarks/stclient.py), against one server (in-process room store) or 2 replicas behind nginx
 sharing a Redis room store (deploy/replicas.py, deploy/redis_local.py).
 
-Each student opens the join link (?room=CODE), then does what its browser does: every second its
-follow fragment (st.fragment(run_every=1)) asks for a fragment rerun; when the lecturer's view
-changed, the server answers with a full rerun that applies it. The lecturer types a new sentence
+Each student opens the join link (?room=CODE), then does what its browser does: its follow
+fragment asks for a fragment rerun at the interval the server registered (st.fragment(run_every=...):
+every second, or every 3 s when the lecturer is on the same server); when the lecturer's view
+changed, the server answers with a full rerun that applies it. The lecturer's own server also starts
+its followers' full reruns itself at each change; the students read those as they come. The lecturer types a new sentence
 (ROUNDS times, a pause between); for each round we record, per student, the time from the
 lecturer's keystroke being sent to that student's run that shows the sentence (the Sentence box's
 new value and the URL's text=) having finished. Reported: p50, p90 and max over students and
@@ -79,9 +81,9 @@ class Student:
 
 
 class PushbackWS:
-    """The client's WebSocket with one message put back: a run the server started by itself (none
-    does today: server push was measured and removed) is read by StClient.receive from its first
-    message on."""
+    """The client's WebSocket with one message put back: a run the server started by itself (the
+    lecturer's server reruns its followers' pages, ui/live._rerun_followers) is read by
+    StClient.receive from its first message on."""
 
     def __init__(self, ws):
         self.ws, self.back = ws, []

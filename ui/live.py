@@ -80,9 +80,8 @@ _followers_lock = threading.Lock()
 
 
 def _session_id() -> str | None:
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else None
+    ctx = _run_ctx()
+    return getattr(ctx, "session_id", None)
 
 
 _followers_pruned = [0.0]
@@ -181,13 +180,18 @@ def _unavailable(exc: Exception) -> str:
             "as usual; the page reconnects by itself.")
 
 
-def _fragment_rerun() -> bool:
+def _run_ctx():
+    """The script run's context (Streamlit internals), None outside a run or without them."""
     try:
         from streamlit.runtime.scriptrunner import get_script_run_ctx
-        ctx = get_script_run_ctx()
-        return bool(ctx and ctx.fragment_ids_this_run)
-    except Exception:  # noqa: BLE001  a Streamlit without this internal: treat as a full run
-        return False
+        return get_script_run_ctx()
+    except Exception:  # noqa: BLE001  a Streamlit without this internal
+        return None
+
+
+def _fragment_rerun() -> bool:
+    ctx = _run_ctx()
+    return bool(ctx and getattr(ctx, "fragment_ids_this_run", None))  # without it: a full run
 
 
 def _drop_params(*keys: str) -> None:
@@ -354,24 +358,21 @@ def _rerun_followers(code: str, what: str = "view") -> None:
     this process's followers of the room rerun their pages now (a run applies the view in begin_run
     and draws the poll or the end in the watch fragment), except those whose own check has seen the
     change meanwhile."""
-    if what == "end":
-        def wanted(f, _key=None):
-            return not f.ended
-    else:
+    mine, theirs = {"view": ("applied", "view_key"), "poll": ("poll_key", "poll_key"), "end": (None, None)}[what]
+    key = None
+    if mine is not None:
         try:
             rs = store().state(code)
         except L.StoreUnavailable:
             return
         if rs is None:
             return
-        if what == "view":
-            def wanted(f, _key=rs.view_key):
-                return f.applied != _key
-        else:
-            def wanted(f, _key=rs.poll_key):
-                return f.poll_key != _key
-    runtime.rerun_idle_sessions({sid: (lambda f=f: f.following and not f.ended and wanted(f))
-                                 for sid, f in followers_here(code).items()})
+        key = getattr(rs, theirs)
+
+    def wanted(f: LiveSession) -> bool:  # asked on the event loop when the follower's turn comes
+        return f.following and not f.ended and (mine is None or getattr(f, mine) != key)
+
+    runtime.rerun_idle_sessions({sid: functools.partial(wanted, f) for sid, f in followers_here(code).items()})
 
 
 def _restore(ls: LiveSession, view: L.View | None = None) -> bool:

@@ -11,10 +11,12 @@ is faster). So: 1 intra-op thread, 1 inter-op thread. Override with ATTN_LAB_TOR
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
 import threading
+import time
 
 import plotly.io as pio
 import torch
@@ -162,21 +164,29 @@ def batch_event_loop_handoffs() -> bool:
 
 def _on_loop(session) -> bool:
     """Whether this thread runs the session's event loop."""
-    import asyncio
     try:
         return asyncio.get_running_loop() is getattr(session, "_event_loop", None)
     except RuntimeError:  # no loop running in this thread
         return False
 
 
+def _server(Runtime) -> tuple:
+    """(the running Streamlit Runtime, its session manager), or (None, None) without a server or
+    when the internals used here moved."""
+    if not Runtime.exists():
+        return None, None
+    rt = Runtime.instance()
+    mgr = getattr(rt, "_session_mgr", None)
+    if mgr is None or not hasattr(rt, "_get_async_objs"):
+        return None, None
+    return rt, mgr
+
+
 def _coalesce_flush_wakeups(Runtime) -> bool:
     """Runtime._enqueued_some_message, once per pending flush. The session manager was given the
     bound method when the server started, so the manager's copy and every session's are replaced."""
-    if not Runtime.exists():
-        return False
-    rt = Runtime.instance()
-    mgr = getattr(rt, "_session_mgr", None)
-    if mgr is None or not hasattr(mgr, "_message_enqueued_callback") or not hasattr(rt, "_get_async_objs"):
+    rt, mgr = _server(Runtime)
+    if mgr is None or not hasattr(mgr, "_message_enqueued_callback"):
         return False
     pending = [False]
 
@@ -242,11 +252,8 @@ def rerun_idle_sessions(sessions) -> int:
         from streamlit.runtime import Runtime
     except ImportError:  # pragma: no cover - other Streamlit layouts
         return 0
-    if not Runtime.exists():
-        return 0
-    rt = Runtime.instance()
-    mgr = getattr(rt, "_session_mgr", None)
-    if mgr is None or not hasattr(rt, "_get_async_objs"):
+    rt, mgr = _server(Runtime)
+    if mgr is None:
         return 0
     try:
         loop = rt._get_async_objs().eventloop
@@ -257,8 +264,6 @@ def rerun_idle_sessions(sessions) -> int:
 
 
 def _queue_reruns(mgr, loop, ids: dict) -> None:  # on the event loop
-    import time
-
     now = time.monotonic()
     for sid, wanted in ids.items():
         _reruns.todo[sid] = (wanted, now)  # asked again: the newer question, its place kept
@@ -268,8 +273,6 @@ def _queue_reruns(mgr, loop, ids: dict) -> None:  # on the event loop
 def _pump(mgr, loop, scheduled: bool = False) -> None:  # on the event loop
     """Free the slots of finished reruns, start the next ones, and look again in 5 ms while any
     is waiting or running (one such wake-up pending at a time)."""
-    import time
-
     q = _reruns
     if scheduled:
         q.pumping = False

@@ -75,16 +75,13 @@ def test_event_loop_handoffs_run_every_callback_once_in_order():
     run to the event loop; batched, every callback still runs exactly once, on the loop, in the
     order each thread handed them over, and a callback handed over after a batch ran gets its own
     wake-up (none is left waiting)."""
-    import asyncio
     import threading
     import time
 
     from streamlit.runtime.app_session import AppSession
 
     assert getattr(AppSession, "_attn_lab_batched", False)  # patched at import (ui/runtime.py)
-    loop = asyncio.new_event_loop()
-    runner = threading.Thread(target=loop.run_forever, daemon=True)
-    runner.start()
+    loop, runner = _loop_thread()
 
     class Session:  # what the patched method uses of an AppSession
         def __init__(self):

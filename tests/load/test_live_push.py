@@ -7,25 +7,20 @@ the server pushed. A student exploring on its own gets no such run."""
 from __future__ import annotations
 
 import asyncio
-import re
 
 import pytest
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+from benchmarks.bench_live import CODE_RE, PushbackWS, sentence_of
 from benchmarks.stclient import StClient
 from deploy.server import Server
 from tests.load.test_stclient import run_async
 
-CODE_RE = re.compile(r"Room \*\*([A-Z0-9]{4,6})\*\*")
-
-
-def sentence(c: StClient) -> str | None:
-    w = c.widgets.get("Sentence")
-    return c.widget_values[w[0]].string_value if w and w[0] in c.widget_values else None
-
 
 async def pushed_run(c: StClient, seconds: float):
-    """The next run the server starts by itself within `seconds` (None if none starts)."""
+    """The next whole-page run the server starts by itself within `seconds` (None if none starts)."""
+    if not isinstance(c.ws, PushbackWS):
+        c.ws = PushbackWS(c.ws)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while loop.time() < deadline:
@@ -36,22 +31,9 @@ async def pushed_run(c: StClient, seconds: float):
         fm = ForwardMsg()
         fm.ParseFromString(raw)
         if fm.WhichOneof("type") == "new_session" and not fm.metadata.run.fragment_ids:
-            c.ws = _Back(c.ws, raw)  # StClient.receive reads the run from this message on
-            r = await c.receive()
-            c.ws = c.ws.ws
-            return r
+            c.ws.back.append(raw)  # StClient.receive reads the run from this message on
+            return await c.receive()
     return None
-
-
-class _Back:
-    def __init__(self, ws, first):
-        self.ws, self.first = ws, first
-
-    async def recv(self):
-        if self.first is not None:
-            first, self.first = self.first, None
-            return first
-        return await self.ws.recv()
 
 
 @pytest.mark.e2e
@@ -69,16 +51,16 @@ def test_followers_get_the_lecturers_change_without_checking_and_explorers_do_no
             assert r.ok and f"room={code}" in c.query, (r.exceptions, c.query)
         r = await explorer.click("Explore on my own")
         assert r.ok and "alone=true" in explorer.query, explorer.query
-        before = sentence(explorer)
+        before = sentence_of(explorer)
         for i in range(2):
             text = f"the lecturer pushes sentence {i} to the room ."
             lec.set_value("Sentence", text)
             assert (await lec.rerun()).ok
             r = await pushed_run(follower, 20)
             assert r is not None and r.ok, "no run reached the follower"
-            assert sentence(follower) == text and "text=" in follower.query, (sentence(follower), follower.query)
+            assert sentence_of(follower) == text and "text=" in follower.query, (sentence_of(follower), follower.query)
         assert await pushed_run(explorer, 3) is None  # exploring alone: not rerun with the room
-        assert sentence(explorer) == before
+        assert sentence_of(explorer) == before
         for c in (lec, follower, explorer):
             await c.close()
 
