@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
+.PHONY: run test test-cpus test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,16 @@ system-deps: chromium nginx redis
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest
+
+# The numeric tiers again on other CPUs' kernels, without owning those CPUs: whether float32 results
+# agree to the last bit (exact batching) or within a tolerance depends on the kernels MKL, oneDNN and
+# ATen pick for this CPU (AVX2, AVX-512, AMX). Run tests/model and the batching load tests with ATen,
+# MKL and oneDNN held to AVX2, then to ATen's default (unvectorised) kernels with MKL at SSE4.2.
+# `make test` runs them on this machine's own kernels; CI (.ci/run) runs both targets.
+NUMERIC_TIERS := tests/model tests/load/test_batch_sessions.py
+test-cpus: $(STAMP)
+	ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest $(NUMERIC_TIERS)
+	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41 $(PY) -m pytest $(NUMERIC_TIERS)
 
 # Everything but the real-browser tier (for quick iterations).
 test-fast: $(STAMP)

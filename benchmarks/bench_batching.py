@@ -8,11 +8,14 @@ achieved FLOP/s against a float32 matmul peak measured in the same run.
 Rows:
   - matmul peak: torch.mm of two 2048 x 2048 float32 matrices (1 thread: the app's setting), the
     best of several rounds; the FLOP/s a core reaches on the engine's own kernel library.
-  - trace, T = 16 (an ordinary sentence), B = 1, 2, 4, 8, 16 sentences of one length in one forward
-    (bit-identical to each one alone): CPU ms per sentence and achieved FLOP/s (the forward's
+  - trace, T = 16 (an ordinary sentence), B = 1, 2, 4, 8, 16 sentences of one length in one forward:
+    CPU ms per sentence and achieved FLOP/s (the forward's
     matmul FLOPs: every Linear of every block, q k^T and weights v; not the output layer, which the
     trace leaves to first read), medians of interleaved rounds, and the cut of each sentence out of
     the batch (model.batching.unbatch: a copy of its row) per sentence.
+  - exact batching on this machine: whether each B's rows are bit for bit each sentence's own
+    forward on this CPU's kernels, and the first-use probe's verdict (model.batcher.ExactBatching:
+    where a bit differs, ATTN_LAB_BATCH=exact traces the model alone).
 Times are CPU time of this process (time.process_time: one torch thread, so CPU time is the
 forward's own work, which other processes on a shared machine do not inflate the way they inflate
 wall time); the wall-clock medians are given beside them.
@@ -84,7 +87,14 @@ def measure(T: int = 16, Bs=(1, 2, 4, 8, 16), rounds: int = 7) -> dict:
                 cut.append((time.process_time() - c0) / B)
             del tr
     peak_cpu = max(p["cpu_gflops"] for p in peaks)
-    out = {"T": T, "threads": torch.get_num_threads(), "peak_gflops": peak_cpu,
+    # exact batching on this machine (model.batcher.ExactBatching): each B's batch, row by row,
+    # against each row's own forward, and the first-use probe's verdict
+    from model.batcher import ExactBatching
+    from model.batching import same_bits
+    same = {B: all(same_bits(unbatch(tb, row, T), model.trace(batches[B][row:row + 1])) for row in range(B))
+            for B in Bs if B > 1 for tb in [model.trace(batches[B])]}
+    probe = ExactBatching().usable(model, True)
+    out = {"T": T, "threads": torch.get_num_threads(), "peak_gflops": peak_cpu, "same_bits": same, "probe": probe,
            "peak_wall_gflops": max(p["wall_gflops"] for p in peaks), "load": load_average(),
            "cut_ms": 1e3 * statistics.median(cut), "rows": []}
     for B in Bs:
@@ -109,6 +119,14 @@ def rows_of(m: dict) -> list[dict]:
             app=round(r["cpu_ms_per_sentence"], 1), bare=round(single["cpu_ms_per_sentence"], 1),
             ratio=r["cpu_ms_per_sentence"] / single["cpu_ms_per_sentence"],
             target="(reported; baseline = one sentence per forward)", ok=None))
+    differ = [B for B, ok in m["same_bits"].items() if not ok]
+    rows.append(dict(
+        benchmark=f"exact batching on this machine (SmolLM2, {th}, kernels: ATen {torch.backends.cpu.get_cpu_capability()})",
+        metric="first-use probe: " + ("bit for bit" if m["probe"] else "a bit differed") + "; batches of B = "
+               + ", ".join(str(B) for B in m["same_bits"]) + " at T=" + str(m["T"]) + ": "
+               + ("every row bit for bit" if not differ else f"rows differ at B = {differ}"),
+        app="batched" if m["probe"] else "traced alone", bare=None, ratio=None,
+        target="(reported: ATTN_LAB_BATCH=exact shares forwards only where measured bit for bit)", ok=None))
     rows.append(dict(benchmark=f"cutting one sentence's trace out of a batch of {m['rows'][-1]['B']} (unbatch: a copy)",
                      metric="CPU ms per sentence", app=round(m["cut_ms"], 2), bare=None, ratio=None,
                      target="(reported)", ok=None))

@@ -144,3 +144,26 @@ def unbatch(tr, row: int, n: int):
         return new
 
     return node(tr)
+
+
+def same_bits(a, b) -> bool:
+    """Whether two traces (or any trees of trace nodes, tuples and tensors) hold the same values bit
+    for bit: every stored field, derived ones already computed included; tensors of one shape and
+    dtype with the same bytes (NaN payloads and the sign of zero too), other values equal."""
+    if a is b:  # the model's own tensors that every trace holds (output weights, norm gammas)
+        return True
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return torch.equal(a.detach().reshape(-1).contiguous().view(torch.uint8),
+                           b.detach().reshape(-1).contiguous().view(torch.uint8))
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_bits(x, y) for x, y in zip(a, b))
+    if hasattr(a, "__dataclass_fields__") or hasattr(b, "__dataclass_fields__"):
+        if type(a) is not type(b):
+            return False
+        da, db = vars(a), vars(b)
+        return da.keys() == db.keys() and all(same_bits(da[k], db[k]) for k in da)
+    return a == b

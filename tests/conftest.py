@@ -39,3 +39,14 @@ def pytest_sessionfinish(session, exitstatus):
             if t.name.startswith("attn-lab-train-") and hasattr(job, "cancel"):
                 job.cancel.set()
             t.join(timeout=300)
+
+
+def pytest_report_header(config):
+    """Which kernels the numeric tiers run on (make test-cpus holds them to other CPUs' ISAs)."""
+    import os
+
+    import torch
+    held = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+            if k in os.environ}
+    return (f"kernels: ATen {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} torch threads"
+            + (f"; held by {', '.join(f'{k}={v}' for k, v in held.items())}" if held else "; this CPU's own"))

@@ -102,3 +102,23 @@ def all_text(at) -> str:
     parts += [x.value for x in (*at.info, *at.warning, *at.success, *at.error)]
     parts += [h.value for h in (*at.title, *at.header, *at.subheader)]
     return "\n".join(str(p) for p in parts)
+
+
+def assert_scaled_close(got, want, rel: float = 1e-5, msg: str = "") -> None:
+    """Float32 parity that holds on any CPU: |got - want| <= rel * (max(1, max |want|) + |want|).
+    Kernels (AVX2, AVX-512, AMX; one thread or several) sum in different orders, so float32 results
+    move by a few ulps of the largest value a computation saw; an absolute 1e-5 on logits of 20
+    is 2 ulps. The largest |value| (at least 1) sets the scale, plus rel of each value itself."""
+    import torch
+    g = got.detach().double() if isinstance(got, torch.Tensor) else torch.as_tensor(np.asarray(got, dtype=np.float64))
+    w = want.detach().double() if isinstance(want, torch.Tensor) else torch.as_tensor(np.asarray(want, dtype=np.float64))
+    assert g.shape == w.shape, f"{msg}: shape {tuple(g.shape)} != {tuple(w.shape)}"
+    finite = torch.isfinite(w)
+    assert torch.equal(finite, torch.isfinite(g)) and torch.equal(g[~finite], w[~finite]), f"{msg}: non-finite values differ"
+    scale = max(1.0, float(w[finite].abs().max())) if finite.any() else 1.0
+    diff = (g[finite] - w[finite]).abs()
+    bound = rel * (scale + w[finite].abs())
+    if not bool((diff <= bound).all()):
+        i = int(torch.argmax(diff - bound))
+        raise AssertionError(f"{msg}: |difference| {float(diff[i]):.3g} over the bound {float(bound[i]):.3g} "
+                             f"(rel {rel:g} of the scale {scale:.4g}); want {float(w[finite][i]):.6g}")

@@ -56,7 +56,11 @@ def test_live_class_in_real_browsers(server, browser):
         m = re.fullmatch(r"(http://localhost:\d+)/\?room=([A-Z0-9]{5})", link)
         assert m, link
         code = m.group(2)
-        assert lec.locator('.st-key-live_card img').count() == 1  # the QR code
+        # the QR code, once the browser has drawn it (decoded, with a size): under load the image
+        # element arrives after the run's other elements
+        lec.wait_for_function("() => [...document.querySelectorAll('.st-key-live_card img')]"
+                              ".some(i => i.complete && i.naturalWidth > 0)", timeout=30_000)
+        assert lec.locator('.st-key-live_card img').count() == 1
         assert "lecturer=" not in link and "lecturer" not in lec.url
 
         for st_page in (a, b):

@@ -3,7 +3,10 @@ trace, never a neighbour's, through shared forwards; a lone request runs at once
 sentences share a row; a failing batch leaves each caller its own result or error.
 
 Batching is made deterministic without timing: the model's first forward waits at a gate until
-every other request has queued behind it, so the next forward must take them together."""
+every other request has queued behind it, so the next forward must take them together. Exact mode
+checks the first batch of each shape row by row against each row's own forward (model.batcher
+ExactBatching): those checks are forwards of one sentence after the batch's; the first-use probe is
+taken as passed here (`exact_batcher`), so what is tested does not depend on this CPU's kernels."""
 import threading
 
 import numpy as np
@@ -11,7 +14,7 @@ import pytest
 import torch
 
 from model import ModelConfig, Transformer
-from model.batcher import TraceBatcher
+from model.batcher import ExactBatching, TraceBatcher
 from model.trace import flat_arrays
 
 CFG = dict(vocab_size=50, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=32, pos_encoding="rope",
@@ -31,6 +34,24 @@ class GatedModel(Transformer):
         if len(self.calls) == 1:
             assert self.release.wait(30), "the test never released the first forward"
         return super().trace(ids, **kw)
+
+
+class ProbePassed(ExactBatching):
+    def _probe(self, model, causal):
+        return True
+
+
+def exact_batcher(**kw) -> TraceBatcher:
+    """An exact-mode batcher whose first-use probe passed (every batch shape is still checked)."""
+    b = TraceBatcher(**kw)
+    b.exactness = ProbePassed()
+    return b
+
+
+def batched(calls: list[int]) -> list[int]:
+    """The batch sizes of the forwards of more than one sentence, in order (not the checks' forwards
+    of one sentence each)."""
+    return [c for c in calls if c > 1]
 
 
 def sentences(n: int, lengths=(6, 6, 9, 6, 9, 5)) -> list[list[int]]:
@@ -87,13 +108,15 @@ def assert_own_trace(model, tr, sent, causal, exact):
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_exact_mode_batches_sentences_of_one_length(causal):
-    model, b = GatedModel(), TraceBatcher(slots=1)
+    model, b = GatedModel(), exact_batcher(slots=1)
     sents = sentences(12)
     out = run_together(b, model, sents, causal)
     for tr, s in zip(out, sents):
         assert_own_trace(model, tr, s, causal, exact=True)
-    # the gated first forward, then one forward per length among the 11 that queued (6, 9 and 5)
-    assert model.calls[0] == 1 and sorted(model.calls[1:]) == [2, 4, 5]
+    # the gated first forward, then one forward per length among the 11 that queued (6, 9 and 5),
+    # each a new shape: checked against the 2 + 4 + 5 sentences' own forwards
+    assert model.calls[0] == 1 and sorted(batched(model.calls[1:])) == [2, 4, 5]
+    assert len(model.calls) == 1 + 3 + 11 and b.checks == 3
     assert b.forwards == 4 and b.rows_traced == 12
 
 
@@ -114,16 +137,16 @@ def test_limits_split_the_queue():
 
 
 def test_identical_sentences_share_a_row():
-    model, b = GatedModel(), TraceBatcher(slots=1)
+    model, b = GatedModel(), exact_batcher(slots=1)
     sents = sentences(1) + [[7, 8, 9, 10, 11]] * 5 + [[7, 8, 9, 10, 12]]
     out = run_together(b, model, sents)
-    assert model.calls == [1, 2]  # five identical requests, one other: two rows
+    assert batched(model.calls) == [2]  # five identical requests, one other: two rows
     for tr, s in zip(out, sents):
         assert_own_trace(model, tr, s, True, exact=True)
 
 
 def test_a_lone_request_runs_at_once_with_its_own_forward():
-    model, b = GatedModel(), TraceBatcher(slots=2)
+    model, b = GatedModel(), exact_batcher(slots=2)
     model.release.set()
     tr = b.trace(model, [5, 6, 7, 8, 9])
     assert model.calls == [1] and tr.ids.shape == (1, 5)
@@ -133,7 +156,7 @@ def test_a_lone_request_runs_at_once_with_its_own_forward():
 
 
 def test_a_failing_batch_leaves_each_caller_its_own_result():
-    model, b = GatedModel(), TraceBatcher(slots=1)
+    model, b = GatedModel(), exact_batcher(slots=1)
     sents = sentences(6, lengths=(6,))
     sents[3] = [5, 6, 7, 8, 9, 99]  # 99 is not in the vocabulary: this sentence's own ValueError
     out = run_together(b, model, sents)
@@ -167,30 +190,26 @@ def test_many_threads_many_slots_no_one_left_waiting():
     assert b.rows_traced == 40 and b._queues == {}
 
 
-def test_exact_mode_traces_odd_widths_alone():
-    """An FFN width that is not a multiple of EXACT_WIDTH: the elementwise kernels' tails would
-    differ, so exact mode does not batch it (pad mode does, to 1e-6)."""
-    model = Transformer(ModelConfig(**{**CFG, "d_ff": 48}), seed=5)
-    b = TraceBatcher(slots=1)
-    b.trace(model, [5, 6, 7, 8, 9])
-    assert b.forwards == 0  # traced alone, outside the batcher's queue
-    TraceBatcher(slots=1, pad=True).trace(model, [5, 6, 7, 8, 9])
-
-
-def test_exact_mode_needs_one_torch_thread():
-    """With two intra-op threads the kernels split a batch's work elsewhere than a sentence's:
-    exact mode then traces alone."""
-    from model.batcher import batchable
-    model = Transformer(ModelConfig(**CFG), seed=5)
-    assert torch.get_num_threads() == 1 and batchable(model, exact=True)
-    torch.set_num_threads(2)
-    try:
-        assert not batchable(model, exact=True) and batchable(model, exact=False)
-        b = TraceBatcher(slots=1)
-        b.trace(model, [5, 6, 7, 8, 9])
-        assert b.forwards == 0
-    finally:
-        torch.set_num_threads(1)
+def test_a_shape_checked_once_batches_without_checks():
+    """The second batch of a shape whose check found the same bits runs one forward, no checks; a
+    shape whose check found a differing bit leaves the model traced alone (whichever this CPU does)."""
+    model, b = GatedModel(), exact_batcher(slots=1)
+    run_together(b, model, sentences(5, lengths=(6,)))  # the gated one, then 4 of 6 tokens: checked
+    assert b.checks == 1 and batched(model.calls) == [4]
+    model.calls.clear()
+    model.release.clear()
+    if b.exactness.verdict(model):
+        again = sentences(5, lengths=(6,))[::-1]
+        out = run_together(b, model, again)
+        assert batched(model.calls) == [4] and len(model.calls) == 2 and b.checks == 1  # no check this time
+        for tr, s in zip(out, again):
+            assert_own_trace(model, tr, s, True, exact=True)
+    else:
+        model.release.set()
+        forwards = b.forwards
+        assert_own_trace(model, b.trace(model, sentences(1, lengths=(6,))[0]), sentences(1, lengths=(6,))[0],
+                         True, exact=True)
+        assert b.forwards == forwards  # alone
 
 
 def test_the_batch_is_freed_before_its_callers_wake():
@@ -207,7 +226,7 @@ def test_the_batch_is_freed_before_its_callers_wake():
                 batches.append(weakref.ref(tr))
             return tr
 
-    model, b = Recording(), TraceBatcher(slots=1)
+    model, b = Recording(), exact_batcher(slots=1)
     alive_after_return: list[int] = []
     sents = sentences(8, lengths=(6,))
     orig = b.trace
@@ -219,7 +238,7 @@ def test_the_batch_is_freed_before_its_callers_wake():
 
     b.trace = trace_and_look
     out = run_together(b, model, sents)
-    assert len(batches) == 1 and model.calls == [1, 7]
+    assert len(batches) == 1 and batched(model.calls) == [7]
     assert alive_after_return == [0] * 8  # no caller ever saw the batch alive
     for tr, s in zip(out, sents):
         assert_own_trace(model, tr, s, True, exact=True)

@@ -19,7 +19,7 @@ from model.checkpoint import load_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
-from tests.helpers import ROOT
+from tests.helpers import ROOT, assert_scaled_close
 
 # ------------------------------------------------------------------------------------------------
 # A hand-built induction circuit
@@ -327,7 +327,7 @@ def test_head_circuit_against_the_full_projections(kv, head):
     np.testing.assert_allclose(hc.text_qk, ref_qk, atol=1e-5)
     top = torch.topk(logits, 4, dim=-1)
     np.testing.assert_array_equal(hc.text_ov_ids, top.indices.numpy())
-    np.testing.assert_allclose(hc.text_ov_logits, top.values.numpy(), atol=1e-5)
+    assert_scaled_close(hc.text_ov_logits, top.values)
     assert hc.kv_head == g
     # the best QK pair over all 50 tokens, by brute force
     with torch.no_grad():

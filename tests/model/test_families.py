@@ -2,7 +2,7 @@
 config and model classes (tests/tiny_families.py: seeded, saved with save_pretrained as
 safetensors, a tiny tokenizer trained by `tokenizers`), opened with load_from_disk and compared with
 transformers' eager forward: attention weights of every layer and head, every hidden state and the
-logits within 1e-5 (float32), causal for decoders and bidirectional for encoders, one sentence and
+logits within 1e-5 of their scale (float32: tests.helpers.assert_scaled_close), causal for decoders and bidirectional for encoders, one sentence and
 a padded batch; token ids equal to transformers' tokenizer over the same tokenizer.json on 20
 strings. A tiny GGUF written with gguf.GGUFWriter from the same weights (llama, qwen2, gemma2) gives
 the same numbers, and its tokenizer the ids of transformers' tokenizer of that GGUF. Interventions
@@ -30,11 +30,11 @@ from model.generate import generate, generate_step  # noqa: E402
 from model.pretrained import (allowed_roots, check_allowed, estimate_float32_bytes, inspect_model,  # noqa: E402
                               list_cached_models, load_from_disk)
 from model.transformer import Transformer  # noqa: E402
+from tests.helpers import assert_scaled_close  # noqa: E402
 from tests.tiny_families import (CORPUS, DECODERS, FAMILY_NAMES, GGUF_FAMILIES, GGUF_OVERRIDES,  # noqa: E402
                                  SPECS, TOKENIZER_STRINGS, build, build_gguf, hf_model, hf_tokenizer,
                                  llama3_rope_freqs)
 
-TOL = dict(atol=1e-5, rtol=0)
 TEXT = "The capital of France is Paris, and 12 tokens of attention."
 SHORT = "a dog ran"
 
@@ -82,18 +82,17 @@ def assert_same(tr, out, mask=None, what=""):
         ours = lt.attn.weights  # (B, H, T, T)
         assert ours.shape == theirs.shape, (what, l)
         if mask is None:
-            torch.testing.assert_close(ours, theirs, **TOL, msg=f"{what} layer {l} attention weights")
+            assert_scaled_close(ours, theirs, msg=f"{what} layer {l} attention weights")
         else:
             keys = mask[:, None, None, :]
             rows = mask[:, None, :, None]
-            torch.testing.assert_close(ours * keys * rows, theirs * keys * rows, **TOL,
-                                       msg=f"{what} layer {l} attention weights")
+            assert_scaled_close(ours * keys * rows, theirs * keys * rows, msg=f"{what} layer {l} attention weights")
     hs = out.hidden_states
     mine = [tr.layers[0].input] + [tr.layers[i].resid_out for i in range(L - 1)] + [tr.final]
     for i, (h, m) in enumerate(zip(hs, mine)):
-        torch.testing.assert_close(m[real], h[real], **TOL, msg=f"{what} hidden state {i}")
+        assert_scaled_close(m[real], h[real], msg=f"{what} hidden state {i}")
     if tr.logits is not None:
-        torch.testing.assert_close(tr.logits[real], out.logits[real], **TOL, msg=f"{what} logits")
+        assert_scaled_close(tr.logits[real], out.logits[real], msg=f"{what} logits")
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)
@@ -233,7 +232,7 @@ def test_llama31_gguf_rope_factors_equal_transformers(llama31):
     # the folder (rope_llama3 from config.json) and the GGUF (the file's factors) agree too
     folder_model, _ = load_from_disk(folder)
     assert folder_model.cfg.rope_llama3 == (8.0, 1.0, 4.0, 64) and folder_model.cfg.rope_freq_factors is None
-    torch.testing.assert_close(folder_model.trace(ids).logits, tr.logits, **TOL)
+    assert_scaled_close(folder_model.trace(ids).logits, tr.logits)
     # the factors matter here: the same weights with plain rotary positions are far off
     plain = Transformer(cfg.replace(rope_freq_factors=None))
     plain.load_state_dict(model.state_dict())
@@ -242,7 +241,7 @@ def test_llama31_gguf_rope_factors_equal_transformers(llama31):
     step = generate_step(model, ids[:, :100])
     for t in range(100, 104):
         step = generate_step(model, ids[:, t:t + 1], step.cache)
-        torch.testing.assert_close(step.logits[0, 0], tr.logits[0, t], **TOL)
+        assert_scaled_close(step.logits[0, 0], tr.logits[0, t])
     info = inspect_model(path)
     assert info.config == cfg and "rope_freqs.weight" not in info.ignored
 
@@ -310,10 +309,10 @@ def test_kv_cache_generation(made, name):
     ids = _ids(tok, TEXT)
     full = model.trace(torch.tensor([ids]))
     step = generate_step(model, torch.tensor([ids[:4]]))
-    torch.testing.assert_close(step.logits[0], full.logits[0, :4], **TOL)
+    assert_scaled_close(step.logits[0], full.logits[0, :4])
     for t in range(4, len(ids)):
         step = generate_step(model, torch.tensor([[ids[t]]]), step.cache)
-        torch.testing.assert_close(step.logits[0, 0], full.logits[0, t], **TOL, msg=f"{name} step {t}")
+        assert_scaled_close(step.logits[0, 0], full.logits[0, t], msg=f"{name} step {t}")
     g1 = generate(model, ids[:5], 6, use_cache=True)
     g2 = generate(model, ids[:5], 6, use_cache=False)
     unused = next(i for i in range(model.cfg.vocab_size) if i not in ids[:5])  # a pad id absent from the
@@ -359,7 +358,7 @@ def test_extra_heads_never_fail_and_base_models_have_no_output(tmp_path):
     with torch.no_grad():
         hs = clf.bert(torch.tensor([tok.encode(TEXT).ids])).last_hidden_state
     tr = model.trace(torch.tensor([tok.encode(TEXT).ids]), causal=False)
-    torch.testing.assert_close(tr.final, hs, **TOL)
+    assert_scaled_close(tr.final, hs)
 
 
 def test_gpt2_tensors_with_or_without_the_transformer_prefix(made, tmp_path):

@@ -12,6 +12,7 @@ import torch
 from model.config import ModelConfig
 from model.intervene import Intervention
 from model.transformer import Transformer
+from tests.helpers import assert_scaled_close
 
 
 def fingerprint(model) -> str:
@@ -42,7 +43,7 @@ def test_zero_ablation_equals_zeroing_that_heads_columns_of_w_o_in_a_copy(model)
         for l, h in ((1, 2), (2, 0)):
             ref.blocks[l].attn.o_proj.weight[:, h * d:(h + 1) * d] = 0.0
         want = ref(IDS)
-    np.testing.assert_allclose(tr.logits.numpy(), want.numpy(), atol=1e-5)
+    assert_scaled_close(tr.logits, want)
     clean = model.trace(IDS)
     assert float((clean.logits - tr.logits).abs().max()) > 1e-4  # it did change something
     np.testing.assert_array_equal(tr.layers[0].attn.weights.numpy(), clean.layers[0].attn.weights.numpy())
@@ -68,7 +69,7 @@ def test_mean_ablation_equals_a_constant_in_place_of_the_head(model):
             ref.blocks[l].attn.o_proj.bias += const
         want = ref(IDS)
     got = model.trace(IDS, ablate_heads=[(l, h)], ablation="mean")
-    np.testing.assert_allclose(got.logits.numpy(), want.numpy(), atol=1e-5)
+    assert_scaled_close(got.logits, want)
 
 
 def test_an_edited_row_is_renormalised_and_downstream_recomputes(model):

@@ -62,7 +62,8 @@ def hf_bert():
 
 
 def _compare(ours_model, hf_model, ids, *, mask=None, types=None):
-    """Max |diff| of hidden states and attention weights over real positions, per layer."""
+    """Max |diff| of hidden states and attention weights over real positions, per layer, each over
+    its tensor's scale (the largest |value| at real positions, at least 1: float32 on any CPU)."""
     with torch.no_grad():
         out = hf_model(input_ids=ids, attention_mask=None if mask is None else mask.long(),
                        token_type_ids=types, output_attentions=True, output_hidden_states=True)
@@ -72,7 +73,8 @@ def _compare(ours_model, hf_model, ids, *, mask=None, types=None):
     assert len(ours_hidden) == len(out.hidden_states) == 7 and len(out.attentions) == 6
     worst = 0.0
     for ours, theirs in zip(ours_hidden, out.hidden_states):
-        worst = max(worst, float((ours - theirs).abs()[real].max()))
+        scale = max(1.0, float(theirs.abs()[real].max()))
+        worst = max(worst, float((ours - theirs).abs()[real].max()) / scale)
     for lt, theirs in zip(tr.layers, out.attentions):
         d = (lt.attn.weights - theirs).abs()  # (B, H, Tq, Tk)
         worst = max(worst, float(d.permute(0, 2, 1, 3)[real].max()))  # real query rows

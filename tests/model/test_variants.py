@@ -120,7 +120,7 @@ def test_cached_generation_equals_the_full_pass(kw):
     step = generate_step(m, IDS[:, :4])
     step = generate_step(m, IDS[:, 4:6], step.cache)
     step = generate_step(m, IDS[:, 6:], step.cache)
-    np.testing.assert_allclose(step.logits[0, -1].numpy(), full[0, -1].numpy(), atol=1e-5)
+    assert_scaled_close(step.logits[0, -1], full[0, -1])
 
 
 # ---- sliding window ----------------------------------------------------------------------------
@@ -255,6 +255,7 @@ def test_old_config_json_loads_with_the_variants_off():
 from classroom import kv_cache  # noqa: E402
 from classroom import variants as V  # noqa: E402
 from model.generate import KVCache  # noqa: E402
+from tests.helpers import assert_scaled_close  # noqa: E402
 
 
 @pytest.mark.parametrize("kv", [1, 2, 4])
