@@ -331,3 +331,11 @@ def test_a_lesson_question_as_a_class_poll(room_store):
     assert poll.question.check(lq.answer)
     stu = student(code)
     assert "Class poll" in texts(stu)
+
+
+def test_the_app_store_keeps_rooms_four_idle_hours(monkeypatch):
+    from ui import live
+    monkeypatch.delenv("ROOM_STORE", raising=False)
+    monkeypatch.delenv("ATTN_LAB_ROOM_TTL_HOURS", raising=False)
+    monkeypatch.setattr(live, "_stores", {})
+    assert live.store().ttl == 4 * 3600
