@@ -24,6 +24,18 @@ def test_nbytes_counts_each_buffer_once():
     assert nbytes(Fake(x, [v, {"y": y}, (y,), None, "text", 3])) == 128 + 80
 
 
+def test_nbytes_walks_dict_values():
+    """A buffer reached only through a dict's values (a trace's per-layer dicts) is the entry's memory."""
+    x = np.zeros(16, dtype=np.float32)  # 64 bytes
+    y = np.zeros(5, dtype=np.float64)  # 40 bytes
+    assert nbytes({"x": x}) == 64
+    assert nbytes(Fake(np.zeros(3, dtype=np.uint8), [{"x": x, "inner": {"y": y, "again": x[2:]}}])) == 3 + 64 + 40
+    c = BudgetCache(budget=100, max_entries=10)
+    c.get("a", lambda: {"x": np.zeros(60, dtype=np.uint8)})
+    c.get("b", lambda: {"x": np.zeros(60, dtype=np.uint8)})  # 120 bytes > 100: "a" goes
+    assert "a" not in c and "b" in c
+
+
 @dataclass
 class WithShared:
     own: np.ndarray

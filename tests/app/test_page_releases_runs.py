@@ -46,3 +46,23 @@ def test_release_pages_keeps_labels_and_drops_the_trace():
     assert g["run"].trace is None and g["run"].labels == run.labels and g["run"].ids == run.ids
     assert run.trace is not None  # the cached run itself is untouched
     assert runs.release_pages() == 0  # each script run's pages once
+
+
+class _Held:
+    """Something a page's namespace holds (weakly referable)."""
+
+
+def test_released_namespaces_are_forgotten():
+    """release_pages lets go of the namespaces it released: ui.runs keeps no page's namespace (nor
+    what it holds) alive after the page, and a later script run does not touch it again."""
+    from tests.app.test_heads_partial_trace import fresh_source
+    g = {"__name__": "__main__", "SRC": fresh_source(), "held": _Held()}
+    exec("import ui.runs as R\nrun = R.get_run(SRC, 'the dog sat', True, 64)\nR.note_page(1)", g)
+    run = runs.get_run(g["SRC"], "the dog sat", True, 64)  # the cached run (trace kept by the cache)
+    assert runs.release_pages() == 1 and g["run"].trace is None
+    g["run"] = run  # the namespace holds a run with its trace again (not asked for in this script run)
+    assert runs.release_pages() == 0 and g["run"].trace is not None
+    held = weakref.ref(g["held"])
+    del g
+    gc.collect()
+    assert held() is None, "a released page's namespace is still held"

@@ -234,6 +234,10 @@ def test_redis_restart_mid_class_the_lecturer_restores_the_room(redis_server, mo
     lec.button(key="live_poll_open").click().run()
     stu = student(code)
     assert stu.session_state["text"] == "before the restart ."
+    poll = lec.session_state["_live"].poll
+    next(r for r in stu.radio if r.key == f"live_answer_{poll.id}").set_value(poll.question.answer).run()
+    lec.run()  # the lecturer's panel shows (and keeps) the answers
+    assert "1 answer · open" in texts(lec)
     redis_server.stop()
     stu.run()
     lec.run()
@@ -242,8 +246,11 @@ def test_redis_restart_mid_class_the_lecturer_restores_the_room(redis_server, mo
     redis_server.start()  # empty: nothing was saved
     stu.run()
     assert "not available right now" in texts(stu) and not errors(stu)
-    lec.run()  # the lecturer's panel restores the room: same code and token, its view and poll
+    lec.run()  # the lecturer's panel restores the room: same code and token, its view, poll and answers
     assert redis.Redis.from_url(redis_server.url).exists(f"live:{{{code}}}:room")
+    from ui.live import store
+    assert {a.value for a in store().answers(code, poll.id).values()} == {poll.question.answer}
+    assert "1 answer · open" in texts(lec)
     lec.sidebar.text_input(key="text").input("after the restart .").run()
     stu.run()
     stu.run()
@@ -331,3 +338,67 @@ def test_a_lesson_question_as_a_class_poll(room_store):
     assert poll.question.check(lq.answer)
     stu = student(code)
     assert "Class poll" in texts(stu)
+
+
+def test_the_app_store_keeps_rooms_four_idle_hours(monkeypatch):
+    from ui import live
+    monkeypatch.delenv("ROOM_STORE", raising=False)
+    monkeypatch.delenv("ATTN_LAB_ROOM_TTL_HOURS", raising=False)
+    monkeypatch.setattr(live, "_stores", {})
+    assert live.store().ttl == 4 * 3600
+
+
+@pytest.mark.parametrize("what", ["view", "poll", "end"])
+def test_followers_already_up_to_date_are_not_rerun(monkeypatch, clock, what):
+    """After the lecturer's change, this process reruns its followers' pages, except a follower
+    whose own check has applied the room's current view (or poll) meanwhile: a second run right
+    after the first would clear the first's messages not yet sent. The class's end reruns every
+    follower."""
+    from classroom.live import MemoryStore, Poll, PollQuestion, View
+    from ui import live, runtime
+    s = MemoryStore(clock=clock)
+    h = token_hash("lecturer")
+    s.create("ABCDE", h)
+    s.publish("ABCDE", h, View.of("heads", {"text": "v1"}))
+    s.publish("ABCDE", h, View.of("heads", {"text": "v2"}))
+    s.set_poll("ABCDE", h, Poll("p1", PollQuestion(prompt="2 + 2?", kind="choice", answer="4", options=("3", "4"))))
+    rs = s.state("ABCDE")
+    old_view, old_poll = (rs.epoch, rs.view_version - 1), (rs.epoch, rs.poll_version - 1)
+    up_to_date = live.LiveSession("ABCDE", "student", applied=rs.view_key, poll_key=rs.poll_key)
+    behind = live.LiveSession("ABCDE", "student", applied=old_view, poll_key=old_poll)
+    other_epoch = live.LiveSession("ABCDE", "student", applied=("old", rs.view_version), poll_key=("old", rs.poll_version))
+    alone = live.LiveSession("ABCDE", "student", following=False)
+    here = {"up": up_to_date, "behind": behind, "epoch": other_epoch, "alone": alone}
+    asked: list[dict] = []
+    monkeypatch.setattr(live, "store", lambda: s)
+    monkeypatch.setattr(live, "followers_here", lambda code: dict(here) if code == "ABCDE" else {})
+    monkeypatch.setattr(runtime, "rerun_idle_sessions", lambda sessions: asked.append(dict(sessions)) or len(sessions))
+    live._rerun_followers("ABCDE", what)
+    assert len(asked) == 1 and set(asked[0]) <= set(here)
+    wanted = {sid: bool(asked[0][sid]()) if sid in asked[0] else False for sid in here}
+    if what == "end":
+        assert wanted == {"up": True, "behind": True, "epoch": True, "alone": False}
+    else:
+        assert wanted == {"up": False, "behind": True, "epoch": True, "alone": False}
+    up_to_date.applied, up_to_date.poll_key = old_view, old_poll  # asked when its turn comes, not before
+    assert asked[0]["up"]()
+
+
+def test_the_panel_counts_students_seen_in_the_last_ten_seconds(monkeypatch, clock):
+    """The lecturer's "connected now": sessions that checked in within the last 10 s (the room store's
+    clock, moved by hand)."""
+    from classroom.live import MemoryStore
+    from ui import live
+    monkeypatch.setenv("ROOM_STORE", "")
+    monkeypatch.setitem(live._stores, "", MemoryStore(clock=clock))
+    lec, code = start_class()
+    for sid in ("a", "b", "c"):
+        live.store().state(code, seen=sid)
+    clock.advance(30)
+    live.store().state(code, seen="d")
+    clock.advance(9)
+    lec.run()
+    assert "**1** student connected now" in texts(lec)
+    clock.advance(2)
+    lec.run()
+    assert "**0** students connected now" in texts(lec)

@@ -95,3 +95,16 @@ def test_tally_and_csv():
 def test_nickname_is_one_short_plain_line():
     assert clean_nickname("  Ann\n\x1b[31m  Lee\u200f ") == "Ann [31m Lee"
     assert len(clean_nickname("x" * 100)) == 24 and clean_nickname(None) == ""
+
+
+def test_attention_question_ties_go_to_the_first_key():
+    """Equal largest weights (exact in binary: no rounding involved): the answer is the earliest key,
+    as np.argmax gives; a masked key never wins."""
+    labels = ["a", "b", "c", "d"]
+    w = np.array([[1, 0, 0, 0], [0.5, 0.5, 0, 0], [0.25, 0.375, 0.375, 0], [0.125, 0.375, 0.125, 0.375]])
+    for q, best in ((1, 0), (2, 1), (3, 1)):
+        pq = attention_question(w, labels, layer=0, head=0, query=q)
+        assert pq.answer == f"{best}: {labels[best]}" == pq.options[int(np.argmax(w[q]))], q
+    allowed = np.ones((4, 4), dtype=bool)
+    allowed[3, 1] = False  # key 1 masked for query 3: key 3 is the largest left
+    assert attention_question(w, labels, layer=0, head=0, query=3, allowed=allowed).answer == "3: d"

@@ -1,6 +1,8 @@
 """The room store: one suite, run against both backends (in-process and a real redis-server)."""
 from __future__ import annotations
 
+import random
+import string
 import time
 
 import pytest
@@ -27,6 +29,17 @@ def test_codes_have_no_look_alikes():
     assert normalize_code("ABCD") == "ABCD" and normalize_code("ABCDEF") == "ABCDEF"
     for bad in ("ABC", "ABCDEFG", "ABCD0", "ABCDO", "ABCD1", "ABCDI", "ABCDL", "", None, "AB/DE"):
         assert normalize_code(bad) is None, bad
+
+
+def test_codes_use_every_letter_and_digit_but_the_look_alikes():
+    """31 characters: A-Z and 2-9 without 0/O, 1/I/L (a code space of 31^5), each one typed or drawn."""
+    want = set(string.ascii_uppercase + string.digits) - set("0O1IL")
+    assert len(want) == 31 and len(CODE_ALPHABET) == 31 and set(CODE_ALPHABET) == want
+    for c in sorted(want):
+        assert normalize_code(c * 5) == c * 5 and normalize_code(c.lower() * 4) == c * 4, c
+    rng = random.Random(7)
+    drawn = "".join(new_code(rng) for _ in range(400))  # 2,000 draws: each of the 31 appears
+    assert set(drawn) == want
 
 
 def test_create_publish_and_versions(store):
@@ -142,6 +155,34 @@ def test_presence_is_bounded(make_store, clock):
     assert store.present(code) == 10
 
 
+def test_presence_keeps_the_newest_check_ins(make_store, clock):
+    """Past max_present, the sessions that checked in longest ago are pruned, never the newest (a
+    session checking in again is new again)."""
+    store = make_store(max_present=10)
+    code, _ = room(store)
+    for i in range(20):  # s0 at t0, s1 at t0 + 1 s, ..., s19 at t0 + 19 s
+        store.state(code, seen=f"s{i}")
+        clock.advance(1)
+    store.state(code, seen="s0")  # at t0 + 20 s: prunes s10 (now the oldest), keeps s0
+    assert store.present(code, window=60) == 10
+    assert store.present(code, window=10.5) == 10  # s0 and s11..s19: all seen in the last 10.5 s
+    assert store.present(code, window=0.5) == 1  # s0, just now
+
+
+def test_expired_rooms_free_their_places(make_store, clock):
+    """A full server does not stay full: rooms that expired make room for new ones."""
+    store = make_store(max_rooms=2, ttl=600)
+    room(store, "AAAAA")
+    room(store, "BBBBB")
+    with pytest.raises(StoreFull):
+        room(store, "CCCCC")
+    clock.advance(601)  # both expired (nothing else has looked at them since)
+    room(store, "CCCCC")
+    room(store, "DDDDD")
+    with pytest.raises(StoreFull):
+        room(store, "EEEEE")
+
+
 def test_rooms_are_bounded(make_store):
     store = make_store(max_rooms=3)
     for c in ("AAAAA", "BBBBB", "CCCCC"):
@@ -188,6 +229,49 @@ def test_memory_rooms_expire_after_idle_hours(clock):
     store.end(code2, h2)
     clock.advance(601)
     assert store.state(code2) is None
+
+
+def test_rooms_live_four_idle_hours_by_default(store, backend, clock):
+    assert store.ttl == 4 * 3600
+    code, h = room(store)
+    if backend:  # Redis expires the keys on its own clock
+        import redis
+        assert 3.9 * 3600 * 1000 < redis.Redis.from_url(backend).pttl(f"live:{{{code}}}:room") <= 4 * 3600 * 1000
+    else:
+        clock.advance(3.9 * 3600)
+        assert store.state(code) is not None
+        clock.advance(0.2 * 3600)
+        assert store.state(code) is None
+
+
+def test_keepalive_needs_the_lecturer_token(make_store, backend, clock):
+    """Only the lecturer keeps a room alive: a keep-alive with another token is refused and the
+    room expires when it would have."""
+    store = make_store(ttl=600)
+    code, h = room(store)
+    for bad in (token_hash("guess"), "", h[:-1] + ("0" if h[-1] != "0" else "1")):
+        with pytest.raises(NotLecturer):
+            store.keepalive(code, bad)
+    with pytest.raises(RoomGone):
+        store.keepalive("QQQQQ", h)
+    if backend:  # Redis expires on its own clock: a refused keep-alive with a 3-hour ttl renews nothing
+        import redis
+        with pytest.raises(NotLecturer):
+            make_store(ttl=3 * 3600).keepalive(code, token_hash("guess"))
+        assert 0 < redis.Redis.from_url(backend).pttl(f"live:{{{code}}}:room") <= 600 * 1000
+        make_store(ttl=3 * 3600).keepalive(code, h)  # the lecturer's does
+        assert redis.Redis.from_url(backend).pttl(f"live:{{{code}}}:room") > 600 * 1000
+    else:
+        clock.advance(590)
+        with pytest.raises(NotLecturer):
+            store.keepalive(code, token_hash("guess"))
+        clock.advance(20)
+        assert store.state(code) is None  # expired at 600 s: the refused keep-alive did not extend it
+        code2, h2 = room(store, "FFFFF")
+        clock.advance(590)
+        store.keepalive(code2, h2)
+        clock.advance(20)
+        assert store.state(code2) is not None
 
 
 def test_redis_rooms_expire(redis_server):

@@ -77,10 +77,9 @@ def run_together(batcher, model, sents, causal=True):
     rest = [threading.Thread(target=go, args=(i,)) for i in range(1, len(sents))]
     for t in rest:
         t.start()
-    key = (id(model), causal, None, 0)  # (model, mask, stop_after, record_from): the batcher's queue
-    for _ in range(30_000):  # every other request waits in the queue
+    for _ in range(30_000):  # every other request waits in the queue (whatever the queues' keys)
         with batcher._lock:
-            if len(batcher._queues[key].pending) == len(sents) - 1:
+            if sum(len(q.pending) for q in batcher._queues.values()) == len(sents) - 1:
                 break
         threading.Event().wait(0.001)
     else:
@@ -242,3 +241,55 @@ def test_the_batch_is_freed_before_its_callers_wake():
     assert alive_after_return == [0] * 8  # no caller ever saw the batch alive
     for tr, s in zip(out, sents):
         assert_own_trace(model, tr, s, True, exact=True)
+
+
+def test_requests_for_other_layers_never_share_a_forward():
+    """Partial traces (the heads page's one layer): requests recording layer 1 only (record_from=1)
+    and layers 0 and 1 (record_from=0) meet in the batcher at the same moment. Each caller gets the partial
+    trace of its own layers, as model.trace gives it alone, and no forward mixes the two."""
+    forwards: list[tuple[int, list]] = []  # (record_from, the sentences) of each forward
+
+    class Recording(GatedModel):
+        def trace(self, ids, **kw):
+            forwards.append((kw.get("record_from", 0), ids.tolist()))
+            return super().trace(ids, **kw)
+
+    model, b = Recording(), TraceBatcher(slots=1, pad=True, max_rows=8)
+    sents = sentences(4, lengths=(6,))
+    layers = [1, 0, 1, 0]  # record_from of each request; every one stops after layer 1
+    out: list = [None] * 4
+
+    def go(i):
+        try:
+            out[i] = b.trace(model, sents[i], True, stop_after=1, record_from=layers[i])
+        except Exception as e:  # noqa: BLE001  reported per caller
+            out[i] = e
+
+    first = threading.Thread(target=go, args=(0,))
+    first.start()
+    while not forwards:  # the first request's forward holds the gate
+        threading.Event().wait(0.001)
+    rest = [threading.Thread(target=go, args=(i,)) for i in (1, 2, 3)]
+    for t in rest:
+        t.start()
+    # Layers 0..1 need nothing of the held forward: those two callers finish while it waits. (Were
+    # they queued behind it, the bound below lets the gate go and the results tell.)
+    for i in (1, 3):
+        rest[i - 1].join(5)
+    model.release.set()
+    for t in [first, *rest]:
+        t.join(60)
+        assert not t.is_alive(), "a caller never got its trace"
+    for s, tr, rf in zip(sents, out, layers):
+        assert not isinstance(tr, Exception), tr
+        assert tr.ids.tolist() == [s] and tr.recorded_from == rf
+        assert (tr.layers[0] is None) == (rf == 1) and tr.layers[1] is not None
+        alone = Transformer.trace(model, torch.tensor([s]), stop_after=1, record_from=rf)  # not through the gate
+        assert tr.stopped_after == alone.stopped_after
+        alone, got = flat_arrays(alone), flat_arrays(tr)
+        assert got.keys() == alone.keys()
+        for k in alone:  # pad mode's bound: 1e-5 of the field's scale
+            scale = max(1.0, float(np.abs(alone[k][np.isfinite(alone[k])]).max())) if alone[k].dtype.kind == "f" else 1.0
+            np.testing.assert_allclose(got[k], alone[k], rtol=0, atol=1e-5 * scale, err_msg=k)
+    for rf, rows in forwards:
+        assert all(layers[sents.index(r)] == rf for r in rows), (rf, rows)
