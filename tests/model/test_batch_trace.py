@@ -2,7 +2,7 @@
 forward, every field (derived ones included), every family the engine has: toy causal and
 bidirectional (sinusoidal), learned positions with post-LN, Llama-style (RMSNorm, SwiGLU, rotary
 positions, grouped-query attention) and BERT-style (embedding LayerNorm, token types, no output
-layer). Padded batches (the short sentence in the middle) to 1e-6 of each field's scale (the
+layer). Padded batches (the short sentence in the middle) to PAD_BOUND of each field's scale (the
 largest |value|, at least 1: the padded row's softmax and attention products sum over more keys, in
 another order); batches of one length, as the batcher makes them by default, bit for bit. The cut is a copy: nothing of the batch stays alive."""
 import threading
@@ -52,14 +52,14 @@ def every_field(tr) -> dict[str, np.ndarray]:
     return flat_arrays(tr)
 
 
-def assert_same_trace(got, want, exact: bool, tol: float = 1e-6) -> None:
+def assert_same_trace(got, want, exact: bool, tol: float = PAD_BOUND) -> None:
     a, b = every_field(got), every_field(want)
     assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
     for k in b:
         assert a[k].shape == b[k].shape and a[k].dtype == b[k].dtype, (k, a[k].shape, b[k].shape, a[k].dtype)
         if exact:
             assert np.array_equal(a[k], b[k], equal_nan=True), k
-        elif a[k].dtype.kind == "f":  # to 1e-6 of the field's scale (-inf where masked: equal)
+        elif a[k].dtype.kind == "f":  # to tol of the field's scale (-inf where masked: equal)
             finite = np.isfinite(b[k])
             scale = max(1.0, float(np.abs(b[k][finite]).max())) if finite.any() else 1.0
             np.testing.assert_allclose(a[k], b[k], rtol=0, atol=tol * scale, err_msg=k)
