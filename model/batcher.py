@@ -62,12 +62,14 @@ MAX_CHECKED_SHAPES = 4096  # shapes remembered per model and thread settings (a 
 PAD_BOUND = 1e-5
 
 
-def batchable(model) -> bool:
+def batchable(model, exact: bool = False) -> bool:
     """Whether sentences for this model may share a forward at all: a Transformer whose attention
     layers have no variant other than the row-wise ones (ROWWISE, and the soft-cap: unbatch knows
-    their fields). Exact batching also needs this machine's measurement (ExactBatching)."""
-    return isinstance(model, Transformer) and all(
+    their fields). exact: and this machine's measurement (ExactBatching, with the current thread
+    settings; a TraceBatcher keeps its own) says its batches are bit for bit each row's forward."""
+    rowwise = isinstance(model, Transformer) and all(
         all(type(h) in ROWWISE for h in blk.attn.variants.all) for blk in model.blocks)
+    return rowwise and (not exact or _MEASURED.usable(model, True))
 
 
 # Attention variants that work row by row and whose fields unbatch cuts: rotary positions (each
@@ -168,6 +170,9 @@ class ExactBatching:
             key, depth = (rows, n, bool(causal)), self._depth(model, stop_after)
             if key in m.checked or len(m.checked) < MAX_CHECKED_SHAPES:
                 m.checked[key] = max(depth, m.checked.get(key, -1))
+
+
+_MEASURED = ExactBatching()  # batchable(exact=True)'s measurements
 
 
 @dataclass(eq=False)

@@ -296,3 +296,10 @@ def test_which_families_share_a_forward():
         assert batchable(model_of(family)), family
     windowed = Transformer(ModelConfig(**{**FAMILIES["gemma2"], "window": 3, "window_layers": (0,)}), seed=1)
     assert not batchable(windowed)
+
+
+def test_batchable_exact_is_the_measurement():
+    assert batchable(MovesTheLastBit()) and not batchable(MovesTheLastBit(), exact=True)
+    m = model_of("llama")
+    b = TraceBatcher(slots=1)
+    assert batchable(m, exact=True) == b.exactness.usable(m, True)  # the same measurement, this CPU
