@@ -34,8 +34,8 @@ PAIRS = {
                                 "When John and Mary went to the store, Mary gave a drink to",
                                 "Who receives the drink? The clean prompt says Mary, the corrupted one (names swapped) "
                                 "John: which positions and heads carry the name that was not repeated?"),
-    "Induction (repeated random words)": ("tulip granite oyster velvet comet harbor. tulip granite oyster velvet comet",
-                                          "tulip granite oyster velvet comet harbor. lemon walnut canyon spruce marble",
+    "Induction (repeated random words)": ("planet violin copper garden mirror. planet violin copper garden",
+                                          "planet violin copper garden mirror. bread summer pencil island",
                                           "The clean prompt repeats a random sequence, so the next word can be copied "
                                           "from the first copy; the corrupted one continues with fresh words."),
     "Fact (subject swapped)": ("The Eiffel Tower is located in the city of",
