@@ -7,10 +7,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from classroom.lesson import head_share_question
 from labels import md_escape, token_labels
 from ui import attribution as A
 from ui import state
 from ui.generate import token_texts
+from ui.lesson import question as lesson_question
 from ui.models import current_source, get_model
 from ui.show import show_code, show_fig
 from viz.attention import head_heatmap
@@ -116,6 +118,9 @@ else:
                 f"shifts) = {att.embed + att.heads.sum() + att.mlps.sum() + att.other:.2f}."
                 + (" Each sub-layer's own output norm (Gemma 2) is read the same way, its scale frozen at its input."
                    if cfg.has_sandwich else ""))
+    with st.expander("Question for the class", icon=":material/psychology_alt:"):
+        lesson_question(head_share_question(att.heads, tok.decode([int(target)]).strip() or shown[target]),
+                        key=f"attr_q_{target}")
     rows = A.head_shares_rows(att, 10)
     show_fig(share_bars([r[0] for r in rows], [r[1] for r in rows],
                         title=f"Shares of the logit of “{shown[target]}”: embedding, every MLP, the top 10 heads"),

@@ -428,3 +428,19 @@ def test_post_norm_model_is_refused_for_attribution_but_patches():
     t, f = int(lc.argmax()), int((lx - lc).argmax())
     res = patch_residual(m, [1, 2, 3, 4], [1, 5, 3, 4], t, f)
     assert res.effect[0, 1] == 1 and (res.effect[:, 0] == 0).all()
+
+
+# ------------------------------------------------------------------- the lesson's and the poll's question
+
+def test_which_head_writes_most_question():
+    from classroom.lesson import head_share_question
+    from classroom.live.poll import PollQuestion, head_share_question as poll_question
+    heads = np.array([[0.1, -3.0, 0.2], [2.5, 0.4, 1.0]])  # the largest share: L1 H0; the largest size: L0 H1
+    q = head_share_question(heads, "Mary")
+    assert q.answer == "L1 H0" and "Mary" in q.prompt
+    assert set(q.options) == {"L1 H0", "L0 H1", "L1 H2", "L1 H1"}
+    assert "L0 H1 -3.00" in q.explanation and q.check("L1 H0") and not q.check("L0 H1")
+    p = poll_question(heads, "*Mary*")
+    assert isinstance(p, PollQuestion) and p.answer == "L1 H0" and "\\*Mary\\*" in p.prompt
+    with pytest.raises(ValueError):
+        head_share_question(np.zeros(3), "x")
