@@ -75,8 +75,10 @@ def head_shares(model, ids, target) -> np.ndarray:
             h.remove()
     x = seen["f"][0, -1].double()
     ln = model.ln_f
-    u = ln.weight.double() / torch.sqrt(x.var(unbiased=False) + ln.eps) * model.output_matrix[target].double()
-    if isinstance(ln, torch.nn.Module) and hasattr(ln, "bias"):  # LayerNorm: centred
+    layer_norm = hasattr(ln, "bias")  # LayerNorm (the toy model); RMSNorm has no shift (SmolLM2)
+    ms = x.var(unbiased=False) if layer_norm else (x * x).mean()
+    u = ln.weight.double() / torch.sqrt(ms + ln.eps) * model.output_matrix[target].double()
+    if layer_norm:  # centred
         u = u - u.mean()
     L, H = model.cfg.n_layers, model.cfg.n_heads
     out = np.zeros((L, H))
