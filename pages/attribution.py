@@ -125,14 +125,14 @@ else:
     show_fig(share_bars([r[0] for r in rows], [r[1] for r in rows],
                         title=f"Shares of the logit of “{shown[target]}”: embedding, every MLP, the top 10 heads"),
              "attr_shares", table=pd.DataFrame(rows, columns=["part", "share"]),
-             alt="Blue bars raise the logit, vermillion bars lower it; the bars add up to the logit.")
+             alt="Vermillion bars raise the logit, blue bars lower it; the bars add up to the logit.")
     top_l, top_h = np.unravel_index(int(np.argmax(att.heads)), att.heads.shape)
     show_fig(layer_head_map(att.heads, diverging=True, highlight=[(int(top_l), int(top_h))],
                             title=f"Each head's share ({L} layers × {H} heads; the largest outlined)",
                             value_name="share"),
              "attr_heads_map", table=pd.DataFrame(att.heads, index=[f"layer {l}" for l in range(L)],
                                                   columns=[f"head {h}" for h in range(H)]),
-             alt="Blue heads push the target up, red heads push it down.")
+             alt="Red heads push the target up, blue heads push it down.")
 
     st.subheader("One head: where it looks, and what it moves")
     head_opts = [f"L{l} H{h}" for l in range(L) for h in range(H)]

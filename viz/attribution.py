@@ -10,12 +10,13 @@ import plotly.graph_objects as go
 from .charts import _layout, matrix_heatmap
 from .common import as_array, auto_ticks, visible
 
-POSITIVE, NEGATIVE = "#0072B2", "#D55E00"  # Okabe-Ito blue (raises the logit) and vermillion (lowers it)
+POSITIVE, NEGATIVE = "#D55E00", "#0072B2"  # Okabe-Ito vermillion (raises the logit) and blue (lowers it): the
+#                                           diverging maps' sides (DIVERGING_SCALE: red above 0, blue below)
 
 
 def share_bars(names: Sequence[str], shares: Sequence[float], *, title: str = "", height: int = 380) -> go.Figure:
-    """One bar per part (embedding, MLPs, heads, the rest): its share of the logit; blue raises it,
-    vermillion lowers it."""
+    """One bar per part (embedding, MLPs, heads, the rest): its share of the logit; vermillion raises
+    it, blue lowers it (as on the layers x heads map)."""
     v = np.asarray(shares, dtype=np.float64)
     if v.ndim != 1 or v.size != len(names):
         raise ValueError(f"share_bars: {len(names)} names but shares of shape {v.shape}; give one share per name")
@@ -29,8 +30,8 @@ def share_bars(names: Sequence[str], shares: Sequence[float], *, title: str = ""
 
 
 def patch_map(effect: np.ndarray, labels: Sequence[str], *, title: str = "", first_layer: int = 0) -> go.Figure:
-    """effect (L, T): layers down, positions across; 1 (blue) = the clean run's metric restored,
-    0 (white) = the corrupted run's, negative (red) = further away."""
+    """effect (L, T): layers down, positions across; 1 (red) = the clean run's metric restored,
+    0 (white) = the corrupted run's, negative (blue) = further away."""
     e = as_array(effect, 2, "effect", "(layers, positions)")
     L = e.shape[0]
     fig = matrix_heatmap(e, [f"L{first_layer + l}" for l in range(L)], list(labels), tokens_rows=False,
