@@ -123,16 +123,18 @@ else:
                         key=f"attr_q_{target}")
     rows = A.head_shares_rows(att, 10)
     show_fig(share_bars([r[0] for r in rows], [r[1] for r in rows],
-                        title=f"Shares of the logit of “{shown[target]}”: embedding, every MLP, the top 10 heads"),
+                        title=f"Shares of the logit of “{shown[target]}”"),
              "attr_shares", table=pd.DataFrame(rows, columns=["part", "share"]),
-             alt="Vermillion bars raise the logit, blue bars lower it; the bars add up to the logit.")
+             alt="The embedding, every MLP, the 10 heads with the largest shares, then the rest. Vermillion bars "
+                 "raise the logit, blue bars lower it; the bars add up to the logit.")
     top_l, top_h = np.unravel_index(int(np.argmax(att.heads)), att.heads.shape)
     show_fig(layer_head_map(att.heads, diverging=True, highlight=[(int(top_l), int(top_h))],
-                            title=f"Each head's share ({L} layers × {H} heads; the largest outlined)",
+                            title=f"Each head's share ({L} × {H})",
                             value_name="share"),
              "attr_heads_map", table=pd.DataFrame(att.heads, index=[f"layer {l}" for l in range(L)],
                                                   columns=[f"head {h}" for h in range(H)]),
-             alt="Red heads push the target up, blue heads push it down.")
+             alt="Layers down, heads across; the largest share outlined. Red heads push the target up, blue heads "
+                 "push it down.")
 
     st.subheader("One head: where it looks, and what it moves")
     head_opts = [f"L{l} H{h}" for l in range(L) for h in range(H)]
@@ -203,13 +205,13 @@ elif job.status == "error":
 elif job.status == "done":
     res, heads = job.residual, job.heads
     st.caption(f"Metric: clean {res.clean_metric:+.2f}, corrupted {res.corrupt_metric:+.2f}.")
-    show_fig(patch_map(res.effect, labels, title="Residual stream: one position at one layer's input, from the clean run"),
+    show_fig(patch_map(res.effect, labels, title="Residual stream patched (layer × position)"),
              "attr_patch_resid", table=pd.DataFrame(res.effect, index=[f"layer {l}" for l in range(L)],
                                                      columns=token_labels(labels, plain=True)),
-             alt="Layers down, positions across. Positions before the first token that differs score 0 exactly: "
+             alt="The stream entering one layer at one position, copied from the clean run. Layers down, positions "
+                 "across. Positions before the first token that differs score 0 exactly: "
                  "with a causal mask nothing there has seen the difference.")
-    show_fig(layer_head_map(heads.effect, diverging=True, title=f"Heads: one head's output at every position, "
-                                                                 f"from the clean run ({L} × {H})",
+    show_fig(layer_head_map(heads.effect, diverging=True, title=f"Heads patched ({L} × {H})",
                             value_name="restored"),
              "attr_patch_heads", table=pd.DataFrame(heads.effect, index=[f"layer {l}" for l in range(L)],
                                                     columns=[f"head {h}" for h in range(H)]),

@@ -134,11 +134,11 @@ def test_toy_model_page_numbers(toy):
     np.testing.assert_allclose(z_of(chart(at, "Each head's share")), head_shares(model, clean, target), atol=1e-5)
     at = until_patched(at)
     assert "Metric: clean" in all_text(at)
-    res = z_of(chart(at, "Residual stream"))
+    res = z_of(chart(at, "Residual stream patched"))
     first = next(i for i, (a, b) in enumerate(zip(clean, corrupt)) if a != b)
     assert res.shape == (model.cfg.n_layers, len(clean))
     assert (res[:, :first] == 0).all() and res[0, first] != 0
-    heads = z_of(chart(at, "Heads: one head"))
+    heads = z_of(chart(at, "Heads patched"))
     for l, h in [(0, 0), (1, 2), tuple(np.unravel_index(np.argmax(np.abs(heads)), heads.shape))]:
         assert heads[l, h] == pytest.approx(head_patch(model, clean, corrupt, target, foil, int(l), int(h)), abs=1e-4)
     # everything is in the URL: prompts, target, foil
@@ -188,5 +188,5 @@ def test_smollm2_names_pair():
     np.testing.assert_allclose(z_of(chart(at, "Each head's share")), head_shares(model, ids, mary), atol=1e-4)
     assert "30 layers each adding 9 heads" in all_text(at) and "RMSNorm" in all_text(at)
     at = until_patched(at)
-    res = z_of(chart(at, "Residual stream"))
+    res = z_of(chart(at, "Residual stream patched"))
     assert res.shape == (30, len(ids)) and (res[:, 0] == 0).all()
