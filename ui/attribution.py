@@ -159,7 +159,7 @@ class PatchRegistry:
                     break
                 del self.jobs[old]
         model, _ = get_model(source)
-        threading.Thread(target=job.run, args=(model, clean, corrupt, target, foil), daemon=True,
+        threading.Thread(target=PatchJob.run, args=(job, model, clean, corrupt, target, foil), daemon=True,
                          name=f"attribution-patch-{id(job)}").start()
         return job
 
