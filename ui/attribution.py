@@ -25,6 +25,10 @@ from .runs import Run, get_run
 
 MAX_TOKENS = 64  # the prompts are cut here (patching is L × T passes of the blocks above each layer)
 MAX_RUNNING = 2  # patching jobs at a time on the whole server
+# Work (parameters x layers x tokens) below which patching runs inside the page's own run: the toy
+# models (about 3e6: milliseconds) draw their maps in the first paint; SmolLM2 (6e10) and fresh
+# GPT-2 small run in the background thread.
+INLINE_WORK = 1e9
 RESULTS = 16  # finished (residual, heads) results kept
 
 # The ready pairs: (clean, corrupted, what the pair tests). Each pair has the same number of tokens on
@@ -142,7 +146,7 @@ class PatchRegistry:
     def start(self, key: tuple, owner: str, source: ModelSource, clean: list[int], corrupt: list[int],
               target: int, foil: int) -> PatchJob | str:
         """The job for `key` (a new one unless it exists and was not cancelled), or a message
-        saying the server is busy."""
+        saying the server is busy. Small work (INLINE_WORK) is done before returning."""
         with self.lock:
             job = self.jobs.get(key)
             if job is not None and job.status in ("running", "done", "error"):
@@ -159,6 +163,9 @@ class PatchRegistry:
                     break
                 del self.jobs[old]
         model, _ = get_model(source)
+        if model.num_parameters() * model.cfg.n_layers * len(clean) < INLINE_WORK:
+            job.run(model, clean, corrupt, target, foil)
+            return job
         threading.Thread(target=PatchJob.run, args=(job, model, clean, corrupt, target, foil), daemon=True,
                          name=f"attribution-patch-{id(job)}").start()
         return job
