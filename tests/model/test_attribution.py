@@ -444,3 +444,15 @@ def test_which_head_writes_most_question():
     assert isinstance(p, PollQuestion) and p.answer == "L1 H0" and "\\*Mary\\*" in p.prompt
     with pytest.raises(ValueError):
         head_share_question(np.zeros(3), "x")
+
+
+def test_minilm_is_refused_saying_it_has_no_output_layer():
+    if not PRETRAINED["minilm-l6"].installed():
+        pytest.skip("SKIPPED LOUDLY: MiniLM is not installed")
+    model, tok = load_pretrained("minilm-l6")
+    ids = tok.encode("a dog ran").ids
+    tr = model.trace(torch.tensor([ids]), causal=False)
+    for call in (lambda: logit_attribution(model, tr, 1), lambda: patch_residual(model, ids, ids[::-1], 1, 2),
+                 lambda: patch_heads(model, ids, ids[::-1], 1, 2)):
+        with pytest.raises(ValueError, match="no output layer"):
+            call()
