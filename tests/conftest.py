@@ -25,18 +25,19 @@ def browser():
 
 # the app's background threads (daemon threads running torch): ui/flash.py's memory curve,
 # ui/gradients.py's runs, ui/disk_models.py's loads, ui/train.py's trainings
-BACKGROUND_THREADS = ("flash-memory-", "gradients-", "open-", "attn-lab-train-", "trace-prefetch")
+BACKGROUND_THREADS = ("flash-memory-", "gradients-", "open-", "attn-lab-train-", "trace-prefetch", "attribution-patch-")
+CANCELLABLE = ("attn-lab-train-", "attribution-patch-")  # threads whose first argument is a job with a cancel event
 
 
 def pytest_sessionfinish(session, exitstatus):
     """Let the pages' background work end before the interpreter does: a daemon thread stopped
     inside a torch op at shutdown aborts the process ("terminate called without an active
-    exception", exit 134) after every test has passed. Trainings are cancelled (their job's
-    cancel event), the rest finish (a few seconds each)."""
+    exception", exit 134) after every test has passed. Trainings and patching jobs (the "Why this
+    token?" page) are cancelled (their job's cancel event), the rest finish (a few seconds each)."""
     for t in threading.enumerate():
         if t.daemon and t.name.startswith(BACKGROUND_THREADS):
             job = (getattr(t, "_args", None) or (None,))[0]
-            if t.name.startswith("attn-lab-train-") and hasattr(job, "cancel"):
+            if t.name.startswith(CANCELLABLE) and hasattr(job, "cancel"):
                 job.cancel.set()
             t.join(timeout=300)
 

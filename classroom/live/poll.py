@@ -236,3 +236,10 @@ def attention_question(weights: np.ndarray, labels: Sequence[str], *, layer: int
             (" (the largest first)." if len(top) > 1 else "."))
     return PollQuestion(prompt=prompt, kind="choice", answer=options[keys.index(best)], explanation=expl,
                         options=options, source=f"current view: layer {layer}, head {head}")
+
+
+def head_share_question(heads: np.ndarray, target: str) -> PollQuestion:
+    """"Which head writes most of *target*?" as a class poll, from a logit attribution's heads
+    (L, H) (classroom.lesson.head_share_question; answered with the engine's shares)."""
+    from classroom.lesson import head_share_question as lesson_question
+    return from_lesson(lesson_question(heads, target), "Why this token?")
