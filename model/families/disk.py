@@ -411,6 +411,12 @@ def _resolve(path: str | Path) -> Path:
     return p
 
 
+def _is_panic(e: BaseException) -> bool:
+    """pyo3's PanicException (a Rust panic inside tokenizers or safetensors on a malformed file):
+    a BaseException that is not KeyboardInterrupt, SystemExit or GeneratorExit."""
+    return type(e).__name__ == "PanicException"
+
+
 def _refusal(e: BaseException) -> ModelRefused:
     """The one exception a bad file ends in: a ModelRefused as it is, a ValueError's sentence as a
     ModelRefused, anything else a damaged-file sentence (never a traceback)."""
@@ -437,6 +443,10 @@ def inspect_model(path: str | Path, *, roots: list[Path] | None = None, reserved
         return _inspect(path, roots, reserved_bytes)
     except Exception as e:  # noqa: BLE001  every bad input ends in one sentence
         raise _refusal(e) from None
+    except BaseException as e:  # a Rust library's panic (tokenizers, safetensors) is a BaseException
+        if _is_panic(e):
+            raise _refusal(e) from None
+        raise
 
 
 def _inspect(path: str | Path, roots: list[Path] | None, reserved_bytes: int) -> DiskModelInfo:
@@ -632,6 +642,10 @@ def load_from_disk(path: str | Path, *, progress: Progress | None = None, roots:
         return load_gguf(p, progress, reserved_bytes=reserved_bytes)
     except Exception as e:  # noqa: BLE001  every bad input ends in one sentence
         raise _refusal(e) from None
+    except BaseException as e:  # a Rust library's panic (tokenizers, safetensors) is a BaseException
+        if _is_panic(e):
+            raise _refusal(e) from None
+        raise
 
 
 # ---- the local Hugging Face cache ------------------------------------------------------------------
