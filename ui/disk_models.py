@@ -316,6 +316,7 @@ def follow_link(default_src: str) -> None:
         if job is not None and job.ok:
             s["src"] = pending
             s.pop("_disk_pending", None)
+            s.pop("_disk_error", None)
         elif job is not None and job.done.is_set():
             s["_disk_error"] = shown(job.error or "the model could not be loaded")
             s.pop("_disk_pending", None)
@@ -353,17 +354,19 @@ def _progress() -> None:
 
 
 def panel() -> None:
-    """The sidebar's "Open a model from disk" (nothing when switched off on this server)."""
+    """The sidebar's "Open a model from disk" (nothing when switched off on this server). A refusal
+    stays on screen until the next Open or a model opens (a session's first run can be cut short
+    and run again: a message shown once would be lost)."""
     s = st.session_state
     if not enabled():  # a link to a model on disk was refused: say why
-        err = s.pop("_disk_error", None)
+        err = s.get("_disk_error")
         if err:
             st.error(echo_literal(err, MAX_MESSAGE_CHARS), icon=":material/block:")
         return
     with st.expander("Open a model from disk", expanded=bool(s.get("_disk_pending") or s.get("_disk_error"))):
         if not may_open():  # a browser on another machine: no path box, no list of the server's files
             st.caption(echo_literal(LOOPBACK_ONLY, MAX_MESSAGE_CHARS))
-            err = s.pop("_disk_error", None)
+            err = s.get("_disk_error")
             if err:
                 st.error(echo_literal(err, MAX_MESSAGE_CHARS), icon=":material/block:")
             return
@@ -380,7 +383,7 @@ def panel() -> None:
                            "Qwen3, Mistral, Gemma 2, BERT, RoBERTa, DistilBERT), or a .gguf file (llama, "
                            "qwen2, qwen3, gemma2).")
         st.button("Open", key="disk_open", on_click=_open_clicked, icon=":material/folder_open:")
-        err = s.pop("_disk_error", None)
+        err = s.get("_disk_error")
         if err:
             st.error(echo_literal(err, MAX_MESSAGE_CHARS), icon=":material/block:")
         if s.get("_disk_pending"):

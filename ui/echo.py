@@ -6,7 +6,8 @@ Markdown message (st.warning, st.error, st.caption, st.markdown ...), goes throu
 It cuts the text to a length (with "…"), shows control characters (line breaks included) as
 visible escapes, and backslash-escapes every Markdown character (labels.md_escape): no image
 (`![x](http://host/x)` would make the reader's browser fetch it), no link (`[x](javascript:...)`),
-no HTML, no `$...$` math (KaTeX's \\href), no bare-URL autolink, no :emoji: shortcode, no heading or
+no HTML, no `$...$` math (KaTeX's \\href), no bare-URL autolink (GFM links `http://...`, `www.` and
+e-mail addresses even when escaped: a word joiner breaks them), no :emoji: shortcode, no heading or
 list. Streamlit renders Markdown in every message element, so no echo may skip it: the URL-value
 notices (ui/state.py), model paths (ui/disk_models.py, ui/sidebar.py) and a live class's poll
 answers use this one function.
@@ -36,3 +37,4 @@ def echo_literal(text: object, max_chars: int = MAX_ECHO_CHARS) -> str:
         else:
             out.append(ch)
     return md_escape("".join(out) + ("…" if cut else ""))
+
