@@ -27,6 +27,6 @@ def test_pip_is_pinned_to_a_version_with_the_security_fixes():
     version = re.search(r"^PIP_VERSION := (\d+)\.(\d+)", makefile, re.M)
     assert version and tuple(map(int, version.groups())) >= OLDEST_PIP
     recipe = makefile[makefile.index("$(STAMP):"):makefile.index("run: $(STAMP)")]
-    assert recipe.index('"pip==$(PIP_VERSION)"') < recipe.index("requirements-dev.txt")
+    assert recipe.index("\"pip==$(PIP_VERSION)\"") < recipe.index("-r requirements-dev.txt")
     pinned = version.group(1) + "." + version.group(2)
     assert f"pip install pip=={pinned}" in (ROOT / "Dockerfile").read_text()
