@@ -6,13 +6,19 @@ Offline: nothing is ever downloaded.
     model, tok = load_from_disk("~/.cache/huggingface/hub/models--gpt2/snapshots/<rev>")
     tr = model.trace(torch.tensor([tok.encode("Hello").ids]), causal=True)
 
-Steps (each refusal is a ValueError that names the reason):
+Steps (each refusal is a ModelRefused, a ValueError whose one sentence says what is wrong and how
+to fix it; load_from_disk and inspect_model raise nothing else for bad input, a Rust panic of
+tokenizers or safetensors included):
   1. the path: a folder or a .gguf. Pickle weights (.bin, .pt, .pth, .ckpt, .pkl: loading them can
      run code) are refused, and so is a model that needs its own Python code (auto_map in
      config.json or tokenizer_config.json: trust_remote_code).
   2. the family (model.families): config.json's `architectures` / `model_type`, or the GGUF's
      general.architecture; an unsupported one is refused listing the supported families.
-  3. the config: the family's importer turns config.json (or the GGUF metadata) into a ModelConfig.
+  3. the config: the family's importer turns config.json (or the GGUF metadata) into a ModelConfig,
+     then the size it claims is checked before any module is built (check_claimed_size): at most
+     MAX_LAYERS layers, no more parameters than the weight files' headers hold (each header entry
+     checked against the file's real size: safetensors_header, model.gguf_loader.check_tensor_table),
+     and room in the memory available. A 1 KB config claiming 100,000 layers costs nothing.
   4. every tensor's name and shape is checked against that config before any data is read (the
      family's converter runs on meta tensors shaped from the file headers); a shape that disagrees,
      a tensor missing or one the importer does not know is refused naming it.
@@ -23,8 +29,10 @@ Steps (each refusal is a ValueError that names the reason):
 
 inspect_model(path) runs steps 1-5 without reading tensor data (what the app shows before it
 loads, with the float32 size); estimate_float32_bytes(path) is that size. allowed_roots() and
-check_allowed(path) say what a server may read (ATTENTION_LAB_MODEL_ROOTS, else the HF cache and
-the user's home); list_cached_models() lists the models in the local HF cache (read only).
+check_allowed(path) say what a server may read (the HF cache and ~/models, plus
+ATTENTION_LAB_MODEL_ROOTS; one sentence, PATH_REFUSED, for every path refused, whether it exists or
+not); roots=... makes every file a model uses (symlinks followed) lie inside them;
+list_cached_models() lists the models in the local HF cache (read only).
 """
 from __future__ import annotations
 
