@@ -168,7 +168,8 @@ def load(key: str, spec: Spec) -> None:
         if raw is not None:
             value = spec.parse(raw)
     except (ValueError, KeyError, TypeError):
-        _notices().append(f"The link's value {echo_literal(name)}={echo_literal(repr(raw), 42)} is not valid here; "
+        # the key is the app's own (registered in code); the value is the link's: escaped
+        _notices().append(f"The link's value {name}={echo_literal(repr(raw), 42)} is not valid here; "
                           f"using the default {echo_literal(repr(spec.default))}.")
     if key not in st.session_state:
         st.session_state[key] = value
@@ -220,7 +221,7 @@ def fix(key: str, options: list, fallback: Any | None = None) -> None:
         if raw is not None and raw == str(value) and key not in st.session_state.get("_url_fixed", set()):
             # the value came from a link and is not available with the current settings
             st.session_state.setdefault("_url_fixed", set()).add(key)
-            st.warning(f"The link's value {echo_literal(key)}={echo_literal(repr(raw), 42)} is not available here; "
+            st.warning(f"The link's value {key}={echo_literal(repr(raw), 42)} is not available here; "
                        f"using {echo_literal(repr(new))}.", icon=":material/link:")
         st.session_state[key] = new
 
