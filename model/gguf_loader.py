@@ -36,6 +36,9 @@ from gguf.quants import dequantize
 from .config import ModelConfig
 
 GGUF_MAGIC = b"GGUF"
+MAX_ARRAY_NESTING = 4  # arrays of arrays a metadata value may nest (llama.cpp writes at most 2)
+MAX_TENSOR_DIMS = 4  # GGML_MAX_DIMS
+MAX_ALIGNMENT = 1 << 16  # general.alignment: a power of two up to this (llama.cpp writes 32)
 
 # metadata value types (gguf spec): fixed-size ones as struct formats; 8 = string, 9 = array
 _FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -73,7 +76,7 @@ class _Cursor:
         self.pos += n
         return s
 
-    def value(self, vtype: int):
+    def value(self, vtype: int, depth: int = 0):
         if vtype == 8:
             return self.string()
         if vtype == 9:
@@ -100,7 +103,10 @@ class _Cursor:
                 self.pos = end
                 return arr
             if itype == 9:
-                return [self.value(9) for _ in range(n)]
+                if depth >= MAX_ARRAY_NESTING:
+                    raise ValueError(f"{self.what}: its metadata nests arrays more than {MAX_ARRAY_NESTING} deep; "
+                                     "it is not a GGUF this app reads (convert the model again with llama.cpp)")
+                return [self.value(9, depth + 1) for _ in range(n)]
             raise ValueError(f"{self.what}: unknown array item type {itype}")
         if vtype in _FMT:
             return self.unpack(_FMT[vtype])
@@ -128,18 +134,46 @@ def read_header(data: bytes | memoryview, what: str = "the GGUF file"
     for _ in range(n_tensors):
         name = c.string()
         n_dims = c.unpack("<I")
+        if n_dims > MAX_TENSOR_DIMS:
+            raise ValueError(f"{what}: tensor {name[:80]!r} has {n_dims} dimensions (GGUF allows {MAX_TENSOR_DIMS}); "
+                             "the file is damaged: convert the model again with llama.cpp")
         dims = [c.unpack("<Q") for _ in range(n_dims)]
         ggml_type, offset = c.unpack("<I"), c.unpack("<Q")
         infos.append(TensorInfo(name, tuple(reversed(dims)), ggml_type, offset))
-    align = int(meta.get("general.alignment", 32))
+    align = meta.get("general.alignment", 32)
+    if (isinstance(align, bool) or not isinstance(align, int) or not 0 < align <= MAX_ALIGNMENT
+            or align & (align - 1)):
+        raise ValueError(f"{what}: general.alignment is {str(align)[:40]}, not a power of two up to {MAX_ALIGNMENT}; "
+                         "the file is damaged: convert the model again with llama.cpp")
     data_start = (c.pos + align - 1) // align * align
+    check_tensor_table(infos, data_start, len(data), what)
     return meta, infos, data_start
+
+
+def check_tensor_table(infos: list[TensorInfo], data_start: int, file_bytes: int, what: str) -> None:
+    """Every tensor of a known GGML type must lie inside the file: its bytes (exact integers, no
+    numpy overflow: dims of 2^40 x 2^40 are refused, not wrapped) from its offset. ValueError
+    naming the first that does not. Unknown types are left to the importer (which names them)."""
+    for info in infos:
+        try:
+            block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
+        except (ValueError, KeyError):
+            continue
+        n = 1
+        for d in info.shape:
+            n *= int(d)
+        nbytes = -(-n // block) * type_size
+        if data_start + info.offset + nbytes > file_bytes:
+            raise ValueError(f"{what}: tensor {info.name[:80]!r} claims {nbytes:,} bytes past the end of the file "
+                             "(a damaged or truncated GGUF); download or convert it again")
 
 
 def tensor_nbytes(info: TensorInfo) -> int:
     """Bytes of one tensor in the file: rows of blocks (gguf's table of block sizes)."""
     block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
-    n = int(np.prod(info.shape))
+    n = 1
+    for d in info.shape:
+        n *= int(d)
     if info.shape[-1] % block:
         raise ValueError(f"{info.name}: rows of {info.shape[-1]} values are not whole blocks of {block}")
     return n // block * type_size

@@ -9,7 +9,9 @@
 
 Both go through the family importers (model.families) that also open any model a user has on
 disk (load_from_disk, re-exported here with the helpers the app uses: inspect_model,
-estimate_float32_bytes, list_cached_models, allowed_roots, check_allowed):
+estimate_float32_bytes, list_cached_models, allowed_roots, check_allowed; every refusal of
+load_from_disk is a ModelRefused, a ValueError with one sentence saying what is wrong and how to
+fix it):
 
     from model.pretrained import load_from_disk
     model, tok = load_from_disk("path/to/model-folder")   # or "path/to/model.gguf"; never a download
@@ -52,7 +54,7 @@ from .bpe import ByteLevelBPETokenizer
 from .config import ModelConfig, param_count
 from .families import bert as bert_family
 from .families import family_for_config
-from .families.disk import (CachedModel, DiskModelInfo, allowed_roots, assign_weights, available_memory_bytes,
+from .families.disk import (CachedModel, DiskModelInfo, ModelRefused, allowed_roots, assign_weights, available_memory_bytes,
                             check_allowed, estimate_float32_bytes, gguf_model, hf_cache_dir, inspect_model,
                             list_cached_models, load_from_disk)
 from .gguf_loader import read_header
@@ -60,7 +62,7 @@ from .tokenizer_json import load_tokenizer
 from .transformer import Transformer
 from .wordpiece import WordPieceTokenizer
 
-__all__ = ["PRETRAINED", "PretrainedEntry", "load_pretrained", "load_from_disk", "inspect_model",
+__all__ = ["PRETRAINED", "PretrainedEntry", "load_pretrained", "load_from_disk", "ModelRefused", "inspect_model",
            "estimate_float32_bytes", "list_cached_models", "allowed_roots", "check_allowed", "hf_cache_dir",
            "available_memory_bytes", "assign_weights", "CachedModel", "DiskModelInfo"]
 

@@ -103,10 +103,10 @@ def test_opening_through_the_path_box_shows_a_progress_bar(folders, monkeypatch)
     gate = threading.Event()
     real = disk_models.load_from_disk
 
-    def slow(path, progress=None):
+    def slow(path, progress=None, **kwargs):
         progress(0.5, "reading model.safetensors: 3/6 tensors")
         gate.wait(60)
-        return real(path, progress=progress)
+        return real(path, progress=progress, **kwargs)
 
     monkeypatch.setattr(disk_models, "load_from_disk", slow)
     dst = folders["mistral"].parent / "mistral-copy"
