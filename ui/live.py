@@ -1,4 +1,4 @@
-"""A live class, the Streamlit side (issue 30). The rooms, polls and the store are classroom/live/.
+"""A live class, the Streamlit side. The rooms, polls and the store are classroom/live/.
 
 Lecturer: "Start a live class" (sidebar) creates a room; the page shows its code, join link and QR
 code. At the end of every run (and of every fragment run that syncs the URL) the lecturer's view is
@@ -22,15 +22,26 @@ my own") explores alone: the lecturer's changes no longer touch the student's co
 (the URL then holds alone=true, so a reload keeps exploring); "Back to the lecturer" applies the
 lecturer's current view.
 
-The store is classroom.live.open_store(ROOM_STORE): in-process by default, Redis with
-ROOM_STORE=redis://host:port/db (several server processes). If it does not answer, the page says the
-live class is unavailable and goes on as usual; a lecturer's session restores its room (same code
-and token, its view and poll) when the store comes back empty (a Redis restart without persistence).
+The store is classroom.live.open_store(ROOM_STORE): a SQLite file under the data folder by default
+(ATTN_LAB_DATA_DIR; several processes of one machine share it, and it survives a restart), Redis with
+ROOM_STORE=redis://host:port/db (several machines). If it does not answer, the page says the live
+class is unavailable and goes on as usual; a lecturer's session restores its room (same code and
+token, its view and poll) when the store comes back empty (a Redis restart without persistence).
+After a restart of the server itself, the browsers' cookies bring the sessions back: the lecturer's
+tab takes its seat again (LECTURER_COOKIE), a student's keeps its answer id (STUDENT_COOKIE).
+
+Limits per client (client_address(): its network address, through the project's own nginx the
+address nginx saw): ROOMS_PER_CLIENT rooms started in ROOMS_WINDOW seconds, WRONG_CODES_PER_CLIENT
+wrong codes per minute, ANSWERS_PER_CLIENT answers per poll; each refusal says when to try again.
 """
 from __future__ import annotations
 
 import functools
+import hmac
+import ipaddress
+import math
 import os
+import re
 import secrets
 import threading
 import time
@@ -54,12 +65,33 @@ LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the s
 SS = "_live"  # session_state: this session's LiveSession
 NOTICES = "_live_notices"
 
+# Limits per client (its network address, client_address()): each refusal says what happened and
+# when to try again. They hold for every client, a loopback one included, and for every process
+# sharing the store (the counts live in the store).
+ROOMS_PER_CLIENT, ROOMS_WINDOW = 5, 600.0  # rooms started per client in 10 minutes
+WRONG_CODES_PER_CLIENT, WRONG_CODES_WINDOW = 20, 60.0  # wrong class codes per client per minute
+ANSWERS_PER_CLIENT = 300  # answers per client per poll (a class behind one NAT still fits)
+
+# The project's own nginx (deploy/nginx.conf.template) sends this header with the secret that
+# deploy/replicas.py gives both it and the replicas (ATTN_LAB_PROXY_SECRET); only then is the last
+# X-Forwarded-For entry (the one nginx appended: the address nginx saw) the client's address.
+PROXY_SECRET_ENV = "ATTN_LAB_PROXY_SECRET"
+PROXY_HEADER = "X-Attention-Lab-Proxy"
+# Browser cookies that bring a session back after a server restart (the server's sessions are in
+# its memory; the room is in the store): the lecturer's seat (code and token) and a student's
+# anonymous id (so an answer given before the restart is the same answer, never a second one).
+LECTURER_COOKIE = "attn_lab_lecturer"
+STUDENT_COOKIE = "attn_lab_sid"
+COOKIE_AGE = 4 * 3600  # seconds (a room's idle lifetime)
+
 _stores: dict[str, L.RoomStore] = {}
 _stores_lock = threading.Lock()
 
 
 def store() -> L.RoomStore:
-    """The process's room store, named by the ROOM_STORE environment variable (one per URL)."""
+    """The process's room store, named by the ROOM_STORE environment variable (one per URL). A
+    ROOM_STORE that names no usable store raises StoreMisconfigured (a StoreUnavailable, so every
+    caller goes on without the live class) whose words say what is wrong."""
     url = os.environ.get("ROOM_STORE", "")
     with _stores_lock:
         s = _stores.get(url)
@@ -67,6 +99,37 @@ def store() -> L.RoomStore:
             ttl = float(os.environ.get("ATTN_LAB_ROOM_TTL_HOURS", L.rooms.DEFAULT_TTL / 3600)) * 3600
             s = _stores[url] = L.open_store(url, ttl=ttl)
         return s
+
+
+def client_address() -> str:
+    """The client's network address: st.context.ip_address (Streamlit reports a loopback client as
+    None: "127.0.0.1" here), or, when the request came through the project's own nginx (its secret
+    header), the last X-Forwarded-For entry, the one nginx appended. A header a client sends itself
+    is never trusted: nginx overwrites the secret header and appends to X-Forwarded-For."""
+    try:
+        ip = st.context.ip_address
+        headers = st.context.headers
+    except Exception:  # noqa: BLE001  outside a session
+        return "127.0.0.1"
+    if not isinstance(ip, str) or not ip:  # None (loopback), or a stand-in without a client (AppTest)
+        ip = "127.0.0.1"
+    secret = os.environ.get(PROXY_SECRET_ENV, "")
+    sent = headers.get(PROXY_HEADER, "") if hasattr(headers, "get") else ""
+    if secret and isinstance(sent, str) and hmac.compare_digest(sent.encode(), secret.encode()):
+        last = str(headers.get("X-Forwarded-For", "")).split(",")[-1].strip()
+        try:
+            return str(ipaddress.ip_address(last))
+        except ValueError:
+            pass
+    return ip
+
+
+def _wait_words(seconds: float) -> str:
+    s = max(1, math.ceil(seconds))
+    if s < 90:
+        return f"{s} second{'s' if s != 1 else ''}"
+    m = math.ceil(s / 60)
+    return f"{m} minute{'s' if m != 1 else ''}"
 
 
 # The followers this server process holds, by room: {room code: {Streamlit session id: (their
@@ -163,19 +226,63 @@ def _ls() -> LiveSession | None:
     return st.session_state.get(SS)
 
 
+_SID_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def _cookie(name: str) -> str:
+    try:
+        v = st.context.cookies.get(name)
+    except Exception:  # noqa: BLE001  no client
+        return ""
+    return v if isinstance(v, str) else ""  # AppTest's stand-in client has no cookies
+
+
 def _sid() -> str:
-    """This session's anonymous id (presence, one answer per session)."""
+    """This session's anonymous id (presence, one answer per session): the browser's own id
+    (STUDENT_COOKIE) when it has one, so a tab that reconnects after a server restart keeps its
+    answer instead of adding a second one."""
     s = st.session_state
     if "_live_sid" not in s:
-        s["_live_sid"] = secrets.token_hex(8)
+        c = _cookie(STUDENT_COOKIE)
+        s["_live_sid_restored"] = bool(_SID_RE.fullmatch(c))
+        s["_live_sid"] = c if s["_live_sid_restored"] else secrets.token_hex(8)
     return s["_live_sid"]
+
+
+def _set_cookies(ls: "LiveSession") -> None:
+    """The browser keeps what brings this tab back after a server restart (LECTURER_COOKIE: the
+    room's code and the lecturer's token; STUDENT_COOKIE: the anonymous id). The values are made
+    here (code alphabet, URL-safe base64, hex), never typed by anyone."""
+    if ls.role == "lecturer" and not ls.ended:
+        cookie = f"{LECTURER_COOKIE}={ls.code}.{ls.token}"
+    elif ls.role == "student":
+        cookie = f"{STUDENT_COOKIE}={_sid()}"
+    else:
+        return
+    st.html(f"<script>document.cookie = '{cookie}; path=/; max-age={COOKIE_AGE}; SameSite=Strict';</script>",
+            unsafe_allow_javascript=True)
+
+
+def _forget_lecturer_cookie() -> None:
+    st.html(f"<script>document.cookie = '{LECTURER_COOKIE}=; path=/; max-age=0; SameSite=Strict';</script>",
+            unsafe_allow_javascript=True)
+
+
+def _lecturer_cookie() -> tuple[str, str] | None:
+    code, _, token = _cookie(LECTURER_COOKIE).partition(".")
+    code = L.normalize_code(code) if code else None
+    return (code, token) if code and re.fullmatch(r"[A-Za-z0-9_-]{20,100}", token) else None
 
 
 def _notice(text: str, kind: str = "info") -> None:
     st.session_state.setdefault(NOTICES, []).append((kind, text))
 
 
-def _unavailable(exc: Exception) -> str:
+def _unavailable(exc: Exception | str) -> str:
+    text = str(exc)
+    if isinstance(exc, L.StoreMisconfigured) or text.startswith("ROOM_STORE="):
+        return (f"The live class is off on this server: {md_escape(text[:400])}. Everything else works as usual; "
+                "whoever runs the server can fix ROOM_STORE and restart it.")
     return ("The live class is unavailable right now: the room store does not answer. Everything else works "
             "as usual; the page reconnects by itself.")
 
@@ -211,6 +318,10 @@ def begin_run() -> None:
         _drop_params("lecturer")  # never left in the address bar
     raw = qp.get("room")
     ls = _ls()
+    if ls is None and raw is None and token is None and not st.session_state.get("_live_cookie_tried"):
+        st.session_state["_live_cookie_tried"] = True
+        _resume_from_cookie()
+        ls = _ls()
     if raw is not None and (ls is None or ls.code != L.normalize_code(raw) or (token and ls.role != "lecturer")):
         _join(raw, token=token, alone=qp.get("alone", "").lower() in ("1", "true"))
         ls = _ls()
@@ -218,10 +329,55 @@ def begin_run() -> None:
         _follow(ls)
 
 
+def _resume_from_cookie() -> None:
+    """A fresh session in the lecturer's browser (its tab reconnecting after a server restart, or a
+    reload) takes the lecturer's seat back when the browser holds the room's code and token and the
+    store still says they drive an open room."""
+    got = _lecturer_cookie()
+    if got is None:
+        return
+    code, token = got
+    try:
+        rs = store().state(code)
+        if rs is None or rs.status != "open" or not store().is_lecturer(code, L.token_hash(token)):
+            return
+    except L.StoreUnavailable:
+        return
+    st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
+    st.session_state["live_show_card"] = False
+    _notice(f"You are the lecturer of room {code} again: the class went on while this page reconnected.", "success")
+
+
+def _wrong_code(client: str) -> None:
+    try:
+        store().hit(f"code:{client}", WRONG_CODES_PER_CLIENT, WRONG_CODES_WINDOW)
+    except L.StoreUnavailable:
+        pass
+
+
+def _codes_refused(client: str) -> str | None:
+    """The refusal when this client has typed WRONG_CODES_PER_CLIENT wrong codes in the last minute."""
+    try:
+        wait = store().hit(f"code:{client}", WRONG_CODES_PER_CLIENT, WRONG_CODES_WINDOW, record=False)
+    except L.StoreUnavailable:
+        return None
+    if wait <= 0:
+        return None
+    return (f"Too many wrong class codes from your network address: {WRONG_CODES_PER_CLIENT} in the last minute, "
+            f"the most one address may try. Try again in {_wait_words(wait)}. The app works as usual.")
+
+
 def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
     """Join room `raw` as a student (or as its lecturer with the right token). Says why not."""
     code = L.normalize_code(raw)
+    client = client_address()
+    refused = _codes_refused(client)
+    if refused:
+        _notice(refused, "warning")
+        _drop_params("room", "alone")
+        return False
     if code is None:
+        _wrong_code(client)
         _notice(f"{md_escape(str(raw)[:12])!s} is not a class code (codes have {L.CODE_LENGTH} letters and digits, "
                 "e.g. K7MWQ). The app works as usual.", "warning")
         _drop_params("room", "alone")
@@ -239,6 +395,7 @@ def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
         st.session_state[SS] = LiveSession(code, "student", following=not alone, unavailable=str(exc))
         return True
     if rs is None:
+        _wrong_code(client)
         _notice(f"No live class has the code {code}: it may be mistyped, or the class has expired. "
                 "The app works as usual.", "warning")
         _drop_params("room", "alone")
@@ -415,7 +572,14 @@ def _class_ended(ls: LiveSession) -> None:
 
 def _start() -> None:
     token = L.new_token()
+    client = client_address()
     try:
+        wait = store().hit(f"start:{client}", ROOMS_PER_CLIENT, ROOMS_WINDOW)
+        if wait > 0:
+            _notice(f"Your network address has started {ROOMS_PER_CLIENT} live classes in the last "
+                    f"{int(ROOMS_WINDOW // 60)} minutes, the most one address may. Try again in {_wait_words(wait)}, "
+                    "or go on with a class you started.", "error")
+            return
         for _ in range(8):
             code = L.new_code()
             rs = store().create(code, L.token_hash(token))
@@ -476,6 +640,7 @@ def _end() -> None:
         _notice(_unavailable(exc), "error")
         return
     st.session_state.pop(SS, None)
+    st.session_state["_live_forget_cookie"] = True
     if ended:  # only the lecturer's end reaches the followers at once (their checks see it anyway)
         _rerun_followers(ls.code, "end")
     _notice(f"The class {ls.code} has ended. Students keep their last view.", "success")
@@ -521,16 +686,28 @@ def _send_answer(poll: L.Poll, key: str) -> None:
         return
     try:
         v = poll.question.parse(value)
+    except ValueError as exc:
+        st.session_state[f"{key}__err"] = f"That answer cannot be counted: {md_escape(str(exc))}."
+        return
+    try:
         nick = L.clean_nickname(st.session_state.get("live_nick", ""))
-        ok = store().answer(ls.code, poll.id, _sid(), L.Answer(poll.id, v, nick, time.time()))
-    except ValueError:
-        ok = False
+        got = store().answer_status(ls.code, poll.id, _sid(), L.Answer(poll.id, v, nick, time.time()),
+                                    client=client_address(), max_per_client=ANSWERS_PER_CLIENT)
     except L.StoreUnavailable:
         st.session_state[f"{key}__err"] = "The live class is unavailable right now: your answer was not sent."
         return
-    st.session_state[f"{key}__err"] = "" if ok else "The poll is closed: your answer was not counted."
-    if ok:
+    st.session_state[f"{key}__err"] = ANSWER_REFUSED.get(got, "").format(n=store().max_answers)
+    if got == "ok":
         st.session_state[f"{key}__sent"] = v
+
+
+ANSWER_REFUSED = {
+    "closed": "The poll is closed: your answer was not counted.",
+    "full": ("This poll is full: it has {n:,} answers, the most a poll takes, so yours was not counted. "
+             "The lecturer's next poll starts empty."),
+    "client": (f"Your network address has sent {ANSWERS_PER_CLIENT} answers to this poll, the most one address may, "
+               "so yours was not counted. Try again at the lecturer's next poll."),
+}
 
 
 # ----------------------------------------------------------------------------------- drawing
@@ -578,8 +755,11 @@ def render() -> None:
         _sidebar(ls)
     for kind, text in st.session_state.pop(NOTICES, []):
         getattr(st, kind)(text, icon=":material/groups:")
+    if st.session_state.pop("_live_forget_cookie", False):
+        _forget_lecturer_cookie()
     if ls is None:
         return
+    _set_cookies(ls)
     if ls.role == "lecturer":
         st.html(CARD_CSS)  # static CSS only
         if st.session_state.get("live_show_card", True):
@@ -652,7 +832,7 @@ def _banner(ls: LiveSession) -> None:
                     icon=":material/explore:", width="stretch")
             st.button("Back to the lecturer", key="live_back", on_click=_back, icon=":material/cast_for_education:")
     if ls.unavailable:
-        st.warning(_unavailable(Exception(ls.unavailable)), icon=":material/cloud_off:")
+        st.warning(_unavailable(ls.unavailable), icon=":material/cloud_off:")
 
 
 @st.fragment(run_every=POLL_EVERY)
@@ -699,6 +879,12 @@ def _watch() -> None:
     if rs.poll_key != ls.poll_key:
         try:
             ls.poll, ls.poll_key = store().poll(ls.code), rs.poll_key
+            if ls.poll is not None and st.session_state.get("_live_sid_restored"):
+                # this browser answered before the page reconnected (a server restart): its answer
+                # is in the store, under the same id; show it as sent
+                mine = store().answers(ls.code, ls.poll.id).get(_sid())
+                if mine is not None:
+                    st.session_state.setdefault(f"live_answer_{ls.poll.id}__sent", mine.value)
         except L.StoreUnavailable:
             return
     if ls.poll is not None:
