@@ -696,7 +696,7 @@ def _send_answer(poll: L.Poll, key: str) -> None:
     except L.StoreUnavailable:
         st.session_state[f"{key}__err"] = "The live class is unavailable right now: your answer was not sent."
         return
-    st.session_state[f"{key}__err"] = ANSWER_REFUSED.get(got, "").format(n=store().max_answers)
+    st.session_state[f"{key}__err"] = ANSWER_REFUSED.get(got, "").format(n=store().max_answers, cap=ANSWERS_PER_CLIENT)
     if got == "ok":
         st.session_state[f"{key}__sent"] = v
 
@@ -705,8 +705,8 @@ ANSWER_REFUSED = {
     "closed": "The poll is closed: your answer was not counted.",
     "full": ("This poll is full: it has {n:,} answers, the most a poll takes, so yours was not counted. "
              "The lecturer's next poll starts empty."),
-    "client": (f"Your network address has sent {ANSWERS_PER_CLIENT} answers to this poll, the most one address may, "
-               "so yours was not counted. Try again at the lecturer's next poll."),
+    "client": ("Your network address has sent {cap} answers to this poll, the most one address may, so yours was "
+               "not counted. Try again at the lecturer's next poll."),
 }
 
 
