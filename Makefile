@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
+.PHONY: run class test test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,11 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 
 run: $(STAMP)
 	$(PY) -m streamlit run app.py --server.address localhost --server.port $(PORT) --server.headless true
+
+# A lecture hall: the app on every network interface (phones on the network join), same PORT rules;
+# prints the address students open (ATTN_LAB_PUBLIC_URL, else this machine's network address).
+class: $(STAMP)
+	$(PY) -m deploy.serve_class --port $(PORT)
 
 chromium:
 	@if [ -x /usr/bin/chromium ]; then :; \

@@ -53,6 +53,7 @@ import streamlit as st
 
 from classroom import live as L
 from classroom.lesson import build_lesson
+from deploy import network
 from labels import md_escape, token_label
 
 from . import runtime, state
@@ -343,7 +344,11 @@ def _resume_from_cookie() -> None:
             return
     except L.StoreUnavailable:
         return
-    st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
+    try:
+        poll = store().poll(code)  # the room's poll goes on (its answers are in the store)
+    except L.StoreUnavailable:
+        poll = None
+    st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch, poll=poll)
     st.session_state["live_show_card"] = False
     _notice(f"You are the lecturer of room {code} again: the class went on while this page reconnected.", "success")
 
@@ -385,7 +390,7 @@ def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
     try:
         rs = store().state(code)
         if rs is not None and token and store().is_lecturer(code, L.token_hash(token)):
-            st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
+            st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch, poll=store().poll(code))
             st.session_state["live_show_card"] = False
             _drop_params("room", "alone")
             _notice(f"You are the lecturer of room {code} again.", "success")
@@ -734,8 +739,28 @@ def base_url() -> str:
     return url or "http://localhost:8501"
 
 
+def join_base() -> tuple[str, str]:
+    """The join link's base and where it came from ("public", "browser", "network", "loopback"):
+    deploy.network.join_base over ATTN_LAB_PUBLIC_URL, the lecturer's browser address, and this
+    machine's network address when the server listens beyond loopback. An ATTN_LAB_PUBLIC_URL that
+    is not a URL is skipped (the card says why)."""
+    try:
+        public = network.public_url(os.environ.get(network.PUBLIC_URL_ENV))
+    except ValueError:
+        public = None
+    address = _server_address()
+    lan = network.network_address() if network.listens_beyond_loopback(address) else None
+    return network.join_base(public=public, browser_url=base_url(), server_address=address,
+                             port=int(st.get_option("server.port") or 8501), lan=lan)
+
+
+def _server_address() -> str:
+    """Where this server listens (Streamlit's server.address; empty: every interface)."""
+    return str(st.get_option("server.address") or "")
+
+
 def join_link(code: str) -> str:
-    return f"{base_url()}/?room={code}"
+    return f"{join_base()[0]}/?room={code}"
 
 
 @functools.lru_cache(maxsize=64)
@@ -803,10 +828,17 @@ def _sidebar(ls: LiveSession | None) -> None:
 
 
 def _join_card(ls: LiveSession) -> None:
-    link = join_link(ls.code)
+    base, source = join_base()
+    link = f"{base}/?room={ls.code}"
     with st.container(border=True, key="live_card"):
         c1, c2 = st.columns([2, 3], gap="large", vertical_alignment="center")
-        c1.image(qr_svg(link), width="stretch", caption="Scan to join")
+        if source == "loopback":
+            c1.warning("**This link works only on this computer**: the server listens on this computer's own "
+                       "(loopback) address, so no phone can open it, and there is no QR code to scan. Stop the "
+                       "server and start it with `make class`: phones on the same network can then join.",
+                       icon=":material/wifi_off:")
+        else:
+            c1.image(qr_svg(link), width="stretch", caption="Scan to join")
         with c2:
             st.markdown("Join the class with the code")
             with st.container(key="live_code"):
@@ -815,6 +847,10 @@ def _join_card(ls: LiveSession) -> None:
             st.code(link, language=None, wrap_lines=True)
             st.caption("Any page of this server with ?room=" + ls.code + " joins too. Hide this card with "
                        "“Show how to join” in the sidebar.")
+            try:
+                network.public_url(os.environ.get(network.PUBLIC_URL_ENV))
+            except ValueError as exc:
+                st.caption(f"{md_escape(str(exc))}: it is not used.")
 
 
 def _banner(ls: LiveSession) -> None:

@@ -56,7 +56,9 @@ def test_live_class_in_real_browsers(server, browser):
         m = re.fullmatch(r"(http://localhost:\d+)/\?room=([A-Z0-9]{5})", link)
         assert m, link
         code = m.group(2)
-        assert lec.locator('.st-key-live_card img').count() == 1  # the QR code
+        # the server listens on localhost only: the card says the link works only here, and shows no QR code
+        assert lec.locator('.st-key-live_card img').count() == 0
+        assert "works only on this computer" in lec.locator(".st-key-live_card").inner_text()
         assert "lecturer=" not in link and "lecturer" not in lec.url
 
         for st_page in (a, b):

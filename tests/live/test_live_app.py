@@ -47,12 +47,13 @@ def student(code: str, **query):
     return at
 
 
-def test_start_shows_code_link_and_qr_never_the_token(room_store):
+def test_start_shows_code_link_and_qr_never_the_token(room_store, monkeypatch):
     from ui.live import qr_svg
+    monkeypatch.setenv("ATTN_LAB_PUBLIC_URL", "https://attention.example.edu/")  # a link phones can open
     lec, code = start_class()
     ls = lec.session_state["_live"]
     assert len(code) == 5 and ls.role == "lecturer" and len(ls.token) >= 32
-    link = f"http://localhost:8501/?room={code}"
+    link = f"https://attention.example.edu/?room={code}"
     assert link in [c.value for c in lec.code]
     img = lec.get("image")[0].proto.imgs[0].url
     import base64
