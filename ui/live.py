@@ -37,6 +37,7 @@ wrong codes per minute, ANSWERS_PER_CLIENT answers per poll; each refusal says w
 from __future__ import annotations
 
 import functools
+import html
 import hmac
 import ipaddress
 import math
@@ -61,6 +62,8 @@ from .runs import current_run, layer_allowed
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
 SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone
+LECTURER_AWAY = 60.0  # seconds without the lecturer's check-in: followers read AWAY_NOTICE
+AWAY_NOTICE = "The lecturer's screen is away; your view stays as it is."
 KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
 LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
 SS = "_live"  # session_state: this session's LiveSession
@@ -350,6 +353,7 @@ def _resume_from_cookie() -> None:
         poll = None
     st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch, poll=poll)
     st.session_state["live_show_card"] = False
+    st.session_state["live_locked"] = rs.locked
     _notice(f"You are the lecturer of room {code} again: the class went on while this page reconnected.", "success")
 
 
@@ -372,6 +376,19 @@ def _codes_refused(client: str) -> str | None:
             f"the most one address may try. Try again in {_wait_words(wait)}. The app works as usual.")
 
 
+def _already_in(code: str) -> bool:
+    """Whether this browser's student id (its cookie: a reload, or a reconnect after a restart) has
+    checked in to room `code` within the last PRESENCE_KEEP seconds."""
+    sid = _sid()
+    if not st.session_state.get("_live_sid_restored"):
+        return False
+    try:
+        seen = store().seen_by(code, L.rooms.PRESENCE_KEEP)
+    except L.StoreUnavailable:
+        return False
+    return any(k.rpartition(".")[0] == sid for k in seen)
+
+
 def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
     """Join room `raw` as a student (or as its lecturer with the right token). Says why not."""
     code = L.normalize_code(raw)
@@ -392,6 +409,7 @@ def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
         if rs is not None and token and store().is_lecturer(code, L.token_hash(token)):
             st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch, poll=store().poll(code))
             st.session_state["live_show_card"] = False
+            st.session_state["live_locked"] = rs.locked
             _drop_params("room", "alone")
             _notice(f"You are the lecturer of room {code} again.", "success")
             return True
@@ -407,6 +425,11 @@ def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
         return False
     if rs.status == "ended":
         _notice(f"The class {code} has ended.", "info")
+        _drop_params("room", "alone")
+        return False
+    if rs.locked and not _already_in(code):
+        _notice(f"Room {code} is locked by the lecturer: no new students may join now. The app works as usual.",
+                "warning")
         _drop_params("room", "alone")
         return False
     if token:
@@ -600,7 +623,19 @@ def _start() -> None:
         return
     st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
     st.session_state["live_show_card"] = True
+    st.session_state["live_locked"] = False
     _drop_params("room", "alone")
+
+
+def _lock() -> None:
+    ls = _ls()
+    if ls is None or ls.role != "lecturer":
+        return
+    try:
+        store().set_locked(ls.code, ls.hash, bool(st.session_state.get("live_locked")))
+    except (L.StoreUnavailable, L.RoomGone, L.NotLecturer) as exc:
+        st.session_state["live_locked"] = not st.session_state.get("live_locked")
+        _notice(_unavailable(exc), "error")
 
 
 def _join_typed() -> None:
@@ -717,6 +752,20 @@ ANSWER_REFUSED = {
 
 # ----------------------------------------------------------------------------------- drawing
 
+POLL_CSS = """
+<style>
+.poll-bars {display: flex; flex-direction: column; gap: 0.2rem; font-size: 0.85rem; line-height: 1.25;}
+.poll-row {display: grid; grid-template-columns: minmax(6rem, 38%) 1fr 5.2rem; align-items: center; gap: 0.5rem;}
+.poll-label {overflow-wrap: anywhere;}
+.poll-track {height: 0.9rem; background: rgba(128, 128, 128, 0.18); border-radius: 0.2rem; overflow: hidden;}
+.poll-fill {display: block; height: 100%; background: #1f77b4;}
+.poll-right .poll-fill {background: #2e7d32;}
+.poll-right .poll-track {background: rgba(46, 125, 50, 0.28);}
+.poll-right .poll-label b {color: #2e7d32;}
+.poll-num {text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap;}
+</style>
+"""
+
 CARD_CSS = """
 <style>
 .st-key-live_code p {font-size: 4.2rem !important; font-weight: 700; letter-spacing: 0.35rem;
@@ -813,6 +862,8 @@ def _sidebar(ls: LiveSession | None) -> None:
         st.markdown(f"Room **{ls.code}** · you are the lecturer")
         st.session_state.setdefault("live_show_card", True)
         st.toggle("Show how to join", key="live_show_card")
+        st.toggle("Lock the room", key="live_locked", on_change=_lock,
+                  help="No new student may join; students already in stay, also after a reload.")
         _poll_builder(ls)
         st.button("End the class", key="live_end", on_click=_end, icon=":material/stop_circle:",
                   help="Students keep their last view and read that the class has ended.")
@@ -892,7 +943,7 @@ def _watch() -> None:
     if ls is None or ls.role != "student" or ls.ended:
         return
     try:
-        rs = store().state(ls.code, seen=_sid())
+        rs = store().state(ls.code, seen=f"{_sid()}.{'f' if ls.following else 'e'}")
     except L.StoreUnavailable as exc:
         ls.unavailable = str(exc)
         st.warning(_unavailable(exc), icon=":material/cloud_off:")
@@ -910,6 +961,8 @@ def _watch() -> None:
         st.rerun()
     if ls.following:
         _register_follower(ls)
+        if store().clock() - rs.lecturer_at > LECTURER_AWAY:
+            st.info(AWAY_NOTICE, icon=":material/desktop_access_disabled:")
     if ls.following and rs.view_key != ls.applied and _fragment_rerun():
         st.rerun()  # a full run applies the lecturer's view (begin_run)
     if rs.poll_key != ls.poll_key:
@@ -935,7 +988,8 @@ def _student_poll(poll: L.Poll) -> None:
         sent = st.session_state.get(f"{key}__sent")
         if poll.state == "open":
             if q.kind == "choice":
-                st.radio("Your answer", list(q.options), index=None, key=key, format_func=md_escape,
+                st.radio("Your answer", list(q.options), index=None, key=key,
+                         format_func=lambda o: md_escape(L.option_words(o)),
                          on_change=_send_answer, args=(poll, key))
             else:
                 st.number_input("Your answer", min_value=float(q.lo), max_value=float(q.hi), value=None,
@@ -947,18 +1001,20 @@ def _student_poll(poll: L.Poll) -> None:
             if err:
                 st.warning(err)
             elif sent is not None:
-                st.caption(f"Your answer is in: {md_escape(q.shown(sent))}. You can change it until the poll closes.")
+                st.caption(f"Your answer is in: {md_escape(L.option_words(q.shown(sent)))}. You can change it until "
+                           "the poll closes.")
         elif poll.state == "closed":
-            st.caption("The poll is closed" + (f"; your answer: {md_escape(q.shown(sent))}." if sent is not None
-                                               else ". The lecturer reveals the answer next."))
+            mine = f"; your answer: {md_escape(L.option_words(q.shown(sent)))}." if sent is not None else None
+            st.caption("The poll is closed" + (mine or ". The lecturer reveals the answer next."))
         else:
-            right = md_escape(q.shown(q.answer))
+            right = md_escape(L.option_words(q.shown(q.answer)))
             if sent is None:
                 st.info(f"The answer: **{right}**. {q.explanation}", icon=":material/lightbulb:")
             elif q.check(sent):
                 st.success(f"Right: **{right}**. {q.explanation}", icon=":material/check_circle:")
             else:
-                st.error(f"You said {md_escape(q.shown(sent))}; the answer is **{right}**. {q.explanation}",
+                st.error(f"You said {md_escape(L.option_words(q.shown(sent)))}; the answer is **{right}**. "
+                         f"{q.explanation}",
                          icon=":material/cancel:")
 
 
@@ -970,10 +1026,10 @@ def _lecturer_panel() -> None:
         return
     s = store()
     try:
-        rs = s.state(ls.code)
+        rs = s.state(ls.code, seen=L.rooms.LECTURER_SEEN)
         if rs is None:
             _restore(ls)
-            rs = s.state(ls.code)
+            rs = s.state(ls.code, seen=L.rooms.LECTURER_SEEN)
         elif rs.status == "ended":
             st.session_state.pop(SS, None)
             st.rerun()
@@ -984,7 +1040,7 @@ def _lecturer_panel() -> None:
             ls.last_keepalive = now
         if ls.published is None or (rs is not None and rs.epoch != ls.epoch):
             _publish(ls, force=True)
-        n = s.present(ls.code)
+        following, exploring = roster(s.seen_by(ls.code))
         answers = s.answers(ls.code, ls.poll.id) if ls.poll is not None else {}
         ls.unavailable = ""
     except (L.StoreUnavailable, L.RoomGone, L.NotLecturer) as exc:
@@ -994,23 +1050,58 @@ def _lecturer_panel() -> None:
     if ls.poll is not None and answers:
         ls.seen_answers = answers
     with st.container(border=True, key="live_panel"):
-        st.markdown(f":material/groups: **Room {ls.code}** · **{n}** student{'s' if n != 1 else ''} connected now")
+        st.markdown(f":material/groups: **Room {ls.code}**{' (locked)' if rs is not None and rs.locked else ''} · "
+                    f"**{following}** following · **{exploring}** exploring")
         if ls.poll is not None:
             _poll_results(ls, ls.poll, list(answers.values()))
+
+
+def roster(seen: dict[str, float]) -> tuple[int, int]:
+    """(following, exploring) from the room's check-ins of the last PRESENCE_WINDOW seconds: each
+    student's key is "<id>.f" (following) or "<id>.e" (exploring); a student who switched counts
+    once, by its latest check-in; the lecturer's own check-ins are not counted."""
+    latest: dict[str, tuple[float, str]] = {}
+    for key, t in seen.items():
+        sid, _, how = key.rpartition(".")
+        if sid and how in ("f", "e") and t >= latest.get(sid, (-1.0, ""))[0]:
+            latest[sid] = (t, how)
+    hows = [how for _, how in latest.values()]
+    return hows.count("f"), hows.count("e")
+
+
+def poll_bars_html(question: L.PollQuestion, tally: L.Tally, revealed: bool) -> str:
+    """The poll's results as compact HTML rows (fit a 1280x720 projector with 12 options): the
+    option in words, a horizontal bar, its count and percentage of all answers. After Reveal the
+    right option's bar is green and marked "right" in words; the others stay blue. Every label is
+    HTML-escaped (token text is user text)."""
+    rows = []
+    for label, count in tally.bars:
+        right = revealed and question.check(label if question.kind == "choice" else _num(label))
+        pct = 100.0 * count / tally.n if tally.n else 0.0
+        words = html.escape(L.option_words(label) if question.kind == "choice" else label)
+        rows.append(f'<div class="poll-row{" poll-right" if right else ""}"><span class="poll-label">{words}'
+                    f'{" <b>✓ right</b>" if right else ""}</span><span class="poll-track"><span class="poll-fill" '
+                    f'style="width: {pct:.1f}%"></span></span><span class="poll-num">{count} · {pct:.0f}%</span></div>')
+    return POLL_CSS + '<div class="poll-bars">' + "".join(rows) + "</div>"
 
 
 def _poll_results(ls: LiveSession, poll: L.Poll, answers: list) -> None:
     q = poll.question
     t = L.tally(q, answers)
-    st.markdown(f":material/how_to_vote: **Class poll** · {q.prompt}")
-    st.caption(f"{t.n} answer{'s' if t.n != 1 else ''} · {poll.state} · from {md_escape(q.source)}")
-    top = max([c for _, c in t.bars] + [1])
-    for label, count in t.bars:
-        mark = " ✓" if poll.state == "revealed" and q.check(label if q.kind == "choice" else _num(label)) else ""
-        st.progress(count / top, text=f"{md_escape(label)}{mark} · {count}")
-    if poll.state == "revealed":
-        st.success(f"The answer: **{md_escape(q.shown(q.answer))}** ({t.right} of {t.n} right). {q.explanation}",
-                   icon=":material/lightbulb:")
+    revealed = poll.state == "revealed"
+    left, right = st.columns([2, 3], gap="medium")
+    with right:
+        st.html(poll_bars_html(q, t, revealed))
+    with left:
+        st.markdown(f":material/how_to_vote: **Class poll** · {q.prompt}")
+        st.caption(f"{t.n} answer{'s' if t.n != 1 else ''} · {poll.state} · from {md_escape(q.source)}")
+        if revealed:
+            st.success(f"The answer: **{md_escape(L.option_words(q.shown(q.answer)))}** ({t.right} of {t.n} right). "
+                       f"{q.explanation}", icon=":material/lightbulb:")
+        _poll_buttons(ls, poll, answers)
+
+
+def _poll_buttons(ls: LiveSession, poll: L.Poll, answers: list) -> None:
     with st.container(horizontal=True):
         if poll.state == "open":
             st.button("Close the poll", key="live_poll_close", on_click=_poll_state, args=("closed",),

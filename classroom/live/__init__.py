@@ -8,13 +8,13 @@ Python: the Streamlit side is ui/live.py.
     store.publish(code, token_hash(token), View.of("lesson", {"text": "the cat sat"}))
     store.state(code, seen="session-1")  -> RoomState(status, epoch, view_version, poll_version)
 """
-from .poll import (Answer, Poll, PollQuestion, Tally, attention_question, clean_nickname, from_lesson, poll_csv,
-                   tally)
+from .poll import (Answer, Poll, PollQuestion, Tally, attention_question, clean_nickname, from_lesson, option_words,
+                   poll_csv, tally)
 from .rooms import (CODE_ALPHABET, CODE_LENGTH, PRESENCE_WINDOW, MemoryStore, NotLecturer, RoomGone, RoomState,
                     RoomStore, StoreFull, StoreMisconfigured, StoreUnavailable, View, new_code, new_token, normalize_code, open_store,
                     token_hash)
 
-__all__ = ["Answer", "Poll", "PollQuestion", "Tally", "attention_question", "clean_nickname", "from_lesson",
+__all__ = ["Answer", "Poll", "PollQuestion", "Tally", "attention_question", "clean_nickname", "from_lesson", "option_words",
            "poll_csv", "tally", "CODE_ALPHABET", "CODE_LENGTH", "PRESENCE_WINDOW", "MemoryStore", "NotLecturer",
            "RoomGone", "RoomState", "RoomStore", "StoreFull", "StoreMisconfigured", "StoreUnavailable", "View", "new_code", "new_token",
            "normalize_code", "open_store", "token_hash"]

@@ -22,7 +22,7 @@ import json
 import secrets
 
 from .poll import Answer, Poll
-from .rooms import (PRESENCE_KEEP, PRESENCE_WINDOW, NotLecturer, RoomGone, RoomState,
+from .rooms import (LECTURER_SEEN, PRESENCE_KEEP, PRESENCE_WINDOW, NotLecturer, RoomGone, RoomState,
                     RoomStore, StoreFull, StoreUnavailable, View, same_hash)
 
 INDEX = "live:rooms"
@@ -57,6 +57,8 @@ elseif op == 'poll' then
   if ARGV[6] == '' or old ~= ARGV[6] then redis.call('DEL', KEYS[2], KEYS[6]) end
   redis.call('HSET', KEYS[1], 'poll', ARGV[5], 'poll_id', ARGV[6], 'poll_state', ARGV[7])
   out = redis.call('HINCRBY', KEYS[1], 'poll_v', 1)
+elseif op == 'lock' then
+  redis.call('HSET', KEYS[1], 'locked', ARGV[5])
 elseif op == 'end' then
   redis.call('HSET', KEYS[1], 'status', 'ended')
   out = redis.call('HINCRBY', KEYS[1], 'poll_v', 1)
@@ -69,9 +71,9 @@ redis.call('ZADD', KEYS[4], tonumber(ARGV[3]) + ttl / 1000, KEYS[5])
 return out
 """
 
-# KEYS: room, seen   ARGV: session ('' = none), now, prune_before, max_present
+# KEYS: room, seen   ARGV: session ('' = none), now, prune_before, max_present, the lecturer's presence key
 _STATE = """
-local r = redis.call('HMGET', KEYS[1], 'status', 'epoch', 'view_v', 'poll_v')
+local r = redis.call('HMGET', KEYS[1], 'status', 'epoch', 'view_v', 'poll_v', 'locked')
 if not r[1] then return false end
 if ARGV[1] ~= '' then
   redis.call('ZADD', KEYS[2], tonumber(ARGV[2]), ARGV[1])
@@ -81,7 +83,7 @@ if ARGV[1] ~= '' then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 end
-return r
+return {r[1], r[2], r[3], r[4], r[5] or '0', redis.call('ZSCORE', KEYS[2], ARGV[5]) or '0'}
 """
 
 # KEYS: room, answers, clients   ARGV: poll_id, session, answer JSON, max_answers, client, max_per_client (-1: none)
@@ -204,6 +206,13 @@ class RedisStore(RoomStore):
     def keepalive(self, code, token_hash):
         self._lecturer(code, token_hash, "keep")
 
+    def set_locked(self, code, token_hash, locked):
+        self._lecturer(code, token_hash, "lock", "1" if locked else "0")
+
+    def seen_by(self, code, window=PRESENCE_WINDOW):
+        got = self._call(self.r.zrangebyscore, _keys(code)[2], repr(self.clock() - window), "+inf", withscores=True)
+        return {_s(s): float(t) for s, t in got}
+
     def is_lecturer(self, code, token_hash):
         t = self._call(self.r.hmget, _keys(code)[0], ["token", "status"])
         return t[0] is not None and _s(t[1]) == "open" and same_hash(_s(t[0]), token_hash)
@@ -213,10 +222,10 @@ class RedisStore(RoomStore):
         now = self.clock()
         k = _keys(code)
         r = self._call(self._state, keys=[k[0], k[2]], args=[seen or "", repr(now), repr(now - PRESENCE_KEEP),
-                                                            self.max_present])
+                                                            self.max_present, LECTURER_SEEN])
         if not r:
             return None
-        return RoomState(code, _s(r[0]), _s(r[1]), int(r[2]), int(r[3]))
+        return RoomState(code, _s(r[0]), _s(r[1]), int(r[2]), int(r[3]), _s(r[4]) == "1", float(_s(r[5])))
 
     def view(self, code):
         r = self._call(self.r.hmget, _keys(code)[0], ["status", "epoch", "view_v", "poll_v", "view"])

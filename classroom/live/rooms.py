@@ -38,6 +38,7 @@ CODE_LENGTH = 5
 CODE_LENGTHS = (4, 5, 6)  # what a typed code may have (the issue's 4-6; new rooms get CODE_LENGTH)
 PRESENCE_WINDOW = 10.0  # seconds: "connected now"
 PRESENCE_KEEP = 60.0  # seconds: older check-ins are pruned
+LECTURER_SEEN = "lecturer"  # the presence key of the lecturer's check-ins (student keys are hex ids)
 DEFAULT_TTL = 4 * 3600.0  # an idle room (no lecturer activity) expires after 4 hours
 ENDED_TTL = 3600.0  # an ended room is remembered for an hour (late joiners read "has ended")
 MAX_ROOMS = 1000
@@ -123,6 +124,9 @@ class RoomState:
     epoch: str
     view_version: int
     poll_version: int
+    # read by state() only (view() leaves the defaults); not part of equality
+    locked: bool = field(default=False, compare=False)  # the lecturer refuses new students
+    lecturer_at: float = field(default=0.0, compare=False)  # the lecturer's last check-in (0: never)
 
     @property
     def view_key(self) -> tuple[str, int]:
@@ -169,6 +173,14 @@ class RoomStore(ABC):
 
     @abstractmethod
     def is_lecturer(self, code: str, token_hash: str) -> bool: ...
+
+    @abstractmethod
+    def set_locked(self, code: str, token_hash: str, locked: bool) -> None:
+        """Lock the room (no new students; those in stay) or open it again. NotLecturer / RoomGone."""
+
+    @abstractmethod
+    def seen_by(self, code: str, window: float = PRESENCE_WINDOW) -> dict[str, float]:
+        """{presence key: last check-in time} of the check-ins within the last `window` seconds."""
 
     # -- everyone ----------------------------------------------------------------------------
     @abstractmethod
@@ -229,6 +241,7 @@ class _Room:
     poll: Poll | None = None
     poll_version: int = 0
     answers: dict[str, Answer] = field(default_factory=dict)
+    locked: bool = False
     clients: dict[str, str] = field(default_factory=dict)  # session -> client address of its answer
     seen: dict[str, float] = field(default_factory=dict)
     expires: float = 0.0
@@ -312,6 +325,16 @@ class MemoryStore(RoomStore):
         with self._lock:
             self._lecturer(code, token_hash, self.clock())
 
+    def set_locked(self, code, token_hash, locked):
+        with self._lock:
+            self._lecturer(code, token_hash, self.clock()).locked = bool(locked)
+
+    def seen_by(self, code, window=PRESENCE_WINDOW):
+        with self._lock:
+            now = self.clock()
+            r = self._get(code, now)
+            return {} if r is None else {s: t for s, t in r.seen.items() if t >= now - window}
+
     def is_lecturer(self, code, token_hash):
         with self._lock:
             r = self._get(code, self.clock())
@@ -329,7 +352,8 @@ class MemoryStore(RoomStore):
                 if len(r.seen) > self.max_present or next(iter(r.seen.values())) < now - PRESENCE_KEEP:
                     keep = [(s, t) for s, t in r.seen.items() if t >= now - PRESENCE_KEEP]
                     r.seen = dict(keep[-self.max_present:])
-            return RoomState(code, r.status, r.epoch, r.view_version, r.poll_version)
+            return RoomState(code, r.status, r.epoch, r.view_version, r.poll_version, r.locked,
+                             r.seen.get(LECTURER_SEEN, 0.0))
 
     def view(self, code):
         with self._lock:

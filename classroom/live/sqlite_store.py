@@ -10,7 +10,7 @@ its poll and every answer are on disk when the call returns, so they survive a s
 cut may lose the last transactions).
 
 One connection per thread (sqlite3 connections are not shared across threads; Streamlit runs each
-session's script in its own thread). The schema carries a version (table schema_version): a file
+script run in a thread of its own), closed when its thread ends. The schema carries a version (table schema_version): a file
 written by a newer schema is refused with a message, never read wrongly.
 
 Tables:
@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 
 from .poll import Answer, Poll
-from .rooms import (PRESENCE_KEEP, PRESENCE_WINDOW, NotLecturer, RoomGone, RoomState, RoomStore, StoreFull,
+from .rooms import (LECTURER_SEEN, PRESENCE_KEEP, PRESENCE_WINDOW, NotLecturer, RoomGone, RoomState, RoomStore, StoreFull,
                     StoreUnavailable, View, same_hash)
 
 SCHEMA_VERSION = 1
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rooms (
     code TEXT PRIMARY KEY, token TEXT NOT NULL, status TEXT NOT NULL, epoch TEXT NOT NULL,
     view TEXT, view_v INTEGER NOT NULL DEFAULT 0, poll TEXT, poll_id TEXT, poll_state TEXT,
-    poll_v INTEGER NOT NULL DEFAULT 0, expires REAL NOT NULL);
+    poll_v INTEGER NOT NULL DEFAULT 0, locked INTEGER NOT NULL DEFAULT 0, expires REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS rooms_expires ON rooms (expires);
 CREATE TABLE IF NOT EXISTS answers (
     code TEXT NOT NULL, session TEXT NOT NULL, poll_id TEXT NOT NULL, client TEXT NOT NULL DEFAULT '',
@@ -74,8 +74,8 @@ class SQLiteStore(RoomStore):
         super().__init__(**kw)
         self.path = Path(path) if path else default_path()
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        self._migrated = False
+        self._migrate_lock = threading.Lock()
         self._db()  # create the file and schema now: a folder that cannot be written says so at once
 
     # -- connections ---------------------------------------------------------------------------
@@ -92,12 +92,14 @@ class SQLiteStore(RoomStore):
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"the file system does not allow WAL mode (got {mode})")
             con.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(con)
+            with self._migrate_lock:  # once per store (Streamlit runs each script run in a new thread)
+                if not self._migrated:
+                    self._migrate(con)
+                    self._migrated = True
         except (sqlite3.Error, OSError) as exc:
+            self._debug(exc)
             raise StoreUnavailable(f"the room store ({self._where()}) cannot be opened: {exc}") from exc
-        self._local.con = con
-        with self._all_lock:
-            self._all.append(con)
+        self._local.con = con  # closed when its thread ends (the thread-local goes, and with it the connection)
         return con
 
     def _migrate(self, con: sqlite3.Connection) -> None:
@@ -130,16 +132,38 @@ class SQLiteStore(RoomStore):
             con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 out = fn(con)
+                con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                self._rollback(con)
                 raise
-            con.execute("COMMIT")
             return out
         except sqlite3.Error as exc:
+            self._debug(exc)
             raise StoreUnavailable(f"the room store ({self._where()}) answered with an error: {exc}") from exc
 
+    def _rollback(self, con: sqlite3.Connection) -> None:
+        """End a failed transaction (a COMMIT that found the file busy leaves it open: the next BEGIN
+        on this connection would fail for ever); a connection that cannot is dropped."""
+        try:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+        except sqlite3.Error:
+            self._local.con = None
+            try:
+                con.close()
+            except sqlite3.Error:
+                pass
+
+    @staticmethod
+    def _debug(exc) -> None:
+        p = os.environ.get("ATTN_LAB_SQLITE_DEBUG")
+        if p:
+            import traceback
+            with open(p, "a") as f:
+                f.write(f"{os.getpid()} {threading.current_thread().name}: {exc!r}\n{traceback.format_exc()}\n")
+
     def _room(self, con, code: str, now: float):
-        return con.execute("SELECT token, status, epoch, view, view_v, poll, poll_id, poll_state, poll_v "
+        return con.execute("SELECT token, status, epoch, view, view_v, poll, poll_id, poll_state, poll_v, locked "
                            "FROM rooms WHERE code = ? AND expires > ?", (code, now)).fetchone()
 
     def _drop(self, con, code: str) -> None:
@@ -228,6 +252,21 @@ class SQLiteStore(RoomStore):
 
         self._tx(go, write=True)
 
+    def set_locked(self, code, token_hash, locked):
+        def go(con):
+            now = self.clock()
+            self._lecturer(con, code, token_hash, now)
+            con.execute("UPDATE rooms SET locked = ?, expires = ? WHERE code = ?", (int(bool(locked)), now + self.ttl, code))
+
+        self._tx(go, write=True)
+
+    def seen_by(self, code, window=PRESENCE_WINDOW):
+        now = self.clock()
+        rows = self._tx(lambda con: con.execute(
+            "SELECT s.session, s.at FROM seen s JOIN rooms r ON r.code = s.code "
+            "WHERE s.code = ? AND s.at >= ? AND r.expires > ?", (code, now - window, now)).fetchall(), write=False)
+        return dict(rows)
+
     def is_lecturer(self, code, token_hash):
         r = self._tx(lambda con: self._room(con, code, self.clock()), write=False)
         return r is not None and r[1] == "open" and same_hash(r[0], token_hash)
@@ -248,7 +287,8 @@ class SQLiteStore(RoomStore):
                 if n > self.max_present:
                     con.execute("DELETE FROM seen WHERE code = ? AND session IN (SELECT session FROM seen "
                                 "WHERE code = ? ORDER BY at LIMIT ?)", (code, code, n - self.max_present))
-            return RoomState(code, r[1], r[2], r[4], r[8])
+            lec = con.execute("SELECT at FROM seen WHERE code = ? AND session = ?", (code, LECTURER_SEEN)).fetchone()
+            return RoomState(code, r[1], r[2], r[4], r[8], bool(r[9]), lec[0] if lec else 0.0)
 
         return self._tx(go, write=bool(seen))
 
@@ -327,11 +367,11 @@ class SQLiteStore(RoomStore):
         return float(self._tx(go, write=True))
 
     def close(self):
-        with self._all_lock:
-            cons, self._all = self._all, []
-        for c in cons:
-            try:
-                c.close()
-            except sqlite3.Error:  # a connection of another thread: closed when that thread's ends
-                pass
+        """Close this thread's connection (the others close when their threads end)."""
+        con = getattr(self._local, "con", None)
         self._local = threading.local()
+        if con is not None:
+            try:
+                con.close()
+            except sqlite3.Error:
+                pass

@@ -75,8 +75,8 @@ def test_live_class_in_real_browsers(server, browser):
         body = main_text(a)
         assert "Following room" in body and exceptions(a) == 0
 
-        # projector view: the join card above the page, students connected now
-        lec.get_by_text("2 students connected now").wait_for(timeout=10_000)
+        # projector view: the join card above the page, who follows and who explores
+        lec.get_by_text("2 following · 0 exploring").wait_for(timeout=10_000)
         screenshot(lec, "live_lecturer_1280x720")
         lec.set_viewport_size({"width": 1920, "height": 1080})
         lec.wait_for_timeout(500)

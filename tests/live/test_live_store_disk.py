@@ -153,3 +153,26 @@ def test_a_bad_room_store_url_says_what_is_wrong(url, says):
     with pytest.raises(StoreMisconfigured, match=says) as info:
         open_store(url)
     assert isinstance(info.value, ValueError) and url in str(info.value)
+
+
+def test_lock_and_who_is_seen(store, clock):
+    from classroom.live import NotLecturer
+    from classroom.live.rooms import LECTURER_SEEN
+    code, h = room(store)
+    assert store.state(code).locked is False and store.state(code).lecturer_at == 0.0
+    with pytest.raises(NotLecturer):
+        store.set_locked(code, token_hash("guess"), True)
+    store.set_locked(code, h, True)
+    assert store.state(code).locked is True
+    store.state(code, seen=LECTURER_SEEN)
+    t = clock()
+    store.state(code, seen="aaaa.f")
+    clock.advance(5)
+    store.state(code, seen="bbbb.e")
+    got = store.state(code)
+    assert got.lecturer_at == pytest.approx(t, abs=1e-3) and got.locked
+    assert set(store.seen_by(code)) == {LECTURER_SEEN, "aaaa.f", "bbbb.e"}
+    clock.advance(6)
+    assert set(store.seen_by(code)) == {"bbbb.e"}
+    store.set_locked(code, h, False)
+    assert store.state(code).locked is False
