@@ -230,6 +230,13 @@ def _ls() -> LiveSession | None:
     return st.session_state.get(SS)
 
 
+def is_following() -> bool:
+    """This session is a student following the lecturer (its page and controls are the lecturer's:
+    a page's guidance then never asks it to type or pick, which would leave the class's view)."""
+    ls = _ls()
+    return ls is not None and ls.role == "student" and ls.following and not ls.ended
+
+
 _SID_RE = re.compile(r"[0-9a-f]{16}")
 
 

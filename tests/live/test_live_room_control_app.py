@@ -58,3 +58,13 @@ def test_away_notice_after_60_s_without_the_lecturer(monkeypatch):
     lec.run()  # the lecturer is back (its panel checks in)
     a.run()
     assert AWAY_NOTICE not in texts(a)
+
+
+def test_a_followers_start_here_does_not_ask_to_type():
+    lec, code = start_class()
+    a = student(code)
+    start = next(m.value for m in a.markdown if m.value.startswith("**Start here.**"))
+    assert "follows the lecturer" in start and "Type" not in start and "type" not in start.replace("your own", "")
+    a.button(key="live_explore").click().run()
+    start = next(m.value for m in a.markdown if m.value.startswith("**Start here.**"))
+    assert "Type a sentence" in start  # exploring alone: the usual guidance
