@@ -8,7 +8,7 @@ PORT ?= 8501
 # pip itself is pinned (a venv starts with the pip its Python ships, which may predate security fixes)
 PIP_VERSION := 26.3
 
-.PHONY: run test test-cpus test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
+.PHONY: run class test test-cpus test-fast test-long fuzz bench screenshots chromium nginx redis system-deps train clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-models.txt
 
 run: $(STAMP)
 	$(PY) -m streamlit run app.py --server.address localhost --server.port $(PORT) --server.headless true
+
+# A lecture hall: the app on every network interface (phones on the network join), same PORT rules;
+# prints the address students open (ATTN_LAB_PUBLIC_URL, else this machine's network address).
+class: $(STAMP)
+	$(PY) -m deploy.serve_class --port $(PORT)
 
 chromium:
 	@if [ -x /usr/bin/chromium ]; then :; \

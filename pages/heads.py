@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import circuits as sink
-from ui import state
+from ui import live, state
 from ui.head_labels import layer_labels
 from ui.runs import current_cfg, current_run, layer_allowed
 from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
@@ -15,7 +15,12 @@ LINE_VIEW_MAX_T = 64
 TABS = ["Heatmap", "Lines", "Numbers"]
 
 st.title("Attention heads")
-if not st.session_state.get("present"):
+if live.is_following():
+    st.markdown("**Start here.** This page follows the lecturer: the sentence, the layer and the head change when "
+                "the lecturer changes them. Each square below is one attention head: a row is a token *looking* (the "
+                "query), a column a token it can look at (the key), and the brighter the cell, the more attention. "
+                "“Explore on my own” above lets you try your own sentence.")
+elif not st.session_state.get("present"):
     st.markdown("**Start here.** Type a sentence in the box on the left and press Enter. Each square below is one "
                 "attention head: a row is a token *looking* (the query), a column a token it can look at (the key), "
                 "and the brighter the cell, the more attention. The menu on the left opens every other view.")

@@ -1,4 +1,6 @@
+import os
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -7,6 +9,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The live class's default room store is a SQLite file under the data folder: every server a test
+# starts (it inherits this environment) writes under a folder of this test run, never the user's.
+if "ATTN_LAB_DATA_DIR" not in os.environ:
+    os.environ["ATTN_LAB_DATA_DIR"] = tempfile.mkdtemp(prefix="attention-lab-test-data-")
 
 
 @pytest.fixture(scope="session")

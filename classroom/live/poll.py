@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -136,6 +137,24 @@ class Tally:
     n: int
     right: int
     bars: tuple[tuple[str, int], ...] = field(default_factory=tuple)
+
+
+_OPTION = re.compile(r"(\d+): (.*)", re.S)
+
+
+def option_words(option: str) -> str:
+    """A token option ("i: token", the token as the tokenizer labels it: "·" for a space, "↵" for a
+    newline) as words a student reads: the token's visible text in quotes, spaces as spaces
+    ("3: “ dog”"), a token of spaces only named as such ("5: a space"). Other options (numbers,
+    lesson options) are returned as they are."""
+    m = _OPTION.fullmatch(str(option))
+    if m is None:
+        return str(option)
+    i, tok = m.groups()
+    text = tok.replace("·", " ")
+    if text and not text.strip(" "):
+        return f"{i}: {'a space' if len(text) == 1 else f'{len(text)} spaces'}"
+    return f"{i}: “{text}”"
 
 
 def clean_nickname(raw) -> str:
