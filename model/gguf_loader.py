@@ -34,6 +34,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import dequantize
 
 from .config import ModelConfig
+from .gguf_chunks import ChunkedFile
 
 GGUF_MAGIC = b"GGUF"
 
@@ -110,7 +111,10 @@ class _Cursor:
 def read_header(data: bytes | memoryview, what: str = "the GGUF file"
                 ) -> tuple[dict, list[TensorInfo], int]:
     """(metadata, tensor table, offset of the data section) of a GGUF v2/v3 file in memory.
-    ValueError naming `what` if it is not GGUF or is cut short."""
+    ValueError naming `what` if it is not GGUF or is cut short. A file in chunks
+    (model.gguf_chunks.ChunkedFile): its first chunk, where the header lies."""
+    if isinstance(data, ChunkedFile):
+        data = data.head()
     data = bytes(data) if isinstance(data, memoryview) else data
     if bytes(data[:4]) != GGUF_MAGIC:
         raise ValueError(f"{what} is not a GGUF file (it does not start with b'GGUF')")
@@ -169,6 +173,8 @@ def _raw(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndar
     start = data_start + info.offset
     if start + nbytes > len(data):
         raise ValueError(f"{info.name}: its data runs past the end of the file (truncated)")
+    if isinstance(data, ChunkedFile):
+        return data.view(start, nbytes)  # a file in chunks (model.gguf_chunks.ChunkedFile)
     return np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=start)
 
 

@@ -266,7 +266,7 @@ def _gguf_info(path: Path, meta: dict, infos: list[TensorInfo], data, start: int
     ignored = tuple(n for n in _check_shapes(fam, fam.gguf_convert, shapes, cfg, what)
                     if n not in fam.gguf_config_tensors)
     info = DiskModelInfo(path=str(path), kind="gguf", family=fam.name, architecture=cfg.architecture,
-                         config=cfg, weight_files=(str(path),), file_bytes=path.stat().st_size,
+                         config=cfg, weight_files=(str(path),), file_bytes=len(data),
                          float32_bytes=4 * param_count(cfg), ignored=ignored)
     return info, fam
 
@@ -419,7 +419,12 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
     converted by the family (llama: W_Q / W_K un-permuted; gemma2: norms - 1)."""
     info, fam = _gguf_info(Path(what), meta, infos, data, start)
     cfg = info.config
-    tok = _fit_tokenizer(tokenizer_from_gguf(meta, what), cfg, what)
+    # the tokenizer is built while the tensors are dequantized: building it is Python (a GGUF
+    # without merges, as Gemma's, derives them from 262,144 tokens: seconds), the dequantization
+    # torch kernels that release the GIL
+    tok_pool = ThreadPoolExecutor(max_workers=1)
+    tok_future = tok_pool.submit(tokenizer_from_gguf, meta, what)
+    tok_pool.shutdown(wait=False)
     # biggest first, so the long token embedding does not end up alone at the tail
     order = sorted(range(len(infos)), key=lambda i: -int(np.prod(infos[i].shape)))
     tensors: dict[str, torch.Tensor] = {}
@@ -442,6 +447,7 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
                 tensors.update(out)
     finally:
         torch.set_num_threads(before)
+    tok = _fit_tokenizer(tok_future.result(), cfg, what)
     model = _assign(cfg, tensors, what)
     if progress is not None:
         progress(1.0, "loaded")
