@@ -157,8 +157,8 @@ class SubwordTokenizer:
 
     def _ids(self, enc) -> list[int]:
         ids = list(enc.ids)
-        if self._force_bos and (not ids or ids[0] != self.bos_id):
-            ids = [self.bos_id] + ids
+        if self._force_bos:  # always, as transformers' and llama.cpp's tokenizers of a GGUF do (a text
+            ids = [self.bos_id] + ids  # that starts with "<bos>" then has two, as there)
         return ids
 
     def encode(self, text: str) -> Encoded:
