@@ -214,7 +214,7 @@ def dequantize_fast(data: bytes | memoryview, info: TensorInfo, data_start: int)
     elif qtype == Q8_0:
         blocks = raw.view(-1, 34)  # (n_blocks, 2 + 32)
         d = blocks[:, :2].contiguous().view(torch.float16).to(torch.float32)  # (n_blocks, 1)
-        out = blocks[:, 2:].contiguous().view(torch.int8).to(torch.float32).mul_(d)  # (n_blocks, 32) q * d
+        out = blocks[:, 2:].view(torch.int8).to(torch.float32).mul_(d)  # (n_blocks, 32) q * d
     elif qtype == Q5_0:
         out = _q5_0(raw)
     elif qtype == Q4_K:

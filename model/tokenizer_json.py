@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -246,7 +247,14 @@ def load_tokenizer(folder: str | Path, hf_config: dict | None = None, *, what: s
 def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tuple[str, str]]:
     """BPE merges implied by a vocabulary and each token's score (a GGUF without merges): every
     split of a token into two vocabulary pieces, best score first (transformers' generate_merges,
-    the same order)."""
+    the same order). When every token's score differs (Gemma: minus its position in the file), that
+    order is simply the tokens by score, best first, and each token's splits by the left piece's
+    length, longest first (the lengths of a token's splits all differ): no sort of the ~500,000
+    merges and no key functions, ~2x faster on Gemma 3's 262,144 tokens (the same list: tested)."""
+    values = list(scores.values())
+    if len(set(values)) == len(values):
+        ordered = [t for t, _ in sorted(scores.items(), key=operator.itemgetter(1), reverse=True)]
+        return _merges_in_order(vocab, ordered)
     merges = []
     for merge, score in scores.items():
         local = [(merge[:i], merge[i:], score) for i in range(1, len(merge))
@@ -255,6 +263,22 @@ def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tup
         merges.extend(local)
     merges.sort(key=lambda v: (v[2], len(v[0]), len(v[1])), reverse=True)
     return [(a, b) for a, b, _ in merges]
+
+
+def _merges_in_order(vocab: dict[str, int], ordered: list[str]) -> list[tuple[str, str]]:
+    """Every split (left, right) of each token of `ordered` into two vocabulary pieces: the tokens
+    in the given order, each token's splits by the left piece's length, longest first. (A plain
+    loop: measured faster in CPU time than map/compress over split lengths.)"""
+    merges: list[tuple[str, str]] = []
+    append = merges.append
+    for merge in ordered:
+        for i in range(len(merge) - 1, 0, -1):
+            left = merge[:i]
+            if left in vocab:
+                right = merge[i:]
+                if right in vocab:
+                    append((left, right))
+    return merges
 
 
 def sentencepiece_from_gguf(meta: dict, arch: str, what: str = "the GGUF file") -> SubwordTokenizer:

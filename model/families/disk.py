@@ -32,6 +32,7 @@ import json
 import mmap
 import os
 import struct
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,14 +440,19 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
 
     # each worker runs torch single-threaded: nested parallel regions on a busy 2-core machine
     # stall at every op (model.gguf_loader.load_llama_tensors)
-    before = torch.get_num_threads()
+    # The tokenizer thread runs Python and holds the GIL; each dequantizing worker needs it for a
+    # moment between torch kernels. A shorter switch interval while both run hands it over sooner
+    # (measured: Gemma 3's load ~1.5x faster with 0.2 ms than with the default 5 ms). Restored after.
+    before, interval = torch.get_num_threads(), sys.getswitchinterval()
     torch.set_num_threads(1)
+    sys.setswitchinterval(min(interval, 0.0002))
     try:
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
             for out in pool.map(one, order):
                 tensors.update(out)
     finally:
         torch.set_num_threads(before)
+        sys.setswitchinterval(interval)
     tok = _fit_tokenizer(tok_future.result(), cfg, what)
     model = _assign(cfg, tensors, what)
     if progress is not None:

@@ -240,3 +240,24 @@ def test_gguf_takes_what_its_metadata_lacks_from_gemma3(tmp_path):
     assert theirs.rope_parameters["full_attention"]["rope_theta"] == cfg.rope_theta
     assert family_for_gguf("gemma3").name == "gemma3"
     assert family_for_config(json.loads((folder / "config.json").read_text())).name == "gemma3"
+
+
+def test_merges_from_scores_equal_transformers():
+    """generate_merges (a GGUF without merges: Gemma's) gives transformers' list, in its order,
+    with distinct scores (the fast path: tokens by score, each token's splits longest left piece
+    first) and with tied ones (the general sort)."""
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import generate_merges as theirs
+
+    from model.tokenizer_json import generate_merges
+    from tests.tiny_families import make_tokenizer
+
+    tok, _ = make_tokenizer("gemma", 600)
+    vocab = tok.get_vocab()
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    distinct = {t: -i for i, t in enumerate(tokens)}  # Gemma: the file order
+    shuffled = {t: float((i * 7919) % len(tokens)) for i, t in enumerate(tokens)}  # distinct, not in order
+    tied = {t: float(-(i // 5)) for i, t in enumerate(tokens)}  # five tokens per score
+    for scores in (distinct, shuffled, tied):
+        ours = generate_merges(vocab, scores)
+        assert ours == [tuple(m) for m in theirs(vocab, scores)]
+        assert len(ours) > 300
