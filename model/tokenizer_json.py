@@ -72,14 +72,17 @@ class SubwordTokenizer:
 
     def __init__(self, tok: Tokenizer, *, spelling: str, level: str, bos: str | None = None,
                  eos: str | None = None, pad: str | None = None, unk: str | None = None,
-                 mask: str | None = None, add_bos: bool | None = None, what: str = "the tokenizer"):
+                 mask: str | None = None, add_bos: bool | None = None, what: str = "the tokenizer",
+                 index: dict[str, int] | None = None):
         """add_bos None: the post-processor decides (a tokenizer.json); True/False: a BOS id is put
-        in front of every encoding or not (a GGUF's tokenizer.ggml.add_bos_token)."""
+        in front of every encoding or not (a GGUF's tokenizer.ggml.add_bos_token). index: the
+        tokenizer's whole vocabulary {token: id} when the caller has it (a GGUF's, whose added tokens
+        are its own tokens): spares asking the library for 262,144 entries again."""
         tok.no_padding()
         tok.no_truncation()
         self._tok = tok
         self.spelling, self.level, self.what = spelling, level, what
-        index = tok.get_vocab(with_added_tokens=True)
+        index = tok.get_vocab(with_added_tokens=True) if index is None else index
         n = max(index.values()) + 1 if index else 0
         vocab = [""] * n
         for piece, i in index.items():
@@ -291,6 +294,7 @@ def sentencepiece_from_gguf(meta: dict, arch: str, what: str = "the GGUF file") 
     if not tokens:
         raise ValueError(f"{what}: the metadata lacks tokenizer.ggml.tokens")
     gemma = arch.startswith("gemma")
+    stored = tokens
     if gemma:  # tokens of spaces are stored as spaces; the vocabulary looks them up as "▁▁"
         tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
     vocab = {t: i for i, t in enumerate(tokens)}
@@ -325,11 +329,15 @@ def sentencepiece_from_gguf(meta: dict, arch: str, what: str = "the GGUF file") 
     specials = [t for t, ty in zip(tokens, types) if ty == CONTROL]
     specials += [t for t in names.values() if t is not None and t not in specials]
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
-    user = [t for t, ty in zip(tokens, types) if ty == USER_DEFINED]
+    # user-defined tokens (Gemma 3: 165, runs of newlines and of spaces, tabs, ...) are matched whole
+    # in the text, as transformers adds them: as the file spells them, those that are in the
+    # vocabulary (Gemma's runs of spaces, respelled "▁▁", are found by the normalizer and the merges)
+    user = [t for t, ty in zip(stored, types) if ty == USER_DEFINED and t in vocab]
     if user:
         tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in user])
     add_bos = bool(get("tokenizer.ggml.add_bos_token", True))
-    return SubwordTokenizer(tok, spelling="metaspace", level="bpe", add_bos=add_bos, what=what, **names)
+    whole = vocab if len(vocab) == len(tokens) else None  # every added token is one of the file's tokens
+    return SubwordTokenizer(tok, spelling="metaspace", level="bpe", add_bos=add_bos, what=what, index=whole, **names)
 
 
 def tokenizer_from_gguf(meta: dict, what: str = "the GGUF file"):

@@ -413,11 +413,14 @@ def load_folder(folder: Path, progress: Progress | None = None) -> tuple[Transfo
 
 
 def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str, *,
-               progress: Progress | None = None, threads: int = 2) -> tuple[Transformer, object]:
+               progress: Progress | None = None, threads: int = 2,
+               verify: Callable[[], None] | None = None) -> tuple[Transformer, object]:
     """(model, tokenizer) from a GGUF already in memory or mapped (`data`: bytes or mmap, with
     its parsed header): the family by general.architecture, its config, the file's own tokenizer,
     every tensor dequantized to float32 (model.gguf_loader.dequantize_fast) in a few threads and
-    converted by the family (llama: W_Q / W_K un-permuted; gemma2: norms - 1)."""
+    converted by the family (llama: W_Q / W_K un-permuted; gemma2: norms - 1). verify: called
+    once the tokenizer is being built and before any tensor is read (a file's hash check: it
+    raises to refuse the file)."""
     info, fam = _gguf_info(Path(what), meta, infos, data, start)
     cfg = info.config
     # the tokenizer is built while the tensors are dequantized: building it is Python (a GGUF
@@ -426,6 +429,12 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
     tok_pool = ThreadPoolExecutor(max_workers=1)
     tok_future = tok_pool.submit(tokenizer_from_gguf, meta, what)
     tok_pool.shutdown(wait=False)
+    if verify is not None:
+        try:
+            verify()
+        except BaseException:
+            tok_future.cancel()
+            raise
     # biggest first, so the long token embedding does not end up alone at the tail
     order = sorted(range(len(infos)), key=lambda i: -int(np.prod(infos[i].shape)))
     tensors: dict[str, torch.Tensor] = {}

@@ -111,6 +111,12 @@ def test_the_package_must_state_the_pinned_hash(chunked, tmp_path):
     (tmp_path / "SHA256SUMS").write_text(f"{digest}  g3.gguf\n")
     with pytest.raises(ChunkError, match="chunk file missing"):
         load_gguf_chunks(entry, tmp_path, chunk_paths=[paths[0], tmp_path / "nope"])
+    bad = tmp_path / "bad.part02"  # the right header, damaged tensor bytes: refused by the hash
+    raw = bytearray(paths[2].read_bytes())
+    raw[-50] ^= 0x01
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(ChunkError, match=f"damaged or not the expected file: .* expected {digest}. Reinstall"):
+        load_gguf_chunks(entry, tmp_path, chunk_paths=[paths[0], paths[1], bad])
 
 
 def test_a_missing_chunk_package_names_the_install_command(monkeypatch):

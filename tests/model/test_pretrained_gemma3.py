@@ -47,6 +47,7 @@ TOKENIZER_STRINGS = [
     "emoji 😀🤖👩‍👩‍👧 flags 🇫🇷", "Привет, мир", "don't won't it's y'all", "<start_of_turn>user\nHi<end_of_turn>",
     "def f(x):\n        return x**2  # code", "", " ", "\n", "x" * 50, "<bos>hi<eos>", "a\u200bb\u00a0c",
     "                                ",  # 32 spaces: longer than the longest space token (31)
+    "▁▁ literal metaspace ▁ and\t\ttabs", "a\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\nb",
 ]
 
 
