@@ -102,7 +102,16 @@ class PretrainedEntry:
 
     def chunk_paths(self) -> list[Path]:
         """The chunk files, in order ("gguf-chunks"). ModuleNotFoundError naming the chunk package
-        that is not installed and the install command."""
+        that is not installed and the install command. The chunk packages install beside the main
+        one: their files are looked for there first (one metadata look-up, not one per package:
+        each scans the installed distributions), then through each package's own metadata."""
+        try:
+            root = Path(importlib.metadata.distribution(self.package).locate_file(""))
+            beside = [root / rel for _, rel in self.chunks]
+            if all(p.is_file() for p in beside):
+                return beside
+        except importlib.metadata.PackageNotFoundError:
+            pass
         paths = []
         for package, rel in self.chunks:
             try:

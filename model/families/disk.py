@@ -425,15 +425,16 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
     cfg = info.config
     # the tokenizer is built while the tensors are dequantized: building it is Python (a GGUF
     # without merges, as Gemma's, derives them from 262,144 tokens: seconds), the dequantization
-    # torch kernels that release the GIL
-    tok_pool = ThreadPoolExecutor(max_workers=1)
-    tok_future = tok_pool.submit(tokenizer_from_gguf, meta, what)
-    tok_pool.shutdown(wait=False)
+    # torch, the dequantization's kernels, that release the GIL): one of the pool's workers takes
+    # it first, the others start on the tensors and it joins them when done
+    pool = ThreadPoolExecutor(max_workers=max(1, threads))
+    tok_future = pool.submit(tokenizer_from_gguf, meta, what)
     if verify is not None:
         try:
             verify()
         except BaseException:
             tok_future.cancel()
+            pool.shutdown(wait=False)
             raise
     # biggest first, so the long token embedding does not end up alone at the tail
     order = sorted(range(len(infos)), key=lambda i: -int(np.prod(infos[i].shape)))
@@ -456,13 +457,13 @@ def gguf_model(data, meta: dict, infos: list[TensorInfo], start: int, what: str,
     torch.set_num_threads(1)
     sys.setswitchinterval(min(interval, 0.0002))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        with pool:
             for out in pool.map(one, order):
                 tensors.update(out)
+            tok = _fit_tokenizer(tok_future.result(), cfg, what)
     finally:
         torch.set_num_threads(before)
         sys.setswitchinterval(interval)
-    tok = _fit_tokenizer(tok_future.result(), cfg, what)
     model = _assign(cfg, tensors, what)
     if progress is not None:
         progress(1.0, "loaded")
