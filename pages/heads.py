@@ -1,6 +1,7 @@
 """Attention heads: every head of one layer as a heatmap grid, a head in detail, a line view."""
 import streamlit as st
 
+from classroom.architecture import layer_span, window_sentence
 from ui import circuits as sink
 from ui import live, state
 from ui.head_labels import layer_labels
@@ -49,6 +50,8 @@ legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 ·
           + block_note(block_step(run.T, GRID_MAX_CELLS), run.T))
 if hide:
     sink.derived_note(run)
+if run.cfg.window is not None:  # which layers slide and which are global (Gemma 3), from the config
+    legend = layer_span(run.cfg, layer) + " " + window_sentence(run.cfg) + " " + legend
 if not st.session_state.get("present"):
     st.caption(legend)
 
@@ -57,7 +60,10 @@ def grid():
     """The grid of this run's layer: the same for every session showing it (ui.show.shared_fig)."""
     return head_grid(shown, run.labels, allowed=allowed, hidden_keys=keys,
                      subtitles=[f"head {h} · {p.title()}" for h, p in enumerate(pats)],
-                     title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else ""))
+                     title=f"Layer {layer}: {mode} attention, all {H} heads"
+                     + ("" if run.cfg.window is None else
+                        " · global" if run.cfg.layer_window(layer) is None else f" · window {run.cfg.layer_window(layer)}")
+                     + (" · sink hidden" if hide else ""))
 
 
 show_fig(shared_fig(run, ("heads_grid", layer, hide), grid), "heads_grid",

@@ -190,8 +190,15 @@ def render() -> None:
             # URL-bound key is re-assigned at the start of each run (state.begin_run).
             entry = models.PRETRAINED.get(s["src"])
             if entry is not None:
-                st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
+                terms = entry.licence_path()  # the licence's copy shipped in the package (Gemma's terms)
+                where = " (its copy in the package: the button below)" if terms is not None else ""
+                st.caption(f"{entry.description} Licence {entry.licence}{where}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
+                if terms is not None:
+                    st.download_button(entry.licence, data=lambda p=terms: p.read_bytes(), file_name=terms.name,
+                                       mime="text/html", key="licence_terms", on_click="ignore",
+                                       icon=":material/gavel:",
+                                       help=f"The copy of the licence in the package {entry.package}: {terms}")
             elif disk_models.is_disk(s["src"]):
                 n = model.num_parameters()
                 st.caption(f"Opened from {echo_literal(disk_models.shown_path(disk_models.path_of(s['src'])), 200)} "
