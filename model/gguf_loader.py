@@ -119,6 +119,7 @@ def read_header(data: bytes | memoryview, what: str = "the GGUF file"
     """(metadata, tensor table, offset of the data section) of a GGUF v2/v3 file in memory.
     ValueError naming `what` if it is not GGUF or is cut short. A file in chunks
     (model.gguf_chunks.ChunkedFile): its first chunk, where the header lies."""
+    file_bytes = len(data)  # a file in chunks: the joined size (the tensors lie in every chunk)
     if isinstance(data, ChunkedFile):
         data = data.head()
     data = bytes(data) if isinstance(data, memoryview) else data
@@ -150,7 +151,7 @@ def read_header(data: bytes | memoryview, what: str = "the GGUF file"
         raise ValueError(f"{what}: general.alignment is {str(align)[:40]}, not a power of two up to {MAX_ALIGNMENT}; "
                          "the file is damaged: convert the model again with llama.cpp")
     data_start = (c.pos + align - 1) // align * align
-    check_tensor_table(infos, data_start, len(data), what)
+    check_tensor_table(infos, data_start, file_bytes, what)
     return meta, infos, data_start
 
 
