@@ -64,7 +64,7 @@ class ModelConfig:
     d_v: int = 0  # per-head value width; 0 = d_k. W_V is d_model × h·d_v, W_O is h·d_v × d_model
     residual: bool = True  # False: blocks drop the skip connections (x + f(x) becomes f(x))
     use_norm: bool = True  # False: no layer norm anywhere (the LN steps are the identity)
-    # Attention variants (issue 20; defaults keep every model bit-identical):
+    # Attention variants (defaults keep every model bit-identical):
     alibi: bool = False  # ALiBi (Press et al. 2022): add -slope_h·|i - j| to head h's scores
     #                      (layers.alibi_slopes); the paper pairs it with pos_encoding="none"
     window: int | None = None  # sliding-window (local) attention: query i sees keys j with

@@ -266,7 +266,7 @@ class AttentionTrace(TraceNode):
     k_pre_rope: Tensor | None = None  # (B, H_kv, T_new, d_k): the keys computed in this pass. With a
     #                                   KV cache (model.generate) the cached keys are stored rotated,
     #                                   so this covers only the new positions (the last T_new of Tk)
-    # Attention variants (issue 20); None when the option is off:
+    # Attention variants; None when the option is off:
     bias: Tensor | None = None  # (H, Tq, Tk)  added to `scaled` before the mask (ALiBi:
     #                             -slope_h·|i - j|); masked = scaled + bias, -inf where not allowed
     alibi_slopes: Tensor | None = None  # (H,)  ALiBi's slope of each head (attention.alibi_slopes)
@@ -274,7 +274,7 @@ class AttentionTrace(TraceNode):
     #                             AND-ed into `allowed`)
     energies: Tensor | None = None  # (B, H, Tq, Tk)  additive (Bahdanau) attention:
     #                                 v_h·tanh(q W_q + k W_k); `scores` is the same tensor, scale 1
-    # Pretrained families (issue 32); None when the option is off:
+    # Pretrained families; None when the option is off:
     q_pre_norm: Tensor | None = None  # (B, H, Tq, d_k)  Qwen3 (cfg.qk_norm): q before its RMSNorm
     k_pre_norm: Tensor | None = None  # (B, H_kv, T_new, d_k)  k before its RMSNorm
     softcap: float | None = None  # Gemma 2 (cfg.attn_softcap): masked = cap·tanh(scaled / cap),

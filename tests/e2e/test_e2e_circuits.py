@@ -24,6 +24,10 @@ MIN_CHARTS = {"sinks": 3, "induction": 4, "lens": 1, "two": 8, "head": 2}
 
 CHART_BOXES = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
   const r = c.getBoundingClientRect(); return [r.left, r.right]; })"""
+# true once the charts' boxes are the same in two animation frames in a row (Playwright polls a
+# function once per frame)
+SAME_BOXES_TWICE = """() => { const b = JSON.stringify((""" + CHART_BOXES + """)());
+  const same = window.__chartBoxes === b; window.__chartBoxes = b; return same; }"""
 
 
 def query(model: str, tab: str, extra: str = "") -> str:
@@ -137,7 +141,7 @@ def test_screens(server, browser, model, size):
         with guarded_page(browser, w, h) as page:
             open_page(page, server, PATH, query(model, tab))
             wait_charts(page, 1)
-            page.wait_for_timeout(500)
+            page.wait_for_function(SAME_BOXES_TWICE)  # the layout has settled: two animation frames alike
             assert exceptions(page) == 0
             boxes = page.evaluate(CHART_BOXES)
             assert boxes and all(left >= -1 and right <= w + 1 for left, right in boxes), boxes

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.e2e.browser import exceptions, guarded_page, screenshot, wait_idle
+from tests.e2e.browser import exceptions, finished_runs, guarded_page, screenshot, wait_idle
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +81,9 @@ def test_live_class_in_real_browsers(server, browser):
         lec.get_by_text("2 students connected now").wait_for(timeout=10_000)
         screenshot(lec, "live_lecturer_1280x720")
         lec.set_viewport_size({"width": 1920, "height": 1080})
-        lec.wait_for_timeout(500)
+        # Plotly redraws the charts at the new width: wait for a chart wider than the old window
+        lec.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart] .main-svg')]"
+                              ".some(s => s.getBoundingClientRect().width > 1280)", timeout=30_000)
         screenshot(lec, "live_lecturer_1920x1080")
         lec.set_viewport_size({"width": 1280, "height": 720})
 
@@ -90,9 +92,10 @@ def test_live_class_in_real_browsers(server, browser):
         wait_idle(b)
         type_sentence(b, "my own cat ran .")
         wait_tick(b, "2:own")
+        checked = finished_runs(b)
         type_sentence(lec, "a bird flew to the tree .")
         wait_tick(a, "2:bird")
-        b.wait_for_timeout(2500)
+        wait_idle(b, after=checked)  # b's own check of the room has run since the lecturer's change
         assert "2:own" in ticks(b) and "2:bird" not in ticks(b) and query(b)["text"] == "my own cat ran ."
         # the address bar is written at the end of b's run: wait for it, not for a time
         b.wait_for_function("() => new URL(location.href).searchParams.get('alone') === 'true'", timeout=60_000)
