@@ -108,10 +108,12 @@ def test_live_class_in_real_browsers(server, browser):
         evil.goto(f"{link}&text=hacked+view+.&lecturer=forged&mask=bidirectional")
         wait_idle(evil)
         evil.get_by_text("lecturer link is not valid").wait_for(timeout=20_000)
+        seen = {id(p): finished_runs(p) for p in (a, b)}
         type_sentence(evil, "the student tries to drive .")
         wait_tick(evil, "3:tries")
         assert exceptions(evil) == 0
-        evil.wait_for_timeout(2500)
+        for other in (a, b):  # each student's own check of the room has run since the forged change
+            wait_idle(other, after=seen[id(other)])
         for other in (lec, a, b):
             assert "2:bird" in ticks(other) and "3:tries" not in ticks(other)
         assert query(lec).get("text") == "a bird flew to the tree ."
@@ -125,7 +127,8 @@ def test_live_class_in_real_browsers(server, browser):
         a.locator(".st-key-live_student_poll label").filter(has_text="bird").first.click()
         a.get_by_text("Your answer is in").wait_for(timeout=15_000)
         lec.get_by_text("1 answer ·").wait_for(timeout=15_000)
-        lec.wait_for_timeout(1000)  # the bar's fill animates once
+        # the bar's fill animates once: until no animation or transition runs on the page
+        lec.wait_for_function("() => document.getAnimations().every(x => x.playState !== 'running')", timeout=10_000)
         screenshot(lec, "live_lecturer_poll_1280x720")
         lec.get_by_role("button", name="Reveal").click()
         wait_idle(lec)
