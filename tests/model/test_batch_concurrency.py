@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from model import ModelConfig, Transformer
-from model.batcher import ExactBatching, TraceBatcher
+from model.batcher import TraceBatcher
 from model.trace import flat_arrays
+from tests.model.test_batch_trace import ProbePassed
 
 CFG = dict(vocab_size=50, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=32, pos_encoding="rope",
            norm_kind="rmsnorm", activation="swiglu", bias=False, d_ff=64)
@@ -34,11 +35,6 @@ class GatedModel(Transformer):
         if len(self.calls) == 1:
             assert self.release.wait(30), "the test never released the first forward"
         return super().trace(ids, **kw)
-
-
-class ProbePassed(ExactBatching):
-    def _probe(self, model, causal):
-        return True
 
 
 def exact_batcher(**kw) -> TraceBatcher:
