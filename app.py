@@ -44,6 +44,7 @@ PAGES = [
     ("Attention", "pages/model-view.py", "Model view (lines)", "model-view", ":material/timeline:"),
     ("Attention", "pages/intervene.py", "Intervene: switch heads off", "intervene", ":material/toggle_off:"),
     ("Attention", "pages/circuits.py", "Circuits: sinks, induction, lens", "circuits", ":material/cable:"),
+    ("Attention", "pages/attribution.py", "Why this token?", "attribution", ":material/help:"),
     ("Concepts", "pages/scaling.py", "Scaling & softmax", "scaling", ":material/straighten:"),
     ("Concepts", "pages/positional.py", "Positional encoding", "positional", ":material/waves:"),
     ("Concepts", "pages/layer-norm.py", "Layer norm & residuals", "layer-norm", ":material/balance:"),

@@ -104,7 +104,8 @@ class StClient:
     """One browser-less session. Not thread-safe; one asyncio task per client."""
 
     def __init__(self, base_url: str, page: str = "", query: str = "", timeout: float = 120.0,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, source: str | None = None):
+        """source: the local address to connect from (e.g. "127.0.0.2": another client on loopback)."""
         u = urlparse(base_url)
         scheme = "wss" if u.scheme == "https" else "ws"
         self.ws_url = f"{scheme}://{u.netloc}{u.path.rstrip('/')}/_stcore/stream"
@@ -113,6 +114,7 @@ class StClient:
         self.query = query
         self.timeout = timeout
         self.headers = headers or {}
+        self.source = source
         self.ws = None
         self.session_id = ""
         self.pages: dict[str, str] = {}  # url_pathname -> page_script_hash
@@ -135,7 +137,8 @@ class StClient:
     async def connect(self) -> None:
         self.ws = await websockets.connect(
             self.ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=self.timeout,
-            additional_headers=self.headers or None, ping_interval=None, compression=None)
+            additional_headers=self.headers or None, ping_interval=None, compression=None,
+            **({"local_addr": (self.source, 0)} if self.source else {}))
 
     async def close(self) -> None:
         if self.ws is not None:

@@ -12,6 +12,7 @@ W_Q is d_model × h·d_k); the engine stores nn.Linear weights the other way rou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from model.config import GATED, ModelConfig, param_breakdown
 
@@ -300,6 +301,50 @@ def _score(cfg: ModelConfig) -> str:
     return "QKᵀ / √d_k" if cfg.scale_scores else "QKᵀ"
 
 
+def layer_ranges(layers: Sequence[int]) -> str:
+    """"0–4, 6–10, 12–16" for (0, 1, 2, 3, 4, 6, ...): runs of consecutive layers joined by an en dash."""
+    runs: list[list[int]] = []
+    for i in sorted(layers):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+
+
+def global_layers(cfg: ModelConfig) -> tuple[int, ...]:
+    """The layers without a window (every layer when the model has none)."""
+    return tuple(i for i in range(cfg.n_layers) if cfg.layer_window(i) is None)
+
+
+def window_sentence(cfg: ModelConfig) -> str:
+    """Which layers slide and which see everything, from the config: "Sliding-window attention in
+    layers 0–4, 6–10, 12–16 (a query sees itself and the 511 keys before it); layers 5, 11, 17 are
+    global (every earlier key)." """
+    w = cfg.window
+    local = [i for i in range(cfg.n_layers) if cfg.layer_window(i) is not None]
+    glob = global_layers(cfg)
+    span = f"a query sees itself and the {w - 1:,} key{'s' if w != 2 else ''} before it"
+    if not glob:
+        return f"Sliding-window attention in every layer ({span})."
+    where = ("layer " if len(local) == 1 else "layers ") + layer_ranges(local)
+    g = ("layer " if len(glob) == 1 else "layers ") + ", ".join(map(str, glob))
+    return (f"Sliding-window attention in {where} ({span}); {g} {'is' if len(glob) == 1 else 'are'} global "
+            "(every earlier key).")
+
+
+def layer_span(cfg: ModelConfig, layer: int) -> str:
+    """One layer's reach in words: "Layer 5 is global: a query sees every earlier key." /
+    "Layer 3 is a sliding-window layer: a query sees itself and the 511 keys before it." ("" for a
+    model without a window)."""
+    if cfg.window is None:
+        return ""
+    w = cfg.layer_window(layer)
+    if w is None:
+        return f"Layer {layer} is global: a query sees every earlier key."
+    return f"Layer {layer} is a sliding-window layer: a query sees itself and the {w - 1:,} keys before it."
+
+
 def _details(cfg: ModelConfig) -> tuple[str, ...]:
     """The family's numeric details beyond the 2017 design, one sentence each (none for the
     models built here)."""
@@ -308,10 +353,16 @@ def _details(cfg: ModelConfig) -> tuple[str, ...]:
         out.append("GPT-2 stores W_Q, W_K, W_V (one fused matrix), W_O and the FFN as Conv1D layers: input × output, "
                    "the notes' orientation; they are plain linear maps x W + b.")
     if cfg.attn_scale is not None:
-        out.append(f"Scores are multiplied by {cfg.attn_scale:.4g}, not 1/√d_k = {cfg.d_k ** -0.5:.4g} "
-                   "(Gemma 2: query_pre_attn_scalar^−1/2).")
+        if abs(cfg.attn_scale - cfg.d_k ** -0.5) < 1e-12:
+            out.append(f"Scores are multiplied by query_pre_attn_scalar^−1/2 = {cfg.attn_scale:.4g} "
+                       f"(here equal to 1/√d_k, d_k = {cfg.d_k}).")
+        else:
+            out.append(f"Scores are multiplied by {cfg.attn_scale:.4g}, not 1/√d_k = {cfg.d_k ** -0.5:.4g} "
+                       "(query_pre_attn_scalar^−1/2).")
     if cfg.qk_norm:
-        out.append(f"Each head's q and k are RMS-normalised (γ of {cfg.d_k} each) before the rotation (Qwen3).")
+        gamma = "(1 + γ)" if cfg.norm_unit_offset else "γ"
+        out.append(f"Each head's q and k are RMS-normalised (scaled by {gamma}, {cfg.d_k} weights each) before the "
+                   "rotation (QK-norm).")
     if cfg.attn_softcap is not None:
         c = cfg.attn_softcap
         out.append(f"Scores are soft-capped before the mask: s → {c:g}·tanh(s / {c:g}), so none exceeds ±{c:g} (Gemma 2).")
@@ -321,10 +372,11 @@ def _details(cfg: ModelConfig) -> tuple[str, ...]:
     if cfg.emb_scale is not None:
         out.append(f"The token embedding is multiplied by {cfg.emb_scale:.4g} ≈ √d_model before block 0 (Gemma).")
     if cfg.window is not None:
-        layers = cfg.window_layers
-        where = ("every layer" if layers is None else
-                 ("layer " if len(layers) == 1 else "layers ") + ", ".join(map(str, layers)))
-        out.append(f"Sliding-window attention in {where}: a query sees the {cfg.window} most recent keys.")
+        out.append(window_sentence(cfg))
+    if cfg.pos_encoding == "rope" and cfg.rope_local_theta is not None and cfg.window is not None:
+        out.append(f"Rotary bases differ by layer type: θ = {cfg.rope_local_theta:,.0f} in the sliding-window "
+                   f"layers, θ = {cfg.rope_theta:,.0f} in the global ones"
+                   + (f" (their positions divided by {cfg.rope_linear:g})" if cfg.rope_linear else "") + ".")
     if cfg.rope_llama3 is not None:
         f, lo, hi, orig = cfg.rope_llama3
         out.append(f"Rotary frequencies rescaled for long context (Llama 3: factor {f:g}, trained at {orig:,} tokens).")

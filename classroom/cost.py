@@ -28,6 +28,9 @@ class AttentionCost:
     flops_linear: int  # L·2·T·(weights of W_Q, W_K, W_V, W_O and the FFN): linear in T; 4·D² + 2·D·F per
     #                    layer for GPT-2-style models, less with grouped-query attention, 3·D·F for SwiGLU
     flops_total: int  # flops_attention + flops_linear
+    scores_windowed: int = 0  # the scores a sliding window leaves: a local layer (cfg.layer_window) scores at
+    #                           most w keys per query, H·T·min(T, w); global layers H·T². = scores_total
+    #                           without a window (the engine here computes every T² score and masks)
 
 
 def attention_cost(cfg: ModelConfig, T: int, bytes_per_value: int = 4) -> AttentionCost:
@@ -44,9 +47,11 @@ def attention_cost(cfg: ModelConfig, T: int, bytes_per_value: int = 4) -> Attent
     total = L * H * per_head
     quad = L * 2 * T * T * _score_width(cfg)
     lin = L * 2 * T * _linear_weights(cfg)
+    local = sum(1 for i in range(L) if cfg.layer_window(i) is not None)
+    windowed = H * ((L - local) * T * T + local * T * min(T, cfg.window or T))
     return AttentionCost(T=T, scores_per_head_layer=per_head, scores_total=total,
                          memory_bytes=total * bytes_per_value, flops_attention=quad, flops_linear=lin,
-                         flops_total=quad + lin)
+                         flops_total=quad + lin, scores_windowed=windowed)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class CostCurve:
     flops_attention: np.ndarray  # (N,) the T² FLOPs
     flops_linear: np.ndarray  # (N,) the T-linear FLOPs
     flops_total: np.ndarray  # (N,) their sum
+    scores_windowed: np.ndarray  # (N,) the scores a sliding window leaves (local layers: T·min(T, w))
 
 
 def cost_curve(cfg: ModelConfig, Ts: Sequence[int]) -> CostCurve:

@@ -12,7 +12,7 @@ import torch
 from model.attention import causal_allowed
 from model.hooks import PassContext
 from model.intervene import Intervention
-from model.layers import rope_tables
+from model.layers import layer_rope_tables
 from model.trace import ForwardTrace, output_logits
 
 
@@ -113,12 +113,13 @@ class _Pass:
     def __init__(self, model, T: int, causal: bool):
         self.model, self.cfg = model, model.cfg
         self.allowed = causal_allowed(T) if causal else None  # (T, T) or None, as run() builds it
-        self.rope = (rope_tables(torch.arange(T), self.cfg.d_k, self.cfg.rope_theta)
-                     if self.cfg.pos_encoding == "rope" else None)  # (T, d_k) x 2
+        self.rope = (layer_rope_tables(self.cfg, torch.arange(T))
+                     if self.cfg.pos_encoding == "rope" else None)  # per layer: (T, d_k) x 2
 
     def ctx(self, intervention: Intervention | None, layer: int) -> PassContext | None:
         hooks = () if intervention is None else intervention.layer_hooks(layer, self.cfg.n_heads)
-        return PassContext(self.rope, hooks) if self.rope is not None or hooks else None
+        return (PassContext(None if self.rope is None else self.rope[layer], hooks)
+                if self.rope is not None or hooks else None)
 
     def blocks(self, h: torch.Tensor, start: int, intervention: Intervention | None = None,
                record: bool = False, stop: int | None = None) -> tuple[torch.Tensor, list]:

@@ -34,6 +34,8 @@ class KVShape:
     n_heads: int  # query heads
     n_kv_heads: int  # K/V heads the model itself has (= n_heads: MHA; 1: MQA; in between: GQA)
     d_head: int  # d_k = d_v
+    local_layers: int = 0  # of n_layers, those with a sliding window of their own (Gemma 3: 15 of 18)
+    local_window: int | None = None  # their window: a local layer's cache stops growing at it (Gemma 3: 512)
 
     def check(self) -> None:
         """ValueError saying what to fix (the page shows it) unless the shape is a valid model."""
@@ -41,6 +43,9 @@ class KVShape:
                         ("K/V heads", self.n_kv_heads), ("head width d_head", self.d_head)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{what} must be a positive whole number, got {v!r}")
+        if self.local_layers and not (0 < self.local_layers <= self.n_layers and self.local_window
+                                      and self.local_window >= 1):
+            raise ValueError(f"local layers must be between 1 and the {self.n_layers} layers and have a window")
         if self.n_heads % self.n_kv_heads:
             ok = [h for h in range(1, self.n_heads + 1) if self.n_heads % h == 0]
             raise ValueError(f"{self.n_heads} query heads cannot be shared evenly by {self.n_kv_heads} K/V heads; "
@@ -50,7 +55,18 @@ class KVShape:
 PRESETS = {
     "GPT-2 small": KVShape("GPT-2 small", n_layers=12, n_heads=12, n_kv_heads=12, d_head=64),
     "SmolLM2-135M": KVShape("SmolLM2-135M", n_layers=30, n_heads=9, n_kv_heads=3, d_head=64),
+    # 18 layers, 5 sliding-window layers (w = 512) for every global one; 4 query heads, 1 K/V head of 256
+    "Gemma 3 270M": KVShape("Gemma 3 270M", n_layers=18, n_heads=4, n_kv_heads=1, d_head=256, local_layers=15,
+                            local_window=512),
 }
+
+
+def shape_of(cfg: ModelConfig, name: str) -> KVShape:
+    """The KV-cache shape of a model's config: its layers, heads, K/V heads, head width, and its
+    sliding-window layers (cfg.layer_window) with their window."""
+    local = [i for i in range(cfg.n_layers) if cfg.layer_window(i) is not None]
+    return KVShape(name, cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_k, local_layers=len(local),
+                   local_window=cfg.window if local else None)
 
 
 def kv_options(n_heads: int) -> list[int]:
@@ -115,7 +131,23 @@ def cache_table(shape: KVShape, context: int, bytes_per_number: int = 4, *, gqa_
         per = bytes_per_token(shape, kv, bytes_per_number)
         out.append(CacheRow(variant=name, kv_heads=kv, bytes_per_token=per, tokens_cached=tokens,
                             context_bytes=per * tokens, share_of_mha=per * tokens / mha_total))
+    if shape.local_layers:  # the model's own mix: local layers keep at most their window, global ones all
+        per = bytes_per_token(shape, shape.n_kv_heads, bytes_per_number)  # every layer, per token
+        per_layer = per // shape.n_layers
+        n_glob, n_loc, w = shape.n_layers - shape.local_layers, shape.local_layers, shape.local_window
+        total = per_layer * (n_glob * context + n_loc * min(context, w))
+        out.append(CacheRow(variant=f"this model: {n_glob} global layers keep {context:,} tokens, {n_loc} local "
+                                    f"layers at most w = {w:,}", kv_heads=shape.n_kv_heads, bytes_per_token=per,
+                            tokens_cached=context, context_bytes=total, share_of_mha=total / mha_total))
     return out
+
+
+def local_cache_bytes(shape: KVShape, context: int, bytes_per_number: int = 4) -> tuple[int, int]:
+    """(one local layer's, one global layer's) cache bytes at `context` tokens: a local layer's stops
+    growing at its window."""
+    per_layer = bytes_per_token(shape, shape.n_kv_heads, bytes_per_number) // shape.n_layers
+    w = shape.local_window or context
+    return per_layer * min(context, w), per_layer * context
 
 
 def human_bytes(n: float) -> str:

@@ -502,3 +502,25 @@ def output_step(f: Focus) -> LessonStep:
 # One builder per step, in the order of STEP_KEYS (the lesson page's steps 1..9).
 STEP_BUILDERS = (embeddings_step, qkv_step, scores_step, scale_step, mask_step, softmax_step, weighted_step,
                  concat_step, output_step)
+
+
+def head_share_question(heads: np.ndarray, target: str, *, n_options: int = 4) -> Question:
+    """"Which head writes most of *target*?" from a logit attribution (classroom.attribution:
+    `heads` (L, H), each head's share of the target's logit). The options are the n_options heads
+    with the largest shares in size (the one with the largest positive share among them), as
+    "L{layer} H{head}" in a fixed order; the explanation gives their shares."""
+    s = np.asarray(heads, dtype=np.float64)
+    if s.ndim != 2 or s.size < 2:
+        raise ValueError(f"heads must be (layers, heads) with at least two heads, got shape {s.shape}")
+    H = s.shape[1]
+    best = int(np.argmax(s))
+    by_size = [int(i) for i in np.argsort(-np.abs(s), axis=None)]
+    picked = [best] + [i for i in by_size if i != best][: max(1, n_options - 1)]
+    name = [f"L{i // H} H{i % H}" for i in picked]
+    word = md_escape(target)
+    expl = ("Each head's share of the logit (its output read through the frozen final norm and the output row of "
+            f"“{word}”): " + ", ".join(f"{n} {s.flat[i]:+.2f}" for n, i in zip(name, picked))
+            + f". The largest is **{name[0]}**; heads with a negative share push “{word}” down.")
+    return Question("head_share", "Why this token? (direct logit attribution)",
+                    f"Which head writes most of **“{word}”** (the largest share of its logit)?",
+                    "choice", name[0], expl, options=tuple(name))

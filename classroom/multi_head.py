@@ -128,6 +128,27 @@ def preset_rows(cfg: ModelConfig) -> list[PresetRow]:
 
 
 # --------------------------------------------------------------------------------------------
+def width_note(cfg) -> str | None:
+    """When the heads are not slices of d_model (h·d_k ≠ d_model: Qwen3, Gemma 3), say so with the
+    model's numbers; None otherwise."""
+    H, dk, D = cfg.n_heads, cfg.d_k, cfg.d_model
+    if H * dk == D:
+        return None
+    return (f"Here h × d_k = {H} × {dk} = {H * dk:,} ≠ d_model = {D:,}: the heads are not slices of d_model. "
+            f"W_Q maps each token's {D:,} numbers to {H * dk:,} ({H} heads of {dk}), and W_O maps the "
+            f"{H * cfg.d_value:,} concatenated head outputs back to {D:,}.")
+
+
+def sharing_sentence(cfg) -> str:
+    """Grouped- or multi-query attention in words, with the model's numbers."""
+    H, kv, dk = cfg.n_heads, cfg.kv_heads, cfg.d_k
+    if kv == 1:
+        return (f"This model has **{H} query heads sharing 1 key/value head** of width {dk} (multi-query "
+                f"attention): Q is T × {H} × {dk}, K and V are T × 1 × {dk}. ")
+    return (f"This model has **{H} query heads but only {kv} key/value heads**: Q is T × {H} × {dk}, "
+            f"K and V are T × {kv} × {dk}. Each K/V head serves {H // kv} query heads, ")
+
+
 # Grouped-query attention in numbers (issue 18 point 4): which query heads share each K/V head,
 # and what sharing saves in K/V parameters and in the KV cache. Pure Python over model/.
 # --------------------------------------------------------------------------------------------

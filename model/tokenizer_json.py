@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -71,14 +72,17 @@ class SubwordTokenizer:
 
     def __init__(self, tok: Tokenizer, *, spelling: str, level: str, bos: str | None = None,
                  eos: str | None = None, pad: str | None = None, unk: str | None = None,
-                 mask: str | None = None, add_bos: bool | None = None, what: str = "the tokenizer"):
+                 mask: str | None = None, add_bos: bool | None = None, what: str = "the tokenizer",
+                 index: dict[str, int] | None = None):
         """add_bos None: the post-processor decides (a tokenizer.json); True/False: a BOS id is put
-        in front of every encoding or not (a GGUF's tokenizer.ggml.add_bos_token)."""
+        in front of every encoding or not (a GGUF's tokenizer.ggml.add_bos_token). index: the
+        tokenizer's whole vocabulary {token: id} when the caller has it (a GGUF's, whose added tokens
+        are its own tokens): spares asking the library for 262,144 entries again."""
         tok.no_padding()
         tok.no_truncation()
         self._tok = tok
         self.spelling, self.level, self.what = spelling, level, what
-        index = tok.get_vocab(with_added_tokens=True)
+        index = tok.get_vocab(with_added_tokens=True) if index is None else index
         n = max(index.values()) + 1 if index else 0
         vocab = [""] * n
         for piece, i in index.items():
@@ -157,8 +161,8 @@ class SubwordTokenizer:
 
     def _ids(self, enc) -> list[int]:
         ids = list(enc.ids)
-        if self._force_bos and (not ids or ids[0] != self.bos_id):
-            ids = [self.bos_id] + ids
+        if self._force_bos:  # always, as transformers' and llama.cpp's tokenizers of a GGUF do (a text
+            ids = [self.bos_id] + ids  # that starts with "<bos>" then has two, as there)
         return ids
 
     def encode(self, text: str) -> Encoded:
@@ -246,7 +250,14 @@ def load_tokenizer(folder: str | Path, hf_config: dict | None = None, *, what: s
 def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tuple[str, str]]:
     """BPE merges implied by a vocabulary and each token's score (a GGUF without merges): every
     split of a token into two vocabulary pieces, best score first (transformers' generate_merges,
-    the same order)."""
+    the same order). When every token's score differs (Gemma: minus its position in the file), that
+    order is simply the tokens by score, best first, and each token's splits by the left piece's
+    length, longest first (the lengths of a token's splits all differ): no sort of the ~500,000
+    merges and no key functions, ~2x faster on Gemma 3's 262,144 tokens (the same list: tested)."""
+    values = list(scores.values())
+    if len(set(values)) == len(values):
+        ordered = [t for t, _ in sorted(scores.items(), key=operator.itemgetter(1), reverse=True)]
+        return _merges_in_order(vocab, ordered)
     merges = []
     for merge, score in scores.items():
         local = [(merge[:i], merge[i:], score) for i in range(1, len(merge))
@@ -255,6 +266,22 @@ def generate_merges(vocab: dict[str, int], scores: dict[str, float]) -> list[tup
         merges.extend(local)
     merges.sort(key=lambda v: (v[2], len(v[0]), len(v[1])), reverse=True)
     return [(a, b) for a, b, _ in merges]
+
+
+def _merges_in_order(vocab: dict[str, int], ordered: list[str]) -> list[tuple[str, str]]:
+    """Every split (left, right) of each token of `ordered` into two vocabulary pieces: the tokens
+    in the given order, each token's splits by the left piece's length, longest first. (A plain
+    loop: measured faster in CPU time than map/compress over split lengths.)"""
+    merges: list[tuple[str, str]] = []
+    append = merges.append
+    for merge in ordered:
+        for i in range(len(merge) - 1, 0, -1):
+            left = merge[:i]
+            if left in vocab:
+                right = merge[i:]
+                if right in vocab:
+                    append((left, right))
+    return merges
 
 
 def sentencepiece_from_gguf(meta: dict, arch: str, what: str = "the GGUF file") -> SubwordTokenizer:
@@ -267,6 +294,7 @@ def sentencepiece_from_gguf(meta: dict, arch: str, what: str = "the GGUF file") 
     if not tokens:
         raise ValueError(f"{what}: the metadata lacks tokenizer.ggml.tokens")
     gemma = arch.startswith("gemma")
+    stored = tokens
     if gemma:  # tokens of spaces are stored as spaces; the vocabulary looks them up as "▁▁"
         tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
     vocab = {t: i for i, t in enumerate(tokens)}
@@ -301,11 +329,15 @@ def sentencepiece_from_gguf(meta: dict, arch: str, what: str = "the GGUF file") 
     specials = [t for t, ty in zip(tokens, types) if ty == CONTROL]
     specials += [t for t in names.values() if t is not None and t not in specials]
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
-    user = [t for t, ty in zip(tokens, types) if ty == USER_DEFINED]
+    # user-defined tokens (Gemma 3: 165, runs of newlines and of spaces, tabs, ...) are matched whole
+    # in the text, as transformers adds them: as the file spells them, those that are in the
+    # vocabulary (Gemma's runs of spaces, respelled "▁▁", are found by the normalizer and the merges)
+    user = [t for t, ty in zip(stored, types) if ty == USER_DEFINED and t in vocab]
     if user:
         tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in user])
     add_bos = bool(get("tokenizer.ggml.add_bos_token", True))
-    return SubwordTokenizer(tok, spelling="metaspace", level="bpe", add_bos=add_bos, what=what, **names)
+    whole = vocab if len(vocab) == len(tokens) else None  # every added token is one of the file's tokens
+    return SubwordTokenizer(tok, spelling="metaspace", level="bpe", add_bos=add_bos, what=what, index=whole, **names)
 
 
 def tokenizer_from_gguf(meta: dict, what: str = "the GGUF file"):

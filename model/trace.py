@@ -458,3 +458,32 @@ class RNNSeq2SeqTrace(TraceNode):
     attn: AdditiveAttentionTrace
     logits: Tensor  # (B, T_out, V)  from [s_i; c_i; embedding of y_{i-1}]
     probs: Tensor  # (B, T_out, V)
+
+
+def first_nonfinite(trace: ForwardTrace) -> str | None:
+    """Where a trace first holds a non-finite value (inf or NaN), in the order the forward computes
+    it: "the embeddings", "layer 3's attention", "layer 3's feed-forward", "the final norm"; None
+    when every recorded value is finite. Reads stored fields only (nothing derived is computed);
+    masked scores (-inf by design) are not read. Weights of 3e38 load (they are finite) and
+    overflow here: a page says where instead of drawing NaN."""
+    def bad(x) -> bool:
+        if x is None:
+            return False
+        a = x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+        return a.dtype.kind == "f" and not bool(np.isfinite(a).all())
+
+    if bad(trace.embeddings.sum):
+        return "the embeddings"
+    for l, block in enumerate(trace.layers):
+        if block is None:
+            continue
+        if bad(block.attn.q) or bad(block.attn.k) or bad(block.attn.weights) or bad(block.attn.output) \
+                or bad(block.resid_mid):
+            return f"layer {l}'s attention"
+        if bad(block.ffn.output) or bad(block.resid_out):
+            return f"layer {l}'s feed-forward"
+    if trace.final_ln is not None and bad(trace.final_ln.output):
+        return "the final norm"
+    if bad(trace.final):
+        return "the last hidden states"
+    return None

@@ -15,7 +15,7 @@ from .config import ModelConfig
 from .generate import CachedKV, KVCache, KVSink
 from .hooks import AttentionHook, PassContext
 from .intervene import Intervention
-from .layers import ACTIVATION_FNS, Block, LayerNorm, RMSNorm, make_norm, rope_tables, sinusoidal_table
+from .layers import ACTIVATION_FNS, Block, LayerNorm, RMSNorm, layer_rope_tables, make_norm, sinusoidal_table
 from .trace import EmbeddingTrace, ForwardTrace, HeadTrace, WeightRef, output_logits
 
 
@@ -234,8 +234,7 @@ class Transformer(TokenModel):
         if self.cfg.pos_encoding == "rope" or past is not None:
             positions = torch.arange(start, start + T)  # (T,)
         if self.cfg.pos_encoding == "rope":
-            rope = rope_tables(positions, self.cfg.d_k, self.cfg.rope_theta, self.cfg.rope_llama3,
-                               self.cfg.rope_freq_factors)  # (T, d_k) x 2
+            rope = layer_rope_tables(self.cfg, positions)  # per layer: (T, d_k) x 2
         if intervention is not None:
             intervention.check(self.cfg.n_layers, self.cfg.n_heads)
         sink = () if kv_sink is None else (KVSink(kv_sink),)
@@ -245,7 +244,7 @@ class Transformer(TokenModel):
             hooks: tuple[AttentionHook, ...] = sink if past is None else (CachedKV(past.keys[i], past.values[i]),) + sink
             if intervention is not None:
                 hooks += intervention.layer_hooks(i, self.cfg.n_heads)
-            ctx = PassContext(rope, hooks) if rope is not None or hooks else None
+            ctx = PassContext(None if rope is None else rope[i], hooks) if rope is not None or hooks else None
             x, bt = block(x, allowed, record and i >= record_from, ctx=ctx)  # (B, T, D)
             layer_traces.append(bt)  # None: run, not recorded (record_from)
             if i == stop_after:  # a partial trace: no final norm, no output layer

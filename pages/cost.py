@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from classroom import cost
+from classroom.architecture import window_sentence
 from labels.units import MIB, human_bytes
 from model.config import PRESETS
 from ui import state
@@ -28,6 +29,13 @@ m1.metric("your sentence", f"T = {T}")
 m2.metric("scores per head per layer (T²)", f"{c.scores_per_head_layer:,}")
 m3.metric(f"all {cfg.n_layers} layers × {cfg.n_heads} heads", f"{c.scores_total:,}",
           help=f"{c.memory_bytes:,} bytes as float32 if kept (training keeps them for the backward pass)")
+if cfg.window is not None:  # sliding-window layers (Gemma 3: 15 local, 3 global) score at most w keys per query
+    n_loc = sum(1 for i in range(cfg.n_layers) if cfg.layer_window(i) is not None)
+    st.caption(f"{window_sentence(cfg)} A local layer needs at most {cfg.window:,} scores per query (T × "
+               f"min(T, {cfg.window:,})), so counting the window: **{c.scores_windowed:,}** scores "
+               f"({c.scores_windowed / c.scores_total:.0%} of T² in every layer); past {cfg.window:,} tokens only the "
+               f"{cfg.n_layers - n_loc} global layer{'s' if cfg.n_layers - n_loc != 1 else ''} keep growing as T². "
+               "The engine here computes every score and masks the rest (what the heatmaps show).")
 
 state.bound("cost_tmax", 4096)
 tmax_opts = [256, 1024, 4096, 16384]
@@ -36,11 +44,14 @@ tmax = st.select_slider("Plot sequence lengths up to", tmax_opts, key="cost_tmax
 Ts = cost.plot_lengths(tmax)
 cc = cost.cost_curve(cfg, Ts)
 curve = pd.DataFrame({"T": Ts, "scores per head per layer": cc.scores_per_head_layer, "scores, all heads & layers": cc.scores_total,
+                      **({"scores, window counted": cc.scores_windowed} if cfg.window is not None else {}),
                       "memory MiB (float32)": cc.memory_bytes / MIB, "attention FLOPs (T²)": cc.flops_attention,
                       "projection + FFN FLOPs (T)": cc.flops_linear}).set_index("T")
 l1, l2 = st.columns(2)
 with l1:
-    show_fig(line_chart(Ts, {"memory of all attention weights (MiB)": cc.memory_bytes / MIB},
+    show_fig(line_chart(Ts, {"memory of all attention weights (MiB)": cc.memory_bytes / MIB,
+                             **({"counting the window: local layers keep T × w (MiB)": cc.scores_windowed * 4 / MIB}
+                                if cfg.window is not None else {})},
                         title=f"Attention-weight memory vs T ({cfg.n_layers} layers × {cfg.n_heads} heads)",
                         xaxis="sequence length T", yaxis="MiB (float32)", log_x=True, log_y=True),
              "cost_memory", table=curve, alt="On log–log axes a T² curve is a straight line of slope 2.")

@@ -1,8 +1,9 @@
 """Attention heads: every head of one layer as a heatmap grid, a head in detail, a line view."""
 import streamlit as st
 
+from classroom.architecture import layer_span, window_sentence
 from ui import circuits as sink
-from ui import state
+from ui import live, state
 from ui.head_labels import layer_labels
 from ui.runs import current_cfg, current_run, layer_allowed
 from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
@@ -15,7 +16,12 @@ LINE_VIEW_MAX_T = 64
 TABS = ["Heatmap", "Lines", "Numbers"]
 
 st.title("Attention heads")
-if not st.session_state.get("present"):
+if live.is_following():
+    st.markdown("**Start here.** This page follows the lecturer: the sentence, the layer and the head change when "
+                "the lecturer changes them. Each square below is one attention head: a row is a token *looking* (the "
+                "query), a column a token it can look at (the key), and the brighter the cell, the more attention. "
+                "“Explore on my own” above lets you try your own sentence.")
+elif not st.session_state.get("present"):
     st.markdown("**Start here.** Type a sentence in the box on the left and press Enter. Each square below is one "
                 "attention head: a row is a token *looking* (the query), a column a token it can look at (the key), "
                 "and the brighter the cell, the more attention. The menu on the left opens every other view.")
@@ -44,6 +50,8 @@ legend = (f"{H} heads · {run.T} tokens · {mode} mask · every row sums to 1 ·
           + block_note(block_step(run.T, GRID_MAX_CELLS), run.T))
 if hide:
     sink.derived_note(run)
+if run.cfg.window is not None:  # which layers slide and which are global (Gemma 3), from the config
+    legend = layer_span(run.cfg, layer) + " " + window_sentence(run.cfg) + " " + legend
 if not st.session_state.get("present"):
     st.caption(legend)
 
@@ -52,7 +60,10 @@ def grid():
     """The grid of this run's layer: the same for every session showing it (ui.show.shared_fig)."""
     return head_grid(shown, run.labels, allowed=allowed, hidden_keys=keys,
                      subtitles=[f"head {h} · {p.title()}" for h, p in enumerate(pats)],
-                     title=f"Layer {layer}: {mode} attention, all {H} heads" + (" · sink hidden" if hide else ""))
+                     title=f"Layer {layer}: {mode} attention, all {H} heads"
+                     + ("" if run.cfg.window is None else
+                        " · global" if run.cfg.layer_window(layer) is None else f" · window {run.cfg.layer_window(layer)}")
+                     + (" · sink hidden" if hide else ""))
 
 
 show_fig(shared_fig(run, ("heads_grid", layer, hide), grid), "heads_grid",

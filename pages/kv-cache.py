@@ -16,10 +16,11 @@ st.caption("While a decoder generates, it keeps every layer's keys and values of
            "Sharing K/V heads (GQA, MQA) shrinks it; a sliding window caps how many tokens are kept.")
 
 CUSTOM = "your own"
-for key, default in (("kv_preset", "SmolLM2-135M"), ("kv_dtype", "fp32"), ("kv_context", 2048), ("kv_window", 512),
+OWN = "Gemma 3 270M" if st.session_state.get("src") == "gemma3-270m" else "SmolLM2-135M"  # the model on screen's
+for key, default in (("kv_preset", OWN), ("kv_dtype", "fp32"), ("kv_context", 2048), ("kv_window", 512),
                      ("kv_L", 24), ("kv_H", 16), ("kv_Hkv", 4), ("kv_dh", 64)):
     state.bound(key, default)
-state.fix("kv_preset", [*kv_cache.PRESETS, CUSTOM], "SmolLM2-135M")
+state.fix("kv_preset", [*kv_cache.PRESETS, CUSTOM], OWN)
 state.fix("kv_dtype", list(kv_cache.DTYPES), "fp32")
 c1, c2, c3, c4 = st.columns(4)
 preset = c1.radio("Model", [*kv_cache.PRESETS, CUSTOM], key="kv_preset")
@@ -38,7 +39,9 @@ if preset == CUSTOM:
 else:
     shape = kv_cache.PRESETS[preset]
     st.caption(f"{preset}: {shape.n_layers} layers, {shape.n_heads} query heads, {shape.n_kv_heads} K/V heads, "
-               f"d_head {shape.d_head}.")
+               f"d_head {shape.d_head}"
+               + (f"; {shape.local_layers} of the layers have a sliding window of {shape.local_window:,} tokens, so "
+                  f"their cache stops growing at {shape.local_window:,} (the last row)." if shape.local_layers else "."))
 
 problems = []
 try:

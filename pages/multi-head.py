@@ -30,15 +30,16 @@ st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {wi
            "another width d_v (fresh weights: “d_v” in the sidebar), which sets the width of Z_j and of W_O's input.")
 if arch.details:  # a family's own numeric details (soft-caps, scales, q/k norms, …), from its config
     st.markdown("**This model's own details.** " + " ".join(arch.details))
+if multi_head.width_note(cfg):  # h·d_k ≠ d_model (Gemma 3: 4 × 256 = 1,024 ≠ 640)
+    st.markdown(multi_head.width_note(cfg))
 shape_table = pd.DataFrame(multi_head.shape_rows(cfg, T)).set_index("step")
 st.dataframe(shape_table, width="stretch", height=38 + 35 * len(shape_table))  # every row visible
 
 if cfg.kv_heads < H:  # grouped-query attention (SmolLM2: 9 query heads share 3 K/V heads)
     st.subheader("Grouped-query attention: query heads share keys and values")
     share = multi_head.groups(run.trace.layers[0].attn.kv_head)
-    st.markdown(f"This model has **{H} query heads but only {cfg.kv_heads} key/value heads**: Q is T × {H} × {dk}, "
-                f"K and V are T × {cfg.kv_heads} × {dk}. Each K/V head serves {H // cfg.kv_heads} query heads, which "
-                "still score and weight the keys in their own way (their queries differ). "
+    st.markdown(multi_head.sharing_sentence(cfg) + ("which " if cfg.kv_heads > 1 else "The query heads ")
+                + "still score and weight the keys in their own way (their queries differ). "
                 + "; ".join(f"K/V head {k} → query heads {', '.join(map(str, qs))}" for k, qs in share.items()) + ".")
     kv_rows = multi_head.savings(cfg)
     sv = pd.DataFrame({"K/V heads per layer": [r.kv_heads for r in kv_rows], "K and V projection parameters": [r.kv_params for r in kv_rows],

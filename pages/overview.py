@@ -3,6 +3,7 @@ page of layers at a time)."""
 import pandas as pd
 import streamlit as st
 
+from classroom.architecture import window_sentence
 from model.patterns import BORDERLINE
 from ui import circuits as sink
 from ui import state
@@ -66,11 +67,14 @@ st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thum
            + f"(within {BORDERLINE} of the threshold, {n_border} of {n_heads} heads here): another sentence may flip them. "
            "Hover a thumbnail for the token pair and weight. "
            + block_note(block_step(run.T, THUMB_MAX_CELLS), run.T))
+if cfg.window is not None:  # sliding-window and global layers (Gemma 3: 5 local for every global), from the config
+    st.caption(window_sentence(cfg) + " Grey cells left of the band are keys a local layer cannot see.")
 rows = []
 for l in listed:
+    span = "global" if cfg.layer_window(l) is None else f"sliding window {cfg.layer_window(l):,}"
     for h, p in enumerate(pats[l]):
         ru, ru_margin = p.runner_up()
-        rows.append({"layer": l, "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
+        rows.append({"layer": l, **({"attention": span} if cfg.window is not None else {}), "head": h, "label": p.kind, "decided by": p.nearest, "its score": round(p.score, 4),
                      "its threshold": p.threshold, "margin": round(p.margin, 4),
                      "borderline": "≈" if p.borderline() else "", "runner-up": ru,
                      "runner-up margin": round(ru_margin, 4),

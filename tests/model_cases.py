@@ -75,7 +75,9 @@ MODEL_CASES = [
                                          norm=_G2.norm, act=_G2.activation, ctx=_G2.max_len), pages=WORD_PAGES),
     ModelCase("minilm", {"src": "minilm-l6"}, pretrained="minilm-l6"),
     ModelCase("smollm2", {"src": "smollm2-135m"}, pretrained="smollm2-135m"),
+    ModelCase("gemma3", {"src": "gemma3-270m"}, pretrained="gemma3-270m"),
     # every family that loads from disk (issue 32), as the tiny models its parity tests build
     *[ModelCase(f"family-{name}", family=name) for name in (
-        "gpt2", "llama", "tinyllama", "qwen2", "qwen3", "mistral", "gemma2", "bert", "roberta", "distilbert")],
+        "gpt2", "llama", "tinyllama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "bert", "roberta",
+        "distilbert")],
 ]

@@ -41,6 +41,8 @@ ALLOWED_SUBSCRIPTS = {
     ("ui/runtime.py", "pio.templates"): "Plotly's template registry",
     ("ui/__init__.py", "info"): "Streamlit's page registry",
     ("ui/live.py", "params"): "the query parameters a follower takes from the lecturer's view",
+    ("ui/client.py", "headers"): "the request's HTTP headers (st.context.headers: X-Forwarded-For)",
+    ("ui/live.py", "headers"): "the request's HTTP headers (st.context.headers: the proxy's secret header)",
 }
 
 

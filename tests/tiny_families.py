@@ -18,6 +18,7 @@ weights are drawn with unit-scale spreads (norm weights away from 1) so every te
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ DEC = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attent
            num_key_value_heads=2, max_position_embeddings=64)
 LLAMA3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+GEMMA3_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+               "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 50.0}}
 ENC = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
 
 SPECS: dict[str, Spec] = {
@@ -89,6 +92,13 @@ SPECS: dict[str, Spec] = {
                         num_key_value_heads=1, head_dim=16, max_position_embeddings=64, sliding_window=3,
                         query_pre_attn_scalar=12, attn_logit_softcapping=3.0, final_logit_softcapping=4.0,
                         pad_token_id=0, eos_token_id=1, bos_token_id=2), "gemma"),
+    # Gemma 3: one local layer (window 4) and one global, bases 10,000 and 50 (small, so that the two
+    # differ at head_dim 16) and linear scaling 4 on the global layer; query scalar not head_dim
+    "gemma3": Spec("Gemma3TextConfig", "Gemma3ForCausalLM",
+                   dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=2,
+                        num_key_value_heads=1, head_dim=16, max_position_embeddings=64, sliding_window=4,
+                        layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=12,
+                        rope_parameters=GEMMA3_ROPE, pad_token_id=0, eos_token_id=1, bos_token_id=2), "gemma"),
     "bert": Spec("BertConfig", "BertForMaskedLM", dict(ENC, max_position_embeddings=64, type_vocab_size=2),
                  "wordpiece", causal=False),
     "roberta": Spec("RobertaConfig", "RobertaForMaskedLM",
@@ -100,10 +110,12 @@ SPECS: dict[str, Spec] = {
 }
 FAMILY_NAMES = tuple(SPECS)
 DECODERS = tuple(n for n, s in SPECS.items() if s.causal)
-GGUF_FAMILIES = ("tinyllama", "qwen2", "gemma2")  # llama-arch (SentencePiece), qwen2 (byte-level), gemma2
+GGUF_FAMILIES = ("tinyllama", "qwen2", "gemma2", "gemma3")  # llama-arch (SentencePiece), qwen2 (byte-level), Gemma
 # What a GGUF cannot say, set to what llama.cpp assumes, for the models a GGUF is written from:
 # Qwen2's sliding window (llama.cpp has none for qwen2); Gemma 2's query scale (llama.cpp: 1/sqrt(head_dim))
-GGUF_OVERRIDES = {"qwen2": dict(use_sliding_window=False, sliding_window=None), "gemma2": dict(query_pre_attn_scalar=16)}
+# Gemma 3's: 6 layers with Gemma 3's own pattern (layer 5 global), the local base 10,000, the scalar head_dim
+GGUF_OVERRIDES = {"qwen2": dict(use_sliding_window=False, sliding_window=None), "gemma2": dict(query_pre_attn_scalar=16),
+                  "gemma3": dict(query_pre_attn_scalar=16, num_hidden_layers=6, layer_types=None)}
 
 
 # ---- tokenizers -----------------------------------------------------------------------------------
@@ -214,7 +226,7 @@ def build(name: str, folder: str | Path, seed: int = 0, overrides: dict | None =
     folder.mkdir(parents=True, exist_ok=True)
     tok, tok_cfg = make_tokenizer(spec.tokenizer)
     n_tok = tok.get_vocab_size(with_added_tokens=True)
-    cfg_values = dict(spec.config, vocab_size=n_tok + spec.extra_vocab, **(overrides or {}))
+    cfg_values = copy.deepcopy(dict(spec.config, vocab_size=n_tok + spec.extra_vocab, **(overrides or {})))
     if spec.tokenizer == "bytelevel_bos":
         cfg_values.update(bos_token_id=tok.token_to_id("<|begin_of_text|>"), eos_token_id=tok.token_to_id("<|end_of_text|>"))
     elif spec.tokenizer == "spm":
@@ -229,7 +241,7 @@ def build(name: str, folder: str | Path, seed: int = 0, overrides: dict | None =
     cfg = getattr(transformers, spec.config_class)(**cfg_values)
     torch.manual_seed(seed)
     model = getattr(transformers, spec.model_class)._from_config(cfg, attn_implementation="eager").eval()
-    randomize(model, seed, offset_norms=name == "gemma2")
+    randomize(model, seed, offset_norms=name in ("gemma2", "gemma3"))
     kwargs = {"max_shard_size": spec.shard} if spec.shard else {}
     model.save_pretrained(folder, safe_serialization=True, **kwargs)
     if spec.old_rope_keys:  # the older spelling: rope_theta beside rope_scaling
@@ -304,7 +316,7 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
 
     folder, path = Path(folder), Path(path)
     hf = json.loads((folder / "config.json").read_text())
-    arch = {"llama": "llama", "tinyllama": "llama", "qwen2": "qwen2", "gemma2": "gemma2"}[name]
+    arch = {"llama": "llama", "tinyllama": "llama", "qwen2": "qwen2", "gemma2": "gemma2", "gemma3": "gemma3"}[name]
     llama_arch = arch == "llama"
     spm = SPECS[name].tokenizer in ("spm", "gemma")
     st: dict[str, torch.Tensor] = {}
@@ -324,11 +336,17 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     params = hf.get("rope_parameters") or {"rope_theta": hf.get("rope_theta", 10000.0), **(hf.get("rope_scaling") or {})}
+    if name == "gemma3":  # the global layers' (the local base is not in the metadata: Gemma 3's 10,000)
+        params = params["full_attention"]
+        if params.get("rope_type") == "linear":
+            w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(params["factor"])
     w.add_rope_freq_base(float(params["rope_theta"]))
     w.add_rope_dimension_count(head_dim)
     if name == "gemma2":
         w.add_attn_logit_softcapping(hf["attn_logit_softcapping"])
         w.add_final_logit_softcapping(hf["final_logit_softcapping"])
+    if name in ("gemma2", "gemma3"):
         w.add_sliding_window(hf["sliding_window"])
     # tokenizer metadata
     spec = json.loads((folder / "tokenizer.json").read_text())
@@ -349,7 +367,7 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
         w.add_token_list(tokens)
         w.add_token_scores([float(-i) for i in range(len(tokens))])
         w.add_token_types(types)
-        if name != "gemma2":
+        if name not in ("gemma2", "gemma3"):
             w.add_token_merges(merges)
         w.add_add_bos_token(True)
     else:
@@ -369,9 +387,10 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
     layer = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
              "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
              "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm"}
-    if name == "gemma2":
+    if name in ("gemma2", "gemma3"):
         layer.update({"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
-                      "post_feedforward_layernorm": "post_ffw_norm"})
+                      "post_feedforward_layernorm": "post_ffw_norm", "self_attn.q_norm": "attn_q_norm",
+                      "self_attn.k_norm": "attn_k_norm"})
     else:
         layer["post_attention_layernorm"] = "ffn_norm"
     for hf_name in sorted(st):
@@ -384,8 +403,8 @@ def build_gguf(name: str, folder: str | Path, path: str | Path) -> Path:
             gname = f"blk.{i}.{layer[rest]}.{kind}"
         if llama_arch and (".attn_q." in gname or ".attn_k." in gname):
             t = _permute(t, H if ".attn_q." in gname else kv)
-        if name == "gemma2" and gname.endswith("norm.weight"):
-            t = t + 1.0  # llama.cpp stores Gemma's norms as 1 + w
+        if name in ("gemma2", "gemma3") and gname.endswith("norm.weight"):
+            t = t + 1.0  # llama.cpp stores Gemma's norms (Gemma 3: the q/k norms too) as 1 + w
         w.add_tensor(gname, np.ascontiguousarray(t, dtype=np.float32))
     if params.get("rope_type", params.get("type")) == "llama3":
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(params, head_dim).numpy())

@@ -1,4 +1,4 @@
-"""A live class, the Streamlit side (issue 30). The rooms, polls and the store are classroom/live/.
+"""A live class, the Streamlit side. The rooms, polls and the store are classroom/live/.
 
 Lecturer: "Start a live class" (sidebar) creates a room; the page shows its code, join link and QR
 code. At the end of every run (and of every fragment run that syncs the URL) the lecturer's view is
@@ -22,15 +22,27 @@ my own") explores alone: the lecturer's changes no longer touch the student's co
 (the URL then holds alone=true, so a reload keeps exploring); "Back to the lecturer" applies the
 lecturer's current view.
 
-The store is classroom.live.open_store(ROOM_STORE): in-process by default, Redis with
-ROOM_STORE=redis://host:port/db (several server processes). If it does not answer, the page says the
-live class is unavailable and goes on as usual; a lecturer's session restores its room (same code
-and token, its view and poll) when the store comes back empty (a Redis restart without persistence).
+The store is classroom.live.open_store(ROOM_STORE): a SQLite file under the data folder by default
+(ATTN_LAB_DATA_DIR; several processes of one machine share it, and it survives a restart), Redis with
+ROOM_STORE=redis://host:port/db (several machines). If it does not answer, the page says the live
+class is unavailable and goes on as usual; a lecturer's session restores its room (same code and
+token, its view and poll) when the store comes back empty (a Redis restart without persistence).
+After a restart of the server itself, the browsers' cookies bring the sessions back: the lecturer's
+tab takes its seat again (LECTURER_COOKIE), a student's keeps its answer id (STUDENT_COOKIE).
+
+Limits per client (client_address(): its network address, through the project's own nginx the
+address nginx saw): ROOMS_PER_CLIENT rooms started in ROOMS_WINDOW seconds, WRONG_CODES_PER_CLIENT
+wrong codes per minute, ANSWERS_PER_CLIENT answers per poll; each refusal says when to try again.
 """
 from __future__ import annotations
 
 import functools
+import html
+import hmac
+import ipaddress
+import math
 import os
+import re
 import secrets
 import threading
 import time
@@ -42,6 +54,7 @@ import streamlit as st
 
 from classroom import live as L
 from classroom.lesson import build_lesson
+from deploy import network
 from labels import md_escape, token_label
 
 from . import runtime, state
@@ -49,17 +62,40 @@ from .runs import current_run, layer_allowed
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
 SLOW_POLL_EVERY = 3.0  # seconds between the checks of a student exploring alone
+LECTURER_AWAY = 60.0  # seconds without the lecturer's check-in: followers read AWAY_NOTICE
+AWAY_NOTICE = "The lecturer's screen is away; your view stays as it is."
 KEEPALIVE_EVERY = 60.0  # seconds between the lecturer's keep-alives (the room's idle timer)
 LOCAL_KEYS = ("present", "room", "lecturer", "alone")  # URL keys that are the session's own, never shared
 SS = "_live"  # session_state: this session's LiveSession
 NOTICES = "_live_notices"
+
+# Limits per client (its network address, client_address()): each refusal says what happened and
+# when to try again. They hold for every client, a loopback one included, and for every process
+# sharing the store (the counts live in the store).
+ROOMS_PER_CLIENT, ROOMS_WINDOW = 5, 600.0  # rooms started per client in 10 minutes
+WRONG_CODES_PER_CLIENT, WRONG_CODES_WINDOW = 20, 60.0  # wrong class codes per client per minute
+ANSWERS_PER_CLIENT = 300  # answers per client per poll (a class behind one NAT still fits)
+
+# The project's own nginx (deploy/nginx.conf.template) sends this header with the secret that
+# deploy/replicas.py gives both it and the replicas (ATTN_LAB_PROXY_SECRET); only then is the last
+# X-Forwarded-For entry (the one nginx appended: the address nginx saw) the client's address.
+PROXY_SECRET_ENV = "ATTN_LAB_PROXY_SECRET"
+PROXY_HEADER = "X-Attention-Lab-Proxy"
+# Browser cookies that bring a session back after a server restart (the server's sessions are in
+# its memory; the room is in the store): the lecturer's seat (code and token) and a student's
+# anonymous id (so an answer given before the restart is the same answer, never a second one).
+LECTURER_COOKIE = "attn_lab_lecturer"
+STUDENT_COOKIE = "attn_lab_sid"
+COOKIE_AGE = 4 * 3600  # seconds (a room's idle lifetime)
 
 _stores: dict[str, L.RoomStore] = {}
 _stores_lock = threading.Lock()
 
 
 def store() -> L.RoomStore:
-    """The process's room store, named by the ROOM_STORE environment variable (one per URL)."""
+    """The process's room store, named by the ROOM_STORE environment variable (one per URL). A
+    ROOM_STORE that names no usable store raises StoreMisconfigured (a StoreUnavailable, so every
+    caller goes on without the live class) whose words say what is wrong."""
     url = os.environ.get("ROOM_STORE", "")
     with _stores_lock:
         s = _stores.get(url)
@@ -67,6 +103,37 @@ def store() -> L.RoomStore:
             ttl = float(os.environ.get("ATTN_LAB_ROOM_TTL_HOURS", L.rooms.DEFAULT_TTL / 3600)) * 3600
             s = _stores[url] = L.open_store(url, ttl=ttl)
         return s
+
+
+def client_address() -> str:
+    """The client's network address: st.context.ip_address (Streamlit reports a loopback client as
+    None: "127.0.0.1" here), or, when the request came through the project's own nginx (its secret
+    header), the last X-Forwarded-For entry, the one nginx appended. A header a client sends itself
+    is never trusted: nginx overwrites the secret header and appends to X-Forwarded-For."""
+    try:
+        ip = st.context.ip_address
+        headers = st.context.headers
+    except Exception:  # noqa: BLE001  outside a session
+        return "127.0.0.1"
+    if not isinstance(ip, str) or not ip:  # None (loopback), or a stand-in without a client (AppTest)
+        ip = "127.0.0.1"
+    secret = os.environ.get(PROXY_SECRET_ENV, "")
+    sent = headers.get(PROXY_HEADER, "") if hasattr(headers, "get") else ""
+    if secret and isinstance(sent, str) and hmac.compare_digest(sent.encode(), secret.encode()):
+        last = str(headers.get("X-Forwarded-For", "")).split(",")[-1].strip()
+        try:
+            return str(ipaddress.ip_address(last))
+        except ValueError:
+            pass
+    return ip
+
+
+def _wait_words(seconds: float) -> str:
+    s = max(1, math.ceil(seconds))
+    if s < 90:
+        return f"{s} second{'s' if s != 1 else ''}"
+    m = math.ceil(s / 60)
+    return f"{m} minute{'s' if m != 1 else ''}"
 
 
 # The followers this server process holds, by room: {room code: {Streamlit session id: (their
@@ -163,19 +230,70 @@ def _ls() -> LiveSession | None:
     return st.session_state.get(SS)
 
 
+def is_following() -> bool:
+    """This session is a student following the lecturer (its page and controls are the lecturer's:
+    a page's guidance then never asks it to type or pick, which would leave the class's view)."""
+    ls = _ls()
+    return ls is not None and ls.role == "student" and ls.following and not ls.ended
+
+
+_SID_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def _cookie(name: str) -> str:
+    try:
+        v = st.context.cookies.get(name)
+    except Exception:  # noqa: BLE001  no client
+        return ""
+    return v if isinstance(v, str) else ""  # AppTest's stand-in client has no cookies
+
+
 def _sid() -> str:
-    """This session's anonymous id (presence, one answer per session)."""
+    """This session's anonymous id (presence, one answer per session): the browser's own id
+    (STUDENT_COOKIE) when it has one, so a tab that reconnects after a server restart keeps its
+    answer instead of adding a second one."""
     s = st.session_state
     if "_live_sid" not in s:
-        s["_live_sid"] = secrets.token_hex(8)
+        c = _cookie(STUDENT_COOKIE)
+        s["_live_sid_restored"] = bool(_SID_RE.fullmatch(c))
+        s["_live_sid"] = c if s["_live_sid_restored"] else secrets.token_hex(8)
     return s["_live_sid"]
+
+
+def _set_cookies(ls: "LiveSession") -> None:
+    """The browser keeps what brings this tab back after a server restart (LECTURER_COOKIE: the
+    room's code and the lecturer's token; STUDENT_COOKIE: the anonymous id). The values are made
+    here (code alphabet, URL-safe base64, hex), never typed by anyone."""
+    if ls.role == "lecturer" and not ls.ended:
+        cookie = f"{LECTURER_COOKIE}={ls.code}.{ls.token}"
+    elif ls.role == "student":
+        cookie = f"{STUDENT_COOKIE}={_sid()}"
+    else:
+        return
+    st.html(f"<script>document.cookie = '{cookie}; path=/; max-age={COOKIE_AGE}; SameSite=Strict';</script>",
+            unsafe_allow_javascript=True)
+
+
+def _forget_lecturer_cookie() -> None:
+    st.html(f"<script>document.cookie = '{LECTURER_COOKIE}=; path=/; max-age=0; SameSite=Strict';</script>",
+            unsafe_allow_javascript=True)
+
+
+def _lecturer_cookie() -> tuple[str, str] | None:
+    code, _, token = _cookie(LECTURER_COOKIE).partition(".")
+    code = L.normalize_code(code) if code else None
+    return (code, token) if code and re.fullmatch(r"[A-Za-z0-9_-]{20,100}", token) else None
 
 
 def _notice(text: str, kind: str = "info") -> None:
     st.session_state.setdefault(NOTICES, []).append((kind, text))
 
 
-def _unavailable(exc: Exception) -> str:
+def _unavailable(exc: Exception | str) -> str:
+    text = str(exc)
+    if isinstance(exc, L.StoreMisconfigured) or text.startswith("ROOM_STORE="):
+        return (f"The live class is off on this server: {md_escape(text[:400])}. Everything else works as usual; "
+                "whoever runs the server can fix ROOM_STORE and restart it.")
     return ("The live class is unavailable right now: the room store does not answer. Everything else works "
             "as usual; the page reconnects by itself.")
 
@@ -211,6 +329,10 @@ def begin_run() -> None:
         _drop_params("lecturer")  # never left in the address bar
     raw = qp.get("room")
     ls = _ls()
+    if ls is None and raw is None and token is None and not st.session_state.get("_live_cookie_tried"):
+        st.session_state["_live_cookie_tried"] = True
+        _resume_from_cookie()
+        ls = _ls()
     if raw is not None and (ls is None or ls.code != L.normalize_code(raw) or (token and ls.role != "lecturer")):
         _join(raw, token=token, alone=qp.get("alone", "").lower() in ("1", "true"))
         ls = _ls()
@@ -218,10 +340,73 @@ def begin_run() -> None:
         _follow(ls)
 
 
+def _resume_from_cookie() -> None:
+    """A fresh session in the lecturer's browser (its tab reconnecting after a server restart, or a
+    reload) takes the lecturer's seat back when the browser holds the room's code and token and the
+    store still says they drive an open room."""
+    got = _lecturer_cookie()
+    if got is None:
+        return
+    code, token = got
+    try:
+        rs = store().state(code)
+        if rs is None or rs.status != "open" or not store().is_lecturer(code, L.token_hash(token)):
+            return
+    except L.StoreUnavailable:
+        return
+    try:
+        poll = store().poll(code)  # the room's poll goes on (its answers are in the store)
+    except L.StoreUnavailable:
+        poll = None
+    st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch, poll=poll)
+    st.session_state["live_show_card"] = False
+    st.session_state["live_locked"] = rs.locked
+    _notice(f"You are the lecturer of room {code} again: the class went on while this page reconnected.", "success")
+
+
+def _wrong_code(client: str) -> None:
+    try:
+        store().hit(f"code:{client}", WRONG_CODES_PER_CLIENT, WRONG_CODES_WINDOW)
+    except L.StoreUnavailable:
+        pass
+
+
+def _codes_refused(client: str) -> str | None:
+    """The refusal when this client has typed WRONG_CODES_PER_CLIENT wrong codes in the last minute."""
+    try:
+        wait = store().hit(f"code:{client}", WRONG_CODES_PER_CLIENT, WRONG_CODES_WINDOW, record=False)
+    except L.StoreUnavailable:
+        return None
+    if wait <= 0:
+        return None
+    return (f"Too many wrong class codes from your network address: {WRONG_CODES_PER_CLIENT} in the last minute, "
+            f"the most one address may try. Try again in {_wait_words(wait)}. The app works as usual.")
+
+
+def _already_in(code: str) -> bool:
+    """Whether this browser's student id (its cookie: a reload, or a reconnect after a restart) has
+    checked in to room `code` within the last PRESENCE_KEEP seconds."""
+    sid = _sid()
+    if not st.session_state.get("_live_sid_restored"):
+        return False
+    try:
+        seen = store().seen_by(code, L.rooms.PRESENCE_KEEP)
+    except L.StoreUnavailable:
+        return False
+    return any(k.rpartition(".")[0] == sid for k in seen)
+
+
 def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
     """Join room `raw` as a student (or as its lecturer with the right token). Says why not."""
     code = L.normalize_code(raw)
+    client = client_address()
+    refused = _codes_refused(client)
+    if refused:
+        _notice(refused, "warning")
+        _drop_params("room", "alone")
+        return False
     if code is None:
+        _wrong_code(client)
         _notice(f"{md_escape(str(raw)[:12])!s} is not a class code (codes have {L.CODE_LENGTH} letters and digits, "
                 "e.g. K7MWQ). The app works as usual.", "warning")
         _drop_params("room", "alone")
@@ -229,8 +414,9 @@ def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
     try:
         rs = store().state(code)
         if rs is not None and token and store().is_lecturer(code, L.token_hash(token)):
-            st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
+            st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch, poll=store().poll(code))
             st.session_state["live_show_card"] = False
+            st.session_state["live_locked"] = rs.locked
             _drop_params("room", "alone")
             _notice(f"You are the lecturer of room {code} again.", "success")
             return True
@@ -239,12 +425,18 @@ def _join(raw: str, token: str | None = None, alone: bool = False) -> bool:
         st.session_state[SS] = LiveSession(code, "student", following=not alone, unavailable=str(exc))
         return True
     if rs is None:
+        _wrong_code(client)
         _notice(f"No live class has the code {code}: it may be mistyped, or the class has expired. "
                 "The app works as usual.", "warning")
         _drop_params("room", "alone")
         return False
     if rs.status == "ended":
         _notice(f"The class {code} has ended.", "info")
+        _drop_params("room", "alone")
+        return False
+    if rs.locked and not _already_in(code):
+        _notice(f"Room {code} is locked by the lecturer: no new students may join now. The app works as usual.",
+                "warning")
         _drop_params("room", "alone")
         return False
     if token:
@@ -415,7 +607,14 @@ def _class_ended(ls: LiveSession) -> None:
 
 def _start() -> None:
     token = L.new_token()
+    client = client_address()
     try:
+        wait = store().hit(f"start:{client}", ROOMS_PER_CLIENT, ROOMS_WINDOW)
+        if wait > 0:
+            _notice(f"Your network address has started {ROOMS_PER_CLIENT} live classes in the last "
+                    f"{int(ROOMS_WINDOW // 60)} minutes, the most one address may. Try again in {_wait_words(wait)}, "
+                    "or go on with a class you started.", "error")
+            return
         for _ in range(8):
             code = L.new_code()
             rs = store().create(code, L.token_hash(token))
@@ -431,7 +630,19 @@ def _start() -> None:
         return
     st.session_state[SS] = LiveSession(code, "lecturer", token=token, epoch=rs.epoch)
     st.session_state["live_show_card"] = True
+    st.session_state["live_locked"] = False
     _drop_params("room", "alone")
+
+
+def _lock() -> None:
+    ls = _ls()
+    if ls is None or ls.role != "lecturer":
+        return
+    try:
+        store().set_locked(ls.code, ls.hash, bool(st.session_state.get("live_locked")))
+    except (L.StoreUnavailable, L.RoomGone, L.NotLecturer) as exc:
+        st.session_state["live_locked"] = not st.session_state.get("live_locked")
+        _notice(_unavailable(exc), "error")
 
 
 def _join_typed() -> None:
@@ -476,6 +687,7 @@ def _end() -> None:
         _notice(_unavailable(exc), "error")
         return
     st.session_state.pop(SS, None)
+    st.session_state["_live_forget_cookie"] = True
     if ended:  # only the lecturer's end reaches the followers at once (their checks see it anyway)
         _rerun_followers(ls.code, "end")
     _notice(f"The class {ls.code} has ended. Students keep their last view.", "success")
@@ -521,19 +733,45 @@ def _send_answer(poll: L.Poll, key: str) -> None:
         return
     try:
         v = poll.question.parse(value)
+    except ValueError as exc:
+        st.session_state[f"{key}__err"] = f"That answer cannot be counted: {md_escape(str(exc))}."
+        return
+    try:
         nick = L.clean_nickname(st.session_state.get("live_nick", ""))
-        ok = store().answer(ls.code, poll.id, _sid(), L.Answer(poll.id, v, nick, time.time()))
-    except ValueError:
-        ok = False
+        got = store().answer_status(ls.code, poll.id, _sid(), L.Answer(poll.id, v, nick, time.time()),
+                                    client=client_address(), max_per_client=ANSWERS_PER_CLIENT)
     except L.StoreUnavailable:
         st.session_state[f"{key}__err"] = "The live class is unavailable right now: your answer was not sent."
         return
-    st.session_state[f"{key}__err"] = "" if ok else "The poll is closed: your answer was not counted."
-    if ok:
+    st.session_state[f"{key}__err"] = ANSWER_REFUSED.get(got, "").format(n=store().max_answers, cap=ANSWERS_PER_CLIENT)
+    if got == "ok":
         st.session_state[f"{key}__sent"] = v
 
 
+ANSWER_REFUSED = {
+    "closed": "The poll is closed: your answer was not counted.",
+    "full": ("This poll is full: it has {n:,} answers, the most a poll takes, so yours was not counted. "
+             "The lecturer's next poll starts empty."),
+    "client": ("Your network address has sent {cap} answers to this poll, the most one address may, so yours was "
+               "not counted. Try again at the lecturer's next poll."),
+}
+
+
 # ----------------------------------------------------------------------------------- drawing
+
+POLL_CSS = """
+<style>
+.poll-bars {display: flex; flex-direction: column; gap: 0.2rem; font-size: 0.85rem; line-height: 1.25;}
+.poll-row {display: grid; grid-template-columns: minmax(6rem, 38%) 1fr 5.2rem; align-items: center; gap: 0.5rem;}
+.poll-label {overflow-wrap: anywhere;}
+.poll-track {height: 0.9rem; background: rgba(128, 128, 128, 0.18); border-radius: 0.2rem; overflow: hidden;}
+.poll-fill {display: block; height: 100%; background: #1f77b4;}
+.poll-right .poll-fill {background: #2e7d32;}
+.poll-right .poll-track {background: rgba(46, 125, 50, 0.28);}
+.poll-right .poll-label b {color: #2e7d32;}
+.poll-num {text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap;}
+</style>
+"""
 
 CARD_CSS = """
 <style>
@@ -557,8 +795,28 @@ def base_url() -> str:
     return url or "http://localhost:8501"
 
 
+def join_base() -> tuple[str, str]:
+    """The join link's base and where it came from ("public", "browser", "network", "loopback"):
+    deploy.network.join_base over ATTN_LAB_PUBLIC_URL, the lecturer's browser address, and this
+    machine's network address when the server listens beyond loopback. An ATTN_LAB_PUBLIC_URL that
+    is not a URL is skipped (the card says why)."""
+    try:
+        public = network.public_url(os.environ.get(network.PUBLIC_URL_ENV))
+    except ValueError:
+        public = None
+    address = _server_address()
+    lan = network.network_address() if network.listens_beyond_loopback(address) else None
+    return network.join_base(public=public, browser_url=base_url(), server_address=address,
+                             port=int(st.get_option("server.port") or 8501), lan=lan)
+
+
+def _server_address() -> str:
+    """Where this server listens (Streamlit's server.address; empty: every interface)."""
+    return str(st.get_option("server.address") or "")
+
+
 def join_link(code: str) -> str:
-    return f"{base_url()}/?room={code}"
+    return f"{join_base()[0]}/?room={code}"
 
 
 @functools.lru_cache(maxsize=64)
@@ -578,8 +836,11 @@ def render() -> None:
         _sidebar(ls)
     for kind, text in st.session_state.pop(NOTICES, []):
         getattr(st, kind)(text, icon=":material/groups:")
+    if st.session_state.pop("_live_forget_cookie", False):
+        _forget_lecturer_cookie()
     if ls is None:
         return
+    _set_cookies(ls)
     if ls.role == "lecturer":
         st.html(CARD_CSS)  # static CSS only
         if st.session_state.get("live_show_card", True):
@@ -608,6 +869,8 @@ def _sidebar(ls: LiveSession | None) -> None:
         st.markdown(f"Room **{ls.code}** · you are the lecturer")
         st.session_state.setdefault("live_show_card", True)
         st.toggle("Show how to join", key="live_show_card")
+        st.toggle("Lock the room", key="live_locked", on_change=_lock,
+                  help="No new student may join; students already in stay, also after a reload.")
         _poll_builder(ls)
         st.button("End the class", key="live_end", on_click=_end, icon=":material/stop_circle:",
                   help="Students keep their last view and read that the class has ended.")
@@ -623,10 +886,17 @@ def _sidebar(ls: LiveSession | None) -> None:
 
 
 def _join_card(ls: LiveSession) -> None:
-    link = join_link(ls.code)
+    base, source = join_base()
+    link = f"{base}/?room={ls.code}"
     with st.container(border=True, key="live_card"):
         c1, c2 = st.columns([2, 3], gap="large", vertical_alignment="center")
-        c1.image(qr_svg(link), width="stretch", caption="Scan to join")
+        if source == "loopback":
+            c1.warning("**This link works only on this computer**: the server listens on this computer's own "
+                       "(loopback) address, so no phone can open it, and there is no QR code to scan. Stop the "
+                       "server and start it with `make class`: phones on the same network can then join.",
+                       icon=":material/wifi_off:")
+        else:
+            c1.image(qr_svg(link), width="stretch", caption="Scan to join")
         with c2:
             st.markdown("Join the class with the code")
             with st.container(key="live_code"):
@@ -635,6 +905,10 @@ def _join_card(ls: LiveSession) -> None:
             st.code(link, language=None, wrap_lines=True)
             st.caption("Any page of this server with ?room=" + ls.code + " joins too. Hide this card with "
                        "“Show how to join” in the sidebar.")
+            try:
+                network.public_url(os.environ.get(network.PUBLIC_URL_ENV))
+            except ValueError as exc:
+                st.caption(f"{md_escape(str(exc))}: it is not used.")
 
 
 def _banner(ls: LiveSession) -> None:
@@ -652,7 +926,7 @@ def _banner(ls: LiveSession) -> None:
                     icon=":material/explore:", width="stretch")
             st.button("Back to the lecturer", key="live_back", on_click=_back, icon=":material/cast_for_education:")
     if ls.unavailable:
-        st.warning(_unavailable(Exception(ls.unavailable)), icon=":material/cloud_off:")
+        st.warning(_unavailable(ls.unavailable), icon=":material/cloud_off:")
 
 
 @st.fragment(run_every=POLL_EVERY)
@@ -676,7 +950,7 @@ def _watch() -> None:
     if ls is None or ls.role != "student" or ls.ended:
         return
     try:
-        rs = store().state(ls.code, seen=_sid())
+        rs = store().state(ls.code, seen=f"{_sid()}.{'f' if ls.following else 'e'}")
     except L.StoreUnavailable as exc:
         ls.unavailable = str(exc)
         st.warning(_unavailable(exc), icon=":material/cloud_off:")
@@ -694,11 +968,19 @@ def _watch() -> None:
         st.rerun()
     if ls.following:
         _register_follower(ls)
+        if store().clock() - rs.lecturer_at > LECTURER_AWAY:
+            st.info(AWAY_NOTICE, icon=":material/desktop_access_disabled:")
     if ls.following and rs.view_key != ls.applied and _fragment_rerun():
         st.rerun()  # a full run applies the lecturer's view (begin_run)
     if rs.poll_key != ls.poll_key:
         try:
             ls.poll, ls.poll_key = store().poll(ls.code), rs.poll_key
+            if ls.poll is not None and st.session_state.get("_live_sid_restored"):
+                # this browser answered before the page reconnected (a server restart): its answer
+                # is in the store, under the same id; show it as sent
+                mine = store().answers(ls.code, ls.poll.id).get(_sid())
+                if mine is not None:
+                    st.session_state.setdefault(f"live_answer_{ls.poll.id}__sent", mine.value)
         except L.StoreUnavailable:
             return
     if ls.poll is not None:
@@ -713,7 +995,8 @@ def _student_poll(poll: L.Poll) -> None:
         sent = st.session_state.get(f"{key}__sent")
         if poll.state == "open":
             if q.kind == "choice":
-                st.radio("Your answer", list(q.options), index=None, key=key, format_func=md_escape,
+                st.radio("Your answer", list(q.options), index=None, key=key,
+                         format_func=lambda o: md_escape(L.option_words(o)),
                          on_change=_send_answer, args=(poll, key))
             else:
                 st.number_input("Your answer", min_value=float(q.lo), max_value=float(q.hi), value=None,
@@ -725,18 +1008,20 @@ def _student_poll(poll: L.Poll) -> None:
             if err:
                 st.warning(err)
             elif sent is not None:
-                st.caption(f"Your answer is in: {md_escape(q.shown(sent))}. You can change it until the poll closes.")
+                st.caption(f"Your answer is in: {md_escape(L.option_words(q.shown(sent)))}. You can change it until "
+                           "the poll closes.")
         elif poll.state == "closed":
-            st.caption("The poll is closed" + (f"; your answer: {md_escape(q.shown(sent))}." if sent is not None
-                                               else ". The lecturer reveals the answer next."))
+            mine = f"; your answer: {md_escape(L.option_words(q.shown(sent)))}." if sent is not None else None
+            st.caption("The poll is closed" + (mine or ". The lecturer reveals the answer next."))
         else:
-            right = md_escape(q.shown(q.answer))
+            right = md_escape(L.option_words(q.shown(q.answer)))
             if sent is None:
                 st.info(f"The answer: **{right}**. {q.explanation}", icon=":material/lightbulb:")
             elif q.check(sent):
                 st.success(f"Right: **{right}**. {q.explanation}", icon=":material/check_circle:")
             else:
-                st.error(f"You said {md_escape(q.shown(sent))}; the answer is **{right}**. {q.explanation}",
+                st.error(f"You said {md_escape(L.option_words(q.shown(sent)))}; the answer is **{right}**. "
+                         f"{q.explanation}",
                          icon=":material/cancel:")
 
 
@@ -748,10 +1033,10 @@ def _lecturer_panel() -> None:
         return
     s = store()
     try:
-        rs = s.state(ls.code)
+        rs = s.state(ls.code, seen=L.rooms.LECTURER_SEEN)
         if rs is None:
             _restore(ls)
-            rs = s.state(ls.code)
+            rs = s.state(ls.code, seen=L.rooms.LECTURER_SEEN)
         elif rs.status == "ended":
             st.session_state.pop(SS, None)
             st.rerun()
@@ -762,7 +1047,7 @@ def _lecturer_panel() -> None:
             ls.last_keepalive = now
         if ls.published is None or (rs is not None and rs.epoch != ls.epoch):
             _publish(ls, force=True)
-        n = s.present(ls.code)
+        following, exploring = roster(s.seen_by(ls.code))
         answers = s.answers(ls.code, ls.poll.id) if ls.poll is not None else {}
         ls.unavailable = ""
     except (L.StoreUnavailable, L.RoomGone, L.NotLecturer) as exc:
@@ -772,23 +1057,58 @@ def _lecturer_panel() -> None:
     if ls.poll is not None and answers:
         ls.seen_answers = answers
     with st.container(border=True, key="live_panel"):
-        st.markdown(f":material/groups: **Room {ls.code}** · **{n}** student{'s' if n != 1 else ''} connected now")
+        st.markdown(f":material/groups: **Room {ls.code}**{' (locked)' if rs is not None and rs.locked else ''} · "
+                    f"**{following}** following · **{exploring}** exploring")
         if ls.poll is not None:
             _poll_results(ls, ls.poll, list(answers.values()))
+
+
+def roster(seen: dict[str, float]) -> tuple[int, int]:
+    """(following, exploring) from the room's check-ins of the last PRESENCE_WINDOW seconds: each
+    student's key is "<id>.f" (following) or "<id>.e" (exploring); a student who switched counts
+    once, by its latest check-in; the lecturer's own check-ins are not counted."""
+    latest: dict[str, tuple[float, str]] = {}
+    for key, t in seen.items():
+        sid, _, how = key.rpartition(".")
+        if sid and how in ("f", "e") and t >= latest.get(sid, (-1.0, ""))[0]:
+            latest[sid] = (t, how)
+    hows = [how for _, how in latest.values()]
+    return hows.count("f"), hows.count("e")
+
+
+def poll_bars_html(question: L.PollQuestion, tally: L.Tally, revealed: bool) -> str:
+    """The poll's results as compact HTML rows (fit a 1280x720 projector with 12 options): the
+    option in words, a horizontal bar, its count and percentage of all answers. After Reveal the
+    right option's bar is green and marked "right" in words; the others stay blue. Every label is
+    HTML-escaped (token text is user text)."""
+    rows = []
+    for label, count in tally.bars:
+        right = revealed and question.check(label if question.kind == "choice" else _num(label))
+        pct = 100.0 * count / tally.n if tally.n else 0.0
+        words = html.escape(L.option_words(label) if question.kind == "choice" else label)
+        rows.append(f'<div class="poll-row{" poll-right" if right else ""}"><span class="poll-label">{words}'
+                    f'{" <b>✓ right</b>" if right else ""}</span><span class="poll-track"><span class="poll-fill" '
+                    f'style="width: {pct:.1f}%"></span></span><span class="poll-num">{count} · {pct:.0f}%</span></div>')
+    return POLL_CSS + '<div class="poll-bars">' + "".join(rows) + "</div>"
 
 
 def _poll_results(ls: LiveSession, poll: L.Poll, answers: list) -> None:
     q = poll.question
     t = L.tally(q, answers)
-    st.markdown(f":material/how_to_vote: **Class poll** · {q.prompt}")
-    st.caption(f"{t.n} answer{'s' if t.n != 1 else ''} · {poll.state} · from {md_escape(q.source)}")
-    top = max([c for _, c in t.bars] + [1])
-    for label, count in t.bars:
-        mark = " ✓" if poll.state == "revealed" and q.check(label if q.kind == "choice" else _num(label)) else ""
-        st.progress(count / top, text=f"{md_escape(label)}{mark} · {count}")
-    if poll.state == "revealed":
-        st.success(f"The answer: **{md_escape(q.shown(q.answer))}** ({t.right} of {t.n} right). {q.explanation}",
-                   icon=":material/lightbulb:")
+    revealed = poll.state == "revealed"
+    left, right = st.columns([2, 3], gap="medium")
+    with right:
+        st.html(poll_bars_html(q, t, revealed))
+    with left:
+        st.markdown(f":material/how_to_vote: **Class poll** · {q.prompt}")
+        st.caption(f"{t.n} answer{'s' if t.n != 1 else ''} · {poll.state} · from {md_escape(q.source)}")
+        if revealed:
+            st.success(f"The answer: **{md_escape(L.option_words(q.shown(q.answer)))}** ({t.right} of {t.n} right). "
+                       f"{q.explanation}", icon=":material/lightbulb:")
+        _poll_buttons(ls, poll, answers)
+
+
+def _poll_buttons(ls: LiveSession, poll: L.Poll, answers: list) -> None:
     with st.container(horizontal=True):
         if poll.state == "open":
             st.button("Close the poll", key="live_poll_close", on_click=_poll_state, args=("closed",),

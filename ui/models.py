@@ -60,6 +60,9 @@ LOADING = {  # what the spinner says while a pretrained model loads (once per se
     "minilm-l6": "Loading MiniLM-L6 (91 MB of weights from its installed package, checked and mapped to the engine)…",
     "smollm2-135m": "Loading SmolLM2-135M: dequantizing 134.5M parameters from its GGUF file to float32 (about 5 s, "
                     "once per server; every session then shares them)…",
+    "gemma3-270m": "Loading Gemma 3 270M: checking the SHA-256 of its 253 MB GGUF (four chunks read as one file) and "
+                   "dequantizing 268.1M parameters to float32 (about 10 s, once per server; every session then "
+                   "shares them)…",
 }
 
 

@@ -21,7 +21,7 @@ import torch
 from classroom.embeddings import display_vocab
 from labels import md_escape
 from model.config import ModelConfig
-from model.trace import ForwardTrace
+from model.trace import ForwardTrace, first_nonfinite
 from model.batcher import TraceBatcher
 from model.batching import pad_batch
 
@@ -47,6 +47,7 @@ class Run:
     source: ModelSource | None = None  # the model that computed it (for the model-level views below)
     unk_token: str = "<unk>"  # the vocabulary's unknown token ([UNK] for WordPiece)
     special: tuple[int, ...] = ()  # positions of [CLS]/[SEP] (WordPiece models; none for the toy vocabularies)
+    nonfinite: str | None = None  # where the trace first holds inf/NaN (model.trace.first_nonfinite); None = finite
 
     # the model's own values, shared by every run of it: not counted in a cached run's bytes
     # (ui/budget_cache.Footprint; the vocabulary is 49,152 strings on SmolLM2)
@@ -199,11 +200,12 @@ def _run(source: ModelSource, text: str, causal: bool, max_len: int, layers: tup
     max_len = min(max_len, model.cfg.max_len)
     ids, labels, n, text_cut, unknown = tokenize(source, text, max_len, tok)
     specials = special_ids(tok)
+    trace = _trace(source, ids, causal, layers, model)
     return Run(labels=labels, ids=ids, n_tokens=n, truncated=n > len(ids), text_cut=text_cut,
                unknown=unknown, causal=causal, cfg=model.cfg, vocab=display_vocab(tok),
-               trace=_trace(source, ids, causal, layers, model),
+               trace=trace,
                source=source, unk_token="" if tok.unk_id is None else tok.vocab[tok.unk_id],
-               special=tuple(i for i, t in enumerate(ids) if t in specials))
+               special=tuple(i for i, t in enumerate(ids) if t in specials), nonfinite=first_nonfinite(trace))
 
 
 def truncation_notice(run: Run) -> str:
@@ -290,7 +292,17 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     run = get_run(source, str(text), bool(causal), int(s.get("T", 64)), layer)
     if notices:
         input_notices(run)
+    if run.nonfinite is not None:  # weights that overflow (3e38): say where, never a chart of NaN
+        st.error(nonfinite_message(run), icon=":material/error:")
+        state.end_page()
     return run
+
+
+def nonfinite_message(run: Run) -> str:
+    """What a page says instead of charts when the trace holds inf or NaN (Run.nonfinite)."""
+    return (f"This model's numbers stop being finite in {run.nonfinite}: its weights are too large (or broken) "
+            "for float32, so there is nothing true to draw. Nothing is shown; pick another model, or check the "
+            "weights of that layer in the model's files.")
 
 
 def current_length() -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from classroom.examples import ATTENTION_EXAMPLES
-from labels import md_escape
+
+from .echo import echo_literal
 from model.config import PRESETS
 
 from . import disk_models, live, models, session_models, state, train
@@ -101,7 +102,8 @@ def check_pretrained(options: list[str], default_src: str) -> None:
         return
     err = models.pretrained_error(s["src"])
     if err is not None:
-        st.error(f"{source_title(s['src'])} is not available: {err}. Using {default_src!r} instead.",
+        st.error(f"{echo_literal(source_title(s['src']))} is not available: {echo_literal(err, 400)}. "
+                 f"Using {echo_literal(repr(default_src))} instead.",
                  icon=":material/error:")
         s["src"] = default_src
 
@@ -124,7 +126,7 @@ def render() -> None:
         state.show_url_notices()
         train.adopt_finished()  # a training of this session that just finished joins the Model list
         for name in session_models.forget_dropped_session_models():
-            st.warning(f"The model {name!r} was removed from the server's memory (it keeps the "
+            st.warning(f"The model {echo_literal(repr(name))} was removed from the server's memory (it keeps the "
                        f"{session_models.MAX_SESSION_MODELS} most recent trained or uploaded models). Upload its "
                        "downloaded checkpoint on the Train page to use it again.", icon=":material/delete:")
         # A one-line box: Enter applies the text (a text area needed Ctrl+Enter, and a plain Enter
@@ -188,12 +190,19 @@ def render() -> None:
             # URL-bound key is re-assigned at the start of each run (state.begin_run).
             entry = models.PRETRAINED.get(s["src"])
             if entry is not None:
-                st.caption(f"{entry.description} Licence {entry.licence}; {entry.parameters / 1e6:.1f}M "
+                terms = entry.licence_path()  # the licence's copy shipped in the package (Gemma's terms)
+                where = " (its copy in the package: the button below)" if terms is not None else ""
+                st.caption(f"{entry.description} Licence {entry.licence}{where}; {entry.parameters / 1e6:.1f}M "
                            f"parameters, {entry.size_mb:.0f} MB of weights.")
+                if terms is not None:
+                    st.download_button(entry.licence, data=lambda p=terms: p.read_bytes(), file_name=terms.name,
+                                       mime="text/html", key="licence_terms", on_click="ignore",
+                                       icon=":material/gavel:",
+                                       help=f"The copy of the licence in the package {entry.package}: {terms}")
             elif disk_models.is_disk(s["src"]):
                 n = model.num_parameters()
-                st.caption(f"Opened from {md_escape(disk_models.path_of(s['src']))} "
-                           f"({md_escape(cfg.architecture or cfg.family)}); "
+                st.caption(f"Opened from {echo_literal(disk_models.shown_path(disk_models.path_of(s['src'])), 200)} "
+                           f"({echo_literal(cfg.architecture or cfg.family)}); "
                            f"{f'{n / 1e6:.1f}M' if n >= 100_000 else f'{n:,}'} parameters, "
                            f"{4 * n / 1e6:,.1f} MB in float32.")
             st.caption(f"{models.architecture(models.current_source(), cfg).summary}. "

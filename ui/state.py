@@ -15,6 +15,8 @@ import streamlit as st
 from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig
 from model.config import valid_heads  # noqa: F401  (the sidebar's head rule: the app's one rule)
 
+from .echo import echo_literal
+
 # The default sentence, for every model: the toy vocabularies split "table." into "table" "." (the same
 # ids as the training corpus's "table ."), while a space before the full stop made SmolLM2 read " ." ("·.",
 # perplexity 230 against 111 without it; issue 33).
@@ -166,8 +168,9 @@ def load(key: str, spec: Spec) -> None:
         if raw is not None:
             value = spec.parse(raw)
     except (ValueError, KeyError, TypeError):
-        shown = raw if len(raw) < 40 else raw[:40] + "…"
-        _notices().append(f"The link's value {name}={shown!r} is not valid here; using the default {spec.default!r}.")
+        # the key is the app's own (registered in code); the value is the link's: escaped
+        _notices().append(f"The link's value {name}={echo_literal(repr(raw), 42)} is not valid here; "
+                          f"using the default {echo_literal(repr(spec.default))}.")
     if key not in st.session_state:
         st.session_state[key] = value
 
@@ -218,7 +221,8 @@ def fix(key: str, options: list, fallback: Any | None = None) -> None:
         if raw is not None and raw == str(value) and key not in st.session_state.get("_url_fixed", set()):
             # the value came from a link and is not available with the current settings
             st.session_state.setdefault("_url_fixed", set()).add(key)
-            st.warning(f"The link's value {key}={raw[:40]!r} is not available here; using {new!r}.", icon=":material/link:")
+            st.warning(f"The link's value {key}={echo_literal(repr(raw), 42)} is not available here; "
+                       f"using {echo_literal(repr(new))}.", icon=":material/link:")
         st.session_state[key] = new
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -138,6 +139,24 @@ class Tally:
     bars: tuple[tuple[str, int], ...] = field(default_factory=tuple)
 
 
+_OPTION = re.compile(r"(\d+): (.*)", re.S)
+
+
+def option_words(option: str) -> str:
+    """A token option ("i: token", the token as the tokenizer labels it: "·" for a space, "↵" for a
+    newline) as words a student reads: the token's visible text in quotes, spaces as spaces
+    ("3: “ dog”"), a token of spaces only named as such ("5: a space"). Other options (numbers,
+    lesson options) are returned as they are."""
+    m = _OPTION.fullmatch(str(option))
+    if m is None:
+        return str(option)
+    i, tok = m.groups()
+    text = tok.replace("·", " ")
+    if text and not text.strip(" "):
+        return f"{i}: {'a space' if len(text) == 1 else f'{len(text)} spaces'}"
+    return f"{i}: “{text}”"
+
+
 def clean_nickname(raw) -> str:
     """An optional nickname: one line, no control characters, at most MAX_NICKNAME characters."""
     s = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in str(raw or ""))
@@ -236,3 +255,10 @@ def attention_question(weights: np.ndarray, labels: Sequence[str], *, layer: int
             (" (the largest first)." if len(top) > 1 else "."))
     return PollQuestion(prompt=prompt, kind="choice", answer=options[keys.index(best)], explanation=expl,
                         options=options, source=f"current view: layer {layer}, head {head}")
+
+
+def head_share_question(heads: np.ndarray, target: str) -> PollQuestion:
+    """"Which head writes most of *target*?" as a class poll, from a logit attribution's heads
+    (L, H) (classroom.lesson.head_share_question; answered with the engine's shares)."""
+    from classroom.lesson import head_share_question as lesson_question
+    return from_lesson(lesson_question(heads, target), "Why this token?")

@@ -38,6 +38,7 @@ CODE_LENGTH = 5
 CODE_LENGTHS = (4, 5, 6)  # what a typed code may have (the issue's 4-6; new rooms get CODE_LENGTH)
 PRESENCE_WINDOW = 10.0  # seconds: "connected now"
 PRESENCE_KEEP = 60.0  # seconds: older check-ins are pruned
+LECTURER_SEEN = "lecturer"  # the presence key of the lecturer's check-ins (student keys are hex ids)
 DEFAULT_TTL = 4 * 3600.0  # an idle room (no lecturer activity) expires after 4 hours
 ENDED_TTL = 3600.0  # an ended room is remembered for an hour (late joiners read "has ended")
 MAX_ROOMS = 1000
@@ -123,6 +124,9 @@ class RoomState:
     epoch: str
     view_version: int
     poll_version: int
+    # read by state() only (view() leaves the defaults); not part of equality
+    locked: bool = field(default=False, compare=False)  # the lecturer refuses new students
+    lecturer_at: float = field(default=0.0, compare=False)  # the lecturer's last check-in (0: never)
 
     @property
     def view_key(self) -> tuple[str, int]:
@@ -170,6 +174,14 @@ class RoomStore(ABC):
     @abstractmethod
     def is_lecturer(self, code: str, token_hash: str) -> bool: ...
 
+    @abstractmethod
+    def set_locked(self, code: str, token_hash: str, locked: bool) -> None:
+        """Lock the room (no new students; those in stay) or open it again. NotLecturer / RoomGone."""
+
+    @abstractmethod
+    def seen_by(self, code: str, window: float = PRESENCE_WINDOW) -> dict[str, float]:
+        """{presence key: last check-in time} of the check-ins within the last `window` seconds."""
+
     # -- everyone ----------------------------------------------------------------------------
     @abstractmethod
     def state(self, code: str, *, seen: str | None = None) -> RoomState | None:
@@ -181,11 +193,27 @@ class RoomStore(ABC):
     @abstractmethod
     def poll(self, code: str) -> Poll | None: ...
 
-    @abstractmethod
-    def answer(self, code: str, poll_id: str, session: str, answer: Answer) -> bool:
+    def answer(self, code: str, poll_id: str, session: str, answer: Answer, *, client: str = "",
+               max_per_client: int | None = None) -> bool:
         """Record a session's answer to the open poll `poll_id` (replacing its earlier one). False
         when that poll is not open (closed, replaced, the room ended) or max_answers sessions
-        have answered already."""
+        have answered already (answer_status says which)."""
+        return self.answer_status(code, poll_id, session, answer, client=client,
+                                  max_per_client=max_per_client) == "ok"
+
+    @abstractmethod
+    def answer_status(self, code: str, poll_id: str, session: str, answer: Answer, *, client: str = "",
+                      max_per_client: int | None = None) -> str:
+        """answer(), saying what happened: "ok" (recorded), "closed" (that poll is not open: closed,
+        replaced, the room ended), "full" (max_answers sessions have answered) or "client" (a new
+        session of `client`, which has max_per_client answers in this poll already). A session
+        that has answered may always change its answer while the poll is open."""
+
+    @abstractmethod
+    def hit(self, key: str, limit: int, window: float, *, record: bool = True) -> float:
+        """A sliding-window limit shared by every process of the store: 0.0 when fewer than `limit`
+        hits of `key` fall within the last `window` seconds (and, with record, this one is counted),
+        else the seconds until the oldest of them leaves the window (nothing recorded)."""
 
     @abstractmethod
     def answers(self, code: str, poll_id: str) -> dict[str, Answer]:
@@ -213,17 +241,20 @@ class _Room:
     poll: Poll | None = None
     poll_version: int = 0
     answers: dict[str, Answer] = field(default_factory=dict)
+    locked: bool = False
+    clients: dict[str, str] = field(default_factory=dict)  # session -> client address of its answer
     seen: dict[str, float] = field(default_factory=dict)
     expires: float = 0.0
 
 
 class MemoryStore(RoomStore):
-    """The default: rooms in this process's memory (nothing to start). One server process only:
-    with several replicas, use Redis (ROOM_STORE=redis://...)."""
+    """A test double (ROOM_STORE=memory): rooms in this process's memory, lost at a restart. The
+    default is SQLiteStore (a file on disk); several machines use Redis (ROOM_STORE=redis://...)."""
 
     def __init__(self, **kw):
         super().__init__(**kw)
         self._rooms: dict[str, _Room] = {}
+        self._hits: dict[str, list[float]] = {}
         self._lock = threading.Lock()
 
     def _get(self, code: str, now: float) -> _Room | None:
@@ -277,7 +308,7 @@ class MemoryStore(RoomStore):
         with self._lock:
             r = self._lecturer(code, token_hash, self.clock())
             if poll is None or r.poll is None or poll.id != r.poll.id:
-                r.answers = {}
+                r.answers, r.clients = {}, {}
             r.poll = poll
             r.poll_version += 1
             return r.poll_version
@@ -293,6 +324,16 @@ class MemoryStore(RoomStore):
     def keepalive(self, code, token_hash):
         with self._lock:
             self._lecturer(code, token_hash, self.clock())
+
+    def set_locked(self, code, token_hash, locked):
+        with self._lock:
+            self._lecturer(code, token_hash, self.clock()).locked = bool(locked)
+
+    def seen_by(self, code, window=PRESENCE_WINDOW):
+        with self._lock:
+            now = self.clock()
+            r = self._get(code, now)
+            return {} if r is None else {s: t for s, t in r.seen.items() if t >= now - window}
 
     def is_lecturer(self, code, token_hash):
         with self._lock:
@@ -311,7 +352,8 @@ class MemoryStore(RoomStore):
                 if len(r.seen) > self.max_present or next(iter(r.seen.values())) < now - PRESENCE_KEEP:
                     keep = [(s, t) for s, t in r.seen.items() if t >= now - PRESENCE_KEEP]
                     r.seen = dict(keep[-self.max_present:])
-            return RoomState(code, r.status, r.epoch, r.view_version, r.poll_version)
+            return RoomState(code, r.status, r.epoch, r.view_version, r.poll_version, r.locked,
+                             r.seen.get(LECTURER_SEEN, 0.0))
 
     def view(self, code):
         with self._lock:
@@ -325,17 +367,35 @@ class MemoryStore(RoomStore):
             r = self._get(code, self.clock())
             return None if r is None else r.poll
 
-    def answer(self, code, poll_id, session, answer):
+    def answer_status(self, code, poll_id, session, answer, *, client="", max_per_client=None):
         with self._lock:
             r = self._get(code, self.clock())
             if r is None or r.status != "open" or r.poll is None or r.poll.id != poll_id or r.poll.state != "open":
-                return False
+                return "closed"
             if answer.poll_id != poll_id:
-                return False
-            if session not in r.answers and len(r.answers) >= self.max_answers:
-                return False
+                return "closed"
+            if session not in r.answers:
+                if len(r.answers) >= self.max_answers:
+                    return "full"
+                if max_per_client is not None and \
+                        sum(1 for c in r.clients.values() if c == client) >= max_per_client:
+                    return "client"
+                r.clients[session] = client
             r.answers[session] = answer
-            return True
+            return "ok"
+
+    def hit(self, key, limit, window, *, record=True):
+        with self._lock:
+            now = self.clock()
+            q = self._hits.setdefault(key, [])
+            q[:] = [t for t in q if t > now - window]
+            if len(q) >= limit:
+                return max(0.001, q[0] + window - now)
+            if record:
+                q.append(now)
+            if len(self._hits) > 10_000:  # bounded: forget keys with no recent hit
+                self._hits = {k: v for k, v in self._hits.items() if v and v[-1] > now - 3600}
+            return 0.0
 
     def answers(self, code, poll_id):
         with self._lock:
@@ -356,13 +416,49 @@ class MemoryStore(RoomStore):
             return len(self._rooms)
 
 
+class StoreMisconfigured(StoreUnavailable, ValueError):
+    """ROOM_STORE names no store this app can use: the message says what is wrong and what to write."""
+
+
+ROOM_STORE_FORMS = ("empty (the SQLite file under the data folder, ATTN_LAB_DATA_DIR)", "sqlite:///path/to/rooms.sqlite3",
+                    "redis://host:port/db", "memory (a test double: lost at a restart)")
+
+
 def open_store(url: str | None, **kw) -> RoomStore:
-    """The store named by ROOM_STORE: empty/None/"memory" -> MemoryStore; redis://host:port/db
-    (or rediss://) -> RedisStore."""
+    """The store named by ROOM_STORE: empty/None -> SQLiteStore (rooms.sqlite3 under the data
+    folder); sqlite:///path -> SQLiteStore at that path; redis://host:port/db (or rediss://,
+    unix://) -> RedisStore; "memory" -> MemoryStore (a test double). StoreMisconfigured (a
+    ValueError) says what is wrong with any other value."""
     url = (url or "").strip()
-    if url in ("", "memory", "memory://"):
+    forms = "; ".join(ROOM_STORE_FORMS)
+    if url in ("memory", "memory://"):
         return MemoryStore(**kw)
+    if url == "" or url.startswith("sqlite://"):
+        from .sqlite_store import SQLiteStore
+        path = url[len("sqlite://"):] if url else None
+        if url and not path:
+            raise StoreMisconfigured(f"ROOM_STORE={url!r} names no file: write sqlite:///path/to/rooms.sqlite3")
+        return SQLiteStore(path, **kw)
     if url.startswith(("redis://", "rediss://", "unix://")):
+        from urllib.parse import urlsplit
+        try:
+            parts = urlsplit(url)
+            port = parts.port  # ValueError for a port that is not a number (or out of range)
+        except ValueError as exc:
+            raise StoreMisconfigured(
+                f"ROOM_STORE={url!r} is not a usable Redis address: the port must be a number from 1 to 65535 "
+                f"(like redis://127.0.0.1:6379/0); Python's parser said: {exc}") from exc
+        if not url.startswith("unix://"):
+            if not parts.hostname:
+                raise StoreMisconfigured(f"ROOM_STORE={url!r} names no Redis host: write redis://host:port/db, "
+                                         "like redis://127.0.0.1:6379/0")
+            db = parts.path.strip("/")
+            if db and not db.isdigit():
+                raise StoreMisconfigured(f"ROOM_STORE={url!r}: the Redis database after the port must be a number "
+                                         f"(like redis://{parts.hostname}:{port or 6379}/0), not {db!r}")
         from .redis_store import RedisStore
-        return RedisStore(url, **kw)
-    raise ValueError(f"ROOM_STORE must be empty (in-process) or redis://host:port/db, not {url!r}")
+        try:
+            return RedisStore(url, **kw)
+        except ValueError as exc:
+            raise StoreMisconfigured(f"ROOM_STORE={url!r} is not a usable Redis address: {exc}") from exc
+    raise StoreMisconfigured(f"ROOM_STORE={url!r} names no store this app knows. It may be {forms}.")

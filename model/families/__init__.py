@@ -1,6 +1,6 @@
 """The family importers and the registry that picks one (issue 32).
 
-One module per family (gpt2, llama, qwen2, qwen3, mistral, gemma2, bert: BERT, RoBERTa,
+One module per family (gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3, bert: BERT, RoBERTa,
 DistilBERT) turns a checkpoint into the options of the one ModelConfig and the tensor names of
 the one Transformer (model.families.common describes the interface). The registry keys each by
 the names a checkpoint gives itself: config.json's `architectures` and `model_type`, and a GGUF's
@@ -18,14 +18,15 @@ from __future__ import annotations
 from .bert import BERT, DISTILBERT, ROBERTA
 from .common import Family
 from .gemma2 import FAMILY as GEMMA2
+from .gemma3 import FAMILY as GEMMA3
 from .gpt2 import FAMILY as GPT2
 from .llama import FAMILY as LLAMA
 from .mistral import FAMILY as MISTRAL
 from .qwen2 import FAMILY as QWEN2
 from .qwen3 import FAMILY as QWEN3
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (GPT2, LLAMA, QWEN2, QWEN3, MISTRAL, GEMMA2, BERT, ROBERTA,
-                                                    DISTILBERT)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (GPT2, LLAMA, QWEN2, QWEN3, MISTRAL, GEMMA2, GEMMA3, BERT,
+                                                    ROBERTA, DISTILBERT)}
 BY_ARCHITECTURE: dict[str, Family] = {a: f for f in FAMILIES.values() for a in f.architectures}
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES.values() for t in f.model_types}
 BY_GGUF: dict[str, Family] = {a: f for f in FAMILIES.values() for a in f.gguf_architectures}

@@ -100,13 +100,14 @@ def test_opening_through_the_path_box_shows_a_progress_bar(folders, monkeypatch)
     when it is done the session switches to it."""
     from ui import disk_models
 
-    gate = threading.Event()
+    gate, reported = threading.Event(), threading.Event()
     real = disk_models.load_from_disk
 
-    def slow(path, progress=None):
+    def slow(path, progress=None, **kwargs):
         progress(0.5, "reading model.safetensors: 3/6 tensors")
+        reported.set()
         gate.wait(60)
-        return real(path, progress=progress)
+        return real(path, progress=progress, **kwargs)
 
     monkeypatch.setattr(disk_models, "load_from_disk", slow)
     dst = folders["mistral"].parent / "mistral-copy"
@@ -116,6 +117,8 @@ def test_opening_through_the_path_box_shows_a_progress_bar(folders, monkeypatch)
     at.sidebar.text_input(key="disk_path").set_value(str(dst))
     at.sidebar.button(key="disk_open").click().run()
     assert not errors(at) and not at.error, [e.value for e in at.error]
+    assert reported.wait(60)  # the open's thread (queued, then started) has reported its progress
+    at.run()
     bars = at.get("progress")
     assert bars and "3/6 tensors" in bars[0].proto.text and bars[0].proto.value == 50
     gate.set()

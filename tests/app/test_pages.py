@@ -69,6 +69,7 @@ ROUND_TRIP = {
                            "iv_tok": 2},
     "pages/model-view.py": {"mv_tok": 3, "mv_layer": 1},
     "pages/circuits.py": {"circ_sink_layer": 0, "circ_sink_head": 3},
+    "pages/attribution.py": {"attr_pair": "Fact (subject swapped)", "attr_head": "L1 H2"},
     "pages/gradients.py": {"grad_dk": 64, "grad_keys": 8, "grad_depth": 3},
 }
 WIDGET_KINDS = ("selectbox", "radio", "slider", "select_slider", "number_input", "text_input",

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -47,9 +48,14 @@ def serving(extra: list[str] | None = None):
             proc.kill()
 
 
-def start_server(app: str = "app.py", port: int | None = None, extra: list[str] | None = None):
+def start_server(app: str = "app.py", port: int | None = None, extra: list[str] | None = None,
+                 data_dir: str | Path | None = None):
+    """A Streamlit server of the app on localhost. data_dir: its data folder (the live class's room
+    store); by default a fresh one, so the per-client limits (which hold for loopback too) and the
+    rooms of one test's server never reach another's."""
     port = port or free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    data = str(data_dir) if data_dir else tempfile.mkdtemp(prefix="attention-lab-server-data-")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ATTN_LAB_DATA_DIR": data}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true",
          "--server.address", "localhost", "--server.port", str(port), *(extra or [])],

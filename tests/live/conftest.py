@@ -1,4 +1,5 @@
-"""Fixtures of the live-class tests: a real redis-server (Debian's package, started on a free port
+"""Fixtures of the live-class tests: each backend of the room store (SQLite, the default; the
+in-memory test double; Redis), a real redis-server (Debian's package, started on a free port
 with nothing saved to disk, stopped at the end) and the room store under test, once per backend.
 Without redis-server the Redis cases are skipped with a banner in the summary, or fail under CI=true."""
 from __future__ import annotations
@@ -47,11 +48,34 @@ def clock():
     return FakeClock()
 
 
-@pytest.fixture(params=["memory", "redis"])
-def backend(request):
-    """The ROOM_STORE url of each backend (the Redis database is emptied before each test)."""
-    if request.param == "memory":
+@pytest.fixture(autouse=True)
+def _fresh_data_dir(tmp_path, monkeypatch):
+    """Each test's default room store (SQLite under the data folder) is a file of its own, and the
+    app's store cache (ui.live) starts empty: no room or per-client limit leaks between tests."""
+    monkeypatch.setenv("ATTN_LAB_DATA_DIR", str(tmp_path / "data"))
+    _forget_app_stores()
+    yield
+    _forget_app_stores()
+
+
+def _forget_app_stores():
+    import sys
+    live = sys.modules.get("ui.live")
+    if live is not None:
+        with live._stores_lock:
+            stores, live._stores = dict(live._stores), {}
+        for s in stores.values():
+            s.close()
+
+
+@pytest.fixture(params=["sqlite", "memory", "redis"])
+def backend(request, tmp_path):
+    """The ROOM_STORE url of each backend: "" is the default (SQLite under ATTN_LAB_DATA_DIR, a
+    fresh folder per test); the Redis database is emptied before each test."""
+    if request.param == "sqlite":
         return ""
+    if request.param == "memory":
+        return "memory"
     r = request.getfixturevalue("redis_server")
     import redis
     redis.Redis.from_url(r.url).flushdb()

@@ -47,12 +47,13 @@ def student(code: str, **query):
     return at
 
 
-def test_start_shows_code_link_and_qr_never_the_token(room_store):
+def test_start_shows_code_link_and_qr_never_the_token(room_store, monkeypatch):
     from ui.live import qr_svg
+    monkeypatch.setenv("ATTN_LAB_PUBLIC_URL", "https://attention.example.edu/")  # a link phones can open
     lec, code = start_class()
     ls = lec.session_state["_live"]
     assert len(code) == 5 and ls.role == "lecturer" and len(ls.token) >= 32
-    link = f"http://localhost:8501/?room={code}"
+    link = f"https://attention.example.edu/?room={code}"
     assert link in [c.value for c in lec.code]
     img = lec.get("image")[0].proto.imgs[0].url
     import base64
@@ -164,9 +165,11 @@ def test_poll_round_one_answer_per_session_and_reveal(room_store):
     next(r for r in b.radio if r.key == f"live_answer_{poll.id}").set_value(wrong).run()
     lec.run()
     panel = texts(lec)
-    assert "2 answers" in panel and "**2** students connected now" in panel
-    bars = {p.proto.text: p.value for p in lec.get("progress")}
-    assert any(t.startswith(right.split(":")[0]) and t.endswith("· 1") for t in bars), bars
+    assert "2 answers" in panel and "**2** following · **0** exploring" in panel
+    import html as H
+    from classroom.live import option_words
+    bars = " ".join(h.proto.body for h in lec.get("html") if "poll-bars" in h.proto.body)
+    assert f'{H.escape(option_words(right))}</span>' in bars and bars.count("1 · 50%") == 2, bars
     lec.button(key="live_poll_reveal").click().run()
     a.run()
     b.run()

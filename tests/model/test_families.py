@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -27,7 +28,7 @@ transformers = pytest.importorskip("transformers", reason="transformers (require
 
 from model.families import FAMILIES, family_for_config  # noqa: E402
 from model.generate import generate, generate_step  # noqa: E402
-from model.pretrained import (allowed_roots, check_allowed, estimate_float32_bytes, inspect_model,  # noqa: E402
+from model.pretrained import (ModelRefused, allowed_roots, check_allowed, estimate_float32_bytes, inspect_model,  # noqa: E402
                               list_cached_models, load_from_disk)
 from model.transformer import Transformer  # noqa: E402
 from tests.helpers import assert_scaled_close  # noqa: E402
@@ -462,22 +463,34 @@ def test_rope_scaling_types_other_than_llama3_are_refused(made, tmp_path):
 # ---- the helpers the app uses -------------------------------------------------------------------------
 
 def test_allowed_roots_and_check(monkeypatch, tmp_path):
+    """Default roots: the HF cache and ~/models (not the whole home folder), plus the admin's list.
+    A refused path gets one sentence whether it exists, is a file, a folder or nothing, naming no
+    absolute folder; symlinks are followed before the check."""
     monkeypatch.delenv("ATTENTION_LAB_MODEL_ROOTS", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     roots = allowed_roots()
-    assert (tmp_path / "hf" / "hub").resolve() in roots and os.path.realpath(os.path.expanduser("~")) in map(str, roots)
+    home = os.path.realpath(os.path.expanduser("~"))
+    assert roots[:2] == [(tmp_path / "hf" / "hub").resolve(), Path(home, "models").resolve()]
+    assert home not in map(str, roots)
     inside, outside = tmp_path / "models" / "m", tmp_path / "elsewhere"
     inside.mkdir(parents=True)
     outside.mkdir()
+    (outside / "f.gguf").write_bytes(b"GGUF")
     monkeypatch.setenv("ATTENTION_LAB_MODEL_ROOTS", str(tmp_path / "models"))
+    assert tmp_path.joinpath("hf", "hub").resolve() in allowed_roots()  # the admin's list adds to the defaults
     assert check_allowed(inside) == inside.resolve()
-    with pytest.raises(ValueError, match="outside the folders.*ATTENTION_LAB_MODEL_ROOTS"):
-        check_allowed(outside)
     (tmp_path / "models" / "link").symlink_to(outside)  # a symlink out of the root is followed
-    with pytest.raises(ValueError, match="outside"):
-        check_allowed(tmp_path / "models" / "link")
-    with pytest.raises(ValueError, match="outside"):
-        check_allowed(tmp_path / "models" / ".." / "elsewhere")
+    said = set()
+    for p in [outside, outside / "f.gguf", outside / "nothing", tmp_path / "models" / "nothing",
+              tmp_path / "models" / "link", tmp_path / "models" / ".." / "elsewhere", "/proc/self/environ",
+              "~", "/" + "a" * 5000, "x\x00y"]:
+        with pytest.raises(ModelRefused) as e:
+            check_allowed(p)
+        said.add(str(e.value))
+    assert len(said) == 1, said
+    msg = said.pop()
+    assert "outside the folders" in msg and "ATTENTION_LAB_MODEL_ROOTS" in msg
+    assert home not in msg and str(tmp_path) not in msg and str(os.getpid()) not in msg
 
 
 def test_list_cached_models_and_the_float32_estimate(made, tmp_path):
