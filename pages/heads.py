@@ -3,7 +3,7 @@ import streamlit as st
 
 from classroom.architecture import layer_span, window_sentence
 from ui import circuits as sink
-from ui import live, state
+from ui import focus, live, state
 from ui.head_labels import layer_labels
 from ui.runs import current_cfg, current_run, layer_allowed
 from ui.show import ATTENTION_CODE, deferred, download_npz, heads_table, matrix_table, shared_fig, show_code, show_fig
@@ -30,14 +30,23 @@ notices = st.container()  # the input's notices, above the controls (the run is 
 L = current_cfg().n_layers
 state.bound("layer", 0)
 state.fix("layer", list(range(L)))
-c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+c1, c2, c3, c4 = st.columns([1, 1, 1.2, 1.2], vertical_alignment="bottom")
 layer = c1.selectbox("Layer", list(range(L)), key="layer", help="Which block's self-attention to show.")
 hide = sink.sink_switch(c2)
 with notices:
     run = current_run(layer=layer)  # this layer only, unless the whole trace is cached (ui.runs.get_run)
 H = run.cfg.n_heads
-with c3:
+picked = focus.focus_select(L, H, c3)
+with c4:
     download_npz(run)
+
+if picked is not None:  # the focused head, large, above the grid (its layer may be another than the grid's)
+    fl, fh = picked
+    frun = run if fl == layer else current_run(notices=False, layer=fl)
+    fkeys = sink.sink_keys(frun) if hide else None
+    fw = frun.trace.layers[fl].attn.weights[0]  # (H, T, T)
+    focus.draw_focus(frun, fl, fh, (sink.hidden(frun, fw) if hide else fw)[fh], layer_allowed(frun, fl), fkeys)
+    del frun, fw
 
 w = run.trace.layers[layer].attn.weights[0]  # (H, T, T)
 allowed = layer_allowed(run, layer)  # (T, T)
@@ -69,6 +78,7 @@ def grid():
 show_fig(shared_fig(run, ("heads_grid", layer, hide), grid), "heads_grid",
          table=deferred(heads_table, shown, run.labels, layer), filename=f"layer{layer}_heads",
          alt="Heatmaps of attention weights; shared colour scale 0..1 (Cividis); hover a cell for its exact value.")
+focus.head_buttons(layer, H)
 if st.session_state.get("present"):
     st.caption(legend)  # under the grid on a projector: the heatmaps start higher up the screen
 

@@ -75,7 +75,8 @@ only = st.selectbox("Show the lines of", opts, key="mv_tok", format_func=tok_tit
 only = None if only < 0 else int(only)
 grid = model_view_html([layer_w(l) for l in shown], run.labels, first_layer=shown.start, only=only, dom_id="mv-grid",
                        tokens=None if T <= FULL_MAX_T else tokens)
-st.html(f'<div style="overflow-x: auto">{grid}</div>')
+st.caption(":material/swipe: The grid below scrolls sideways inside its box when it is wider than the screen (a phone).")
+st.html(f'<div role="region" aria-label="model view grid, scrolls sideways" tabindex="0" style="overflow-x: auto">{grid}</div>')
 # made when clicked (deferred: only the drawn tokens' weights in the shown layers are held), not on every rerun
 csv = deferred_csv(pd.DataFrame, np.stack([layer_w(l)[:, tokens.start:tokens.stop] for l in shown]).reshape(-1, T),
                    columns=[token_label(j, run.labels[j]) for j in range(T)],

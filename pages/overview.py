@@ -6,7 +6,7 @@ import streamlit as st
 from classroom.architecture import window_sentence
 from model.patterns import BORDERLINE
 from ui import circuits as sink
-from ui import state
+from ui import focus, state
 from ui.head_labels import layer_labels
 from ui.runs import current_cfg, current_length, current_run, layer_allowed, whole_pass_cost
 from ui.show import download_npz, show_code, show_fig
@@ -23,7 +23,8 @@ example_buttons()
 notices = st.container()  # the input's notices, above the controls (the run is asked for below them)
 cfg = current_cfg()
 L, H = cfg.n_layers, cfg.n_heads
-hide = sink.sink_switch()
+c1, c2 = st.columns([1, 1], vertical_alignment="bottom")
+hide = sink.sink_switch(c1)
 if L > PER_PAGE + 2:
     groups = [f"layers {a}–{min(a + PER_PAGE, L) - 1}" for a in range(0, L, PER_PAGE)]
     state.bound("ov_layers", groups[0])
@@ -34,6 +35,7 @@ if L > PER_PAGE + 2:
 else:
     first = 0
 shown = range(first, min(first + PER_PAGE, L)) if L > PER_PAGE + 2 else range(L)
+picked = focus.focus_select(L, H, c2)
 # The table lists every head, unless labelling them all would hold up the page (a deep model at a long
 # input: SmolLM2's 270 heads at 1,024 tokens are 283M weights, ~10 s): then the shown layers', and
 # the page traces those layers only (a partial trace, unless the whole one is cached: ui.runs.get_run).
@@ -47,6 +49,13 @@ w = [run.trace.layers[l].attn.weights[0] for l in shown]  # (H, T, T) per shown 
 if hide:
     w = [sink.hidden(run, x) for x in w]  # the derived view: the sink's columns out, rows renormalised
 allowed = [layer_allowed(run, l) for l in shown]
+if picked is not None:  # the focused head, large, above the thumbnails (its layer may be off this page of layers)
+    fl, fh = picked  # (run traced the listed layers)
+    frun = run if fl in listed else current_run(notices=False, layer=fl)
+    fw = frun.trace.layers[fl].attn.weights[0]  # (H, T, T)
+    focus.draw_focus(frun, fl, fh, (sink.hidden(frun, fw) if hide else fw)[fh], layer_allowed(frun, fl),
+                     sink.sink_keys(frun) if hide else None)
+    del frun, fw
 pats = {l: layer_labels(run, l, keys) for l in listed}  # [layer][head] -> HeadPattern (cached with the trace)
 def wide_label(p) -> str:
     """Few heads, wide thumbnails: the full pattern name ("previous-token ≈0.42", "other ≈self/diagonal")."""

@@ -239,6 +239,7 @@ class _FrozenFigure(go.Figure):
         return self._attn_lab_dict
 
 
+SCROLL_NOTE = "This chart is wider than the screen: scroll sideways inside the box below to see all of it"
 PHONE_PX = 640  # a viewport narrower than this is a phone: grids of panels get their own width there
 PANEL_MIN_PX = 140  # the least width of one panel of a grid on a phone
 THUMB_MIN_PX = 100  # ... of a thumbnail (a panel under ~93 px tall)
@@ -287,11 +288,13 @@ def _wide_chart(fig: go.Figure, key: str, wide: int, config: dict) -> None:
     least `wide` px wide inside a box that scrolls sideways. Plotly draws at the width of the
     block around it (Streamlit measures that block), so the inner block gets the min-width and
     the outer one scrolls. Static CSS: keys and numbers from the code, no user text."""
-    outer, inner = f"wide_{key}", f"wide_{key}_in"
-    css = [re.sub(r"[^a-zA-Z0-9_-]", "-", k.strip()) for k in (outer, inner)]  # Streamlit's st-key- class
-    st.html(f"<style>@media (max-width: {PHONE_PX - 0.02}px) {{"
-            f".st-key-{css[0]} {{overflow-x: auto; overflow-y: hidden;}}"
-            f".st-key-{css[1]} {{min-width: {wide}px;}}}}</style>")
+    outer, inner, note = f"wide_{key}", f"wide_{key}_in", f"wide_{key}_note"
+    css = [re.sub(r"[^a-zA-Z0-9_-]", "-", k.strip()) for k in (outer, inner, note)]  # Streamlit's st-key- class
+    st.html(f"<style>.st-key-{css[2]} {{display: none;}} @media (max-width: {PHONE_PX - 0.02}px) {{"
+            f".st-key-{css[0]} {{overflow-x: auto; overflow-y: hidden; border: 1px dashed rgba(128,128,128,.6);}}"
+            f".st-key-{css[1]} {{min-width: {wide}px;}} .st-key-{css[2]} {{display: block;}}}}</style>")
+    with st.container(key=note):  # the box's label, shown on a phone only (where the box scrolls)
+        st.caption(f":material/swipe: {SCROLL_NOTE} ({wide:,} px wide).")
     with st.container(key=outer), st.container(key=inner):
         st.plotly_chart(fig, key=key, width="stretch", config=config)
 

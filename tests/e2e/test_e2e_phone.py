@@ -96,3 +96,46 @@ def test_desktop_grid_fills_its_column(browser, server, path):
         mins = pg.evaluate("""() => [...document.querySelectorAll('[class*="st-key-wide_"]')]
             .map(e => getComputedStyle(e).minWidth)""")
         assert all(m == "auto" or float(m.removesuffix("px")) <= 16 for m in mins), mins  # Streamlit's 1 rem
+
+
+# Every chart on the page: its right edge, whether it sits in a box that scrolls sideways, and
+# whether that box's label (ui.show.SCROLL_NOTE, shown on phones only) is visible; the title of each.
+CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(el => {
+  const p = el.querySelector('.js-plotly-plot'), fl = p && p._fullLayout;
+  const keyOf = b => [...b.classList].find(c => c.startsWith('st-key-wide_'));
+  let box = el.closest('[class*="st-key-wide_"]');
+  while (box && keyOf(box).endsWith('_in')) box = box.parentElement.closest('[class*="st-key-wide_"]');
+  let label = false;
+  if (box) {
+    const key = keyOf(box);
+    const note = document.querySelector('.' + key + '_note');
+    label = !!note && note.getBoundingClientRect().height > 0 && note.innerText.includes('scroll sideways');
+  }
+  const main = document.querySelector('[data-testid="stMain"]');
+  return {right: el.getBoundingClientRect().right, title: fl && fl.title ? String(fl.title.text || '') : '',
+          boxed: !!box && box.scrollWidth > box.clientWidth, label,
+          ticks: p ? p.querySelectorAll('g.xtick text').length : 0,
+          pageScrolls: main.scrollWidth > main.clientWidth};
+})"""
+
+
+@pytest.mark.parametrize("path", ["heads", "overview", "model-view", "circuits"])
+def test_phone_charts_fit_or_scroll_in_a_labelled_box_with_a_focus(browser, server, path):
+    """390 x 844 with focus=1.2: no chart is wider than the screen unless it scrolls inside a box
+    whose label says so; on the heads and overview pages the focused head comes first, fits the
+    screen and labels its tokens; the page itself never scrolls sideways."""
+    with guarded_page(browser, 390, 844) as pg:
+        open_page(pg, server, path, "focus=1.2")
+        charts_drawn(pg)
+        charts = pg.evaluate(CHARTS_JS)
+        assert charts, f"no chart on {path}"
+        for c in charts:
+            assert c["right"] <= 390 + 1 or (c["boxed"] and c["label"]), f"{path}: a chart wider than the phone, unlabelled: {c}"
+            assert not c["pageScrolls"], f"{path}: the whole page scrolls sideways: {c}"
+        if path in ("heads", "overview"):
+            first = charts[0]
+            assert "Focused: layer 1, head 2" in first["title"] and first["right"] <= 391 and not first["boxed"], first
+            assert first["ticks"] >= 3, first  # the focused head's key labels are drawn
+        if path == "model-view":  # the HTML grid of lines: a labelled region that scrolls
+            assert pg.locator('[role="region"][aria-label*="scrolls sideways"]').count() == 1
+        assert exceptions(pg) == 0
