@@ -1,6 +1,8 @@
 """A live class under load: one lecturer and N students speaking Streamlit's own protocol
-(benchmarks/stclient.py), against one server (in-process room store) or 2 replicas behind nginx
-sharing a Redis room store (deploy/replicas.py, deploy/redis_local.py).
+(benchmarks/stclient.py), against one server (the default room store: SQLite, in a fresh data folder),
+2 replicas on this machine behind nginx sharing that SQLite file, or 2 replicas sharing a Redis room
+store (deploy/replicas.py, deploy/redis_local.py). The store's own cost per check, without Streamlit:
+benchmarks/bench_room_store.py.
 
 Each student opens the join link (?room=CODE), then does what its browser does: its follow
 fragment asks for a fragment rerun at the interval the server registered (st.fragment(run_every=...):
@@ -14,7 +16,7 @@ rounds, on the toy model and on SmolLM2-135M (the lecturer's link picks it: ?src
 the students follow the model too). Then idle following: with nothing changing, the server
 processes' CPU time over a window, per student and in all (% of one core).
 
-    python -m benchmarks.bench_live                         # 100 students, toy + SmolLM2, 1 server + 2 replicas
+    python -m benchmarks.bench_live                         # 100 students, toy + SmolLM2, every setup
     python -m benchmarks.bench_live --students 20 --rounds 3 --only toy --setups single
     python -m benchmarks.bench_live --quick                 # 10 students, 2 rounds (smoke test)
 
@@ -235,23 +237,36 @@ async def warm(url: str, model: str) -> None:
         await c.rerun()
 
 
+SETUPS = {"single": "1 server, SQLite rooms", "replicas-sqlite": "2 replicas + nginx, one SQLite file",
+          "replicas": "2 replicas + nginx + Redis"}
+
+
 def run_setup(setup: str, n: int, rounds: int, models: list[str], idle_s: float, pause: float) -> list[dict]:
+    """setup: "single" (one server, the default room store: SQLite in a fresh data folder),
+    "replicas-sqlite" (2 replicas on this machine sharing that SQLite file, behind nginx) or
+    "replicas" (2 replicas sharing a local Redis)."""
+    import tempfile
     rows = []
-    label = f"{n} students" + (", 1 server, in-process rooms" if setup == "single" else ", 2 replicas + nginx + Redis")
-    if setup == "single":
-        os.environ.pop("ROOM_STORE", None)
-        with Server("app.py", extra=["--runner.postScriptGC", "false"]) as srv:
-            for m in models:
-                asyncio.run(warm(srv.url, m))
-                base = idle_baseline([srv.pid])
-                res = asyncio.run(scenario(srv.url, srv.url, n, rounds, m, [srv.pid], idle_s, pause))
-                rows += _rows(label, m, n, res, base)
-        return rows
-    from deploy.redis_local import LocalRedis
-    from deploy.replicas import Deployment
-    with LocalRedis() as red:
-        os.environ["ROOM_STORE"] = red.url
-        try:
+    label = f"{n} students, {SETUPS[setup]}"
+    saved = {k: os.environ.get(k) for k in ("ROOM_STORE", "ATTN_LAB_DATA_DIR")}
+    os.environ.pop("ROOM_STORE", None)
+    os.environ["ATTN_LAB_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-live-data-")  # inherited by the servers
+    try:
+        if setup == "single":
+            with Server("app.py", extra=["--runner.postScriptGC", "false"]) as srv:
+                for m in models:
+                    asyncio.run(warm(srv.url, m))
+                    base = idle_baseline([srv.pid])
+                    res = asyncio.run(scenario(srv.url, srv.url, n, rounds, m, [srv.pid], idle_s, pause))
+                    rows += _rows(label, m, n, res, base)
+            return rows
+        from contextlib import nullcontext
+
+        from deploy.redis_local import LocalRedis
+        from deploy.replicas import Deployment
+        with (LocalRedis() if setup == "replicas" else nullcontext()) as red:
+            if red is not None:
+                os.environ["ROOM_STORE"] = red.url
             with Deployment(replicas=2) as d:
                 pids = [s.pid for s in d.replicas]
                 for m in models:
@@ -259,10 +274,15 @@ def run_setup(setup: str, n: int, rounds: int, models: list[str], idle_s: float,
                         asyncio.run(warm(s.url, m))
                     base = idle_baseline(pids)
                     # the lecturer through nginx too (any replica); students spread over both
-                    res = asyncio.run(scenario(d.url, d.url, n, rounds, m, pids + [red.proc.pid], idle_s, pause))
+                    res = asyncio.run(scenario(d.url, d.url, n, rounds, m, pids + ([red.proc.pid] if red else []),
+                                               idle_s, pause))
                     rows += _rows(label, m, n, res, base)
-        finally:
-            os.environ.pop("ROOM_STORE", None)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return rows
 
 
@@ -293,7 +313,7 @@ def run(quick: bool = False, students: int | None = None, rounds: int | None = N
     n = students or (10 if quick else 100)
     rounds = rounds or (2 if quick else 5)
     models = models or (["toy"] if quick else ["toy", "smollm2"])
-    setups = setups or (["single"] if quick else ["single", "replicas"])
+    setups = setups or (["single"] if quick else list(SETUPS))
     idle_s = idle_s or (5.0 if quick else 15.0)
     rows = []
     for setup in setups:
@@ -308,7 +328,7 @@ def main(argv=None) -> int:
     ap.add_argument("--students", type=int)
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--only", default="", help="models: toy,smollm2")
-    ap.add_argument("--setups", default="", help="single,replicas")
+    ap.add_argument("--setups", default="", help=",".join(SETUPS))
     ap.add_argument("--idle", type=float, help="seconds of idle following measured")
     a = ap.parse_args(argv)
     from benchmarks.report import table

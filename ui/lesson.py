@@ -12,6 +12,8 @@ import streamlit as st
 
 from classroom.lesson import LessonStep, Question
 from viz.attention import head_heatmap
+
+from .echo import echo_literal
 from viz.common import DIVERGING_SCALE
 
 # Presentation mode: the shared CSS (ui/sidebar.py) enlarges text; these rules make the lesson's
@@ -123,9 +125,9 @@ def parse_number(raw, where: str) -> tuple[float | None, str | None]:
     try:
         x = float(s)
     except (TypeError, ValueError):
-        return None, f"{where}: {str(raw)[:20]!r} is not a number."
+        return None, f"{where}: “{echo_literal(raw, 20)}” is not a number."
     if not math.isfinite(x):
-        return None, f"{where}: {str(raw)[:20]!r} is not a finite number (no NaN or infinity)."
+        return None, f"{where}: “{echo_literal(raw, 20)}” is not a finite number (no NaN or infinity)."
     return x, None
 
 

@@ -136,7 +136,7 @@ def test_small_calculators_bad_input():
     assert sm and list(sm[0].iloc[1]) == ["3.000", "2.000"] and list(sm[0].iloc[2]) == ["0.731", "0.269"]
     at.text_input(key="calc_ln_x").input("1, two, 3").run()
     assert not errors(at)
-    assert any("'two' is not a number" in e.value for e in at.error)
+    assert any("“two” is not a number" in e.value for e in at.error)
     at.text_input(key="calc_ln_eps").input("0").run()
     assert any("ε must be > 0" in e.value for e in at.error)
     at.text_input(key="calc_sm_x").input("1e308, 1").run()

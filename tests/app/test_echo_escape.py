@@ -92,3 +92,27 @@ def test_markdown_in_every_url_value_is_shown_literally(page):
         assert echoed, f"{page}: no notice repeats the link's values"
         bad = [(s[:120], live_markdown(s)) for s in echoed if live_markdown(s)]
         assert not bad, (page, shift, bad)
+
+
+def text_boxes(at) -> list:
+    """Every text box the run drew (text inputs and text areas, the sidebar's included)."""
+    return [*at.text_input, *at.text_area]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_markdown_typed_into_every_text_box_is_shown_literally(page):
+    """Each page's text boxes (the sentence, a poll's nickname, a comparison's second sentence, a
+    model path, ...) get the payloads (one run each, the payloads rotated over the boxes page by
+    page): nothing the next run renders as Markdown holds an image, a link, HTML or math."""
+    at = app_test(default_timeout=120)
+    at.switch_page(page).run()
+    assert not errors(at), errors(at)
+    boxes = text_boxes(at)
+    assert boxes, f"{page}: no text box"  # the sidebar's sentence at least
+    shift = PAGES.index(page)
+    for i, box in enumerate(boxes):
+        box.set_value(PAYLOADS[(i + shift) % len(PAYLOADS)])
+    at.run()
+    assert not errors(at), (page, errors(at))
+    bad = [(s[:120], live_markdown(s)) for s in rendered_strings(at) if any(m in s for m in MARKERS) and live_markdown(s)]
+    assert not bad, (page, bad)

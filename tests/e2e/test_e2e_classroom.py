@@ -76,7 +76,7 @@ def test_calculator_bad_input_message(server, page):
     box.fill("1, two, 3")
     rerun(page, lambda: box.press("Enter"))
     assert exceptions(page) == 0
-    page.locator('[data-testid="stAlert"]').filter(has_text="'two' is not a number").first.wait_for(timeout=20_000)
+    page.locator('[data-testid="stAlert"]').filter(has_text="“two” is not a number").first.wait_for(timeout=20_000)
     assert box.input_value() == "1, two, 3"  # what the user typed stays
     screenshot(page, "calculator_bad_input")
 
