@@ -1156,6 +1156,9 @@ def _poll_builder(ls: LiveSession) -> None:
                 short = L.poll._plain(q.prompt)
                 short = short if len(short) <= 90 else short[:89] + "…"
                 questions.append((f"Lesson step {n}: {short}", L.from_lesson(q, f"step {n}, {step.title}")))
+        share = _head_share_poll()
+        if share is not None:
+            questions.append((f"Why this token? {L.poll._plain(share.prompt)}", share))
         i = st.selectbox("Question", range(len(questions)), key="live_q_pick",
                          format_func=lambda i: questions[i][0])
         pq = questions[i][1]
@@ -1172,6 +1175,29 @@ def _poll_builder(ls: LiveSession) -> None:
         st.markdown(pq.prompt)
         st.button("Open the poll", key="live_poll_open", on_click=_open_poll, args=(pq,), type="primary",
                   icon=":material/campaign:")
+
+
+def _head_share_poll() -> L.PollQuestion | None:
+    """"Which head writes most of *X*?" for the current sentence, X the model's prediction (its
+    top next token): the Why this token? page's direct logit attribution. None for a model
+    without shares (no output layer, a BERT masked-LM head: the page says why)."""
+    from classroom.lesson import head_share_question
+
+    from . import attribution as A
+    from .models import current_source, get_model
+
+    source = current_source()
+    if A.why_not(source) is not None:
+        return None
+    text = str(st.session_state.get("text", ""))
+    try:
+        cand, _ = A.top_candidates(A.prompt_run(source, text), 1)
+        _, tok = get_model(source)
+        word = tok.decode([cand[0]]).strip() or str(cand[0])
+        q = head_share_question(A.shares(source, text, cand[0]).heads, word)
+    except ValueError:
+        return None
+    return L.from_lesson(q, "Why this token?")
 
 
 def _allowed_2d(allowed, head: int):

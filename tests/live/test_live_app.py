@@ -343,6 +343,35 @@ def test_a_lesson_question_as_a_class_poll(room_store):
     assert "Class poll" in texts(stu)
 
 
+def test_why_this_token_as_a_class_poll(room_store):
+    """"Which head writes most of X?" (direct logit attribution) is offered as a class poll; its
+    answer is the head with the largest share, X the model's prediction, from the engine itself."""
+    import numpy as np
+    import torch
+
+    from classroom.attribution import logit_attribution
+    from model.checkpoint import load_checkpoint
+    from tests.helpers import ROOT
+    lec, code = start_class()
+    lec.session_state["live_poll_box"] = True
+    lec.run()
+    pick = lec.sidebar.selectbox(key="live_q_pick")
+    i = next(k for k, lab in enumerate(pick.options) if lab.startswith("Why this token?"))
+    pick.set_value(i).run()
+    lec.button(key="live_poll_open").click().run()
+    poll = lec.session_state["_live"].poll
+    assert not errors(lec) and "Why this token?" in poll.question.source
+    model, tok = load_checkpoint(ROOT / "checkpoints" / "causal-lm")
+    ids = torch.tensor([tok.encode(lec.session_state["text"]).ids])
+    tr = model.trace(ids, causal=True)
+    target = int(torch.argmax(tr.logits[0, -1]))
+    heads = np.asarray(logit_attribution(model, tr, target).heads)
+    best = np.unravel_index(int(np.argmax(heads)), heads.shape)
+    assert poll.question.answer == f"L{best[0]} H{best[1]}" and len(poll.question.options) == 4
+    assert tok.decode([target]).strip() in poll.question.prompt
+    assert "Class poll" in texts(student(code))
+
+
 def test_the_app_store_keeps_rooms_four_idle_hours(monkeypatch):
     from ui import live
     monkeypatch.delenv("ROOM_STORE", raising=False)
