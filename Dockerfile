@@ -44,6 +44,8 @@ COPY training ./training
 COPY viz ./viz
 COPY ui ./ui
 COPY pages ./pages
+# the join card's address rules (ui/live.py); the rest of deploy/ runs outside the image
+COPY deploy/__init__.py deploy/network.py ./deploy/
 COPY checkpoints ./checkpoints
 COPY deploy/streamlit-prod.toml ./.streamlit/config.toml
 

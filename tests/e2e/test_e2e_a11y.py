@@ -54,7 +54,7 @@ EXPECTED_CHARTS = {
     "pages/encoder-decoder.py": 10, "pages/train.py": 0, "pages/calculator.py": 1, "pages/lesson.py": 0,
     "pages/gradients.py": 4, "pages/experts.py": 2, "pages/generate.py": 2, "pages/intervene.py": 3, "pages/flow.py": 1,  # generate: the cache chart waits for a token
     "pages/model-view.py": 1, "pages/flash.py": 4,
-    "pages/variants.py": 12, "pages/kv-cache.py": 1, "pages/circuits.py": 3,
+    "pages/variants.py": 12, "pages/kv-cache.py": 1, "pages/circuits.py": 3, "pages/attribution.py": 6,
 }
 
 
