@@ -14,6 +14,7 @@ from ui import state
 from ui.generate import token_texts
 from ui.lesson import question as lesson_question
 from ui.models import current_source, get_model
+from ui.runs import finite_or_stop
 from ui.show import show_code, show_fig
 from viz.attention import head_heatmap
 from viz.attribution import patch_map, share_bars
@@ -62,7 +63,7 @@ corrupt_text = c2.text_input("Corrupted prompt", key="attr_corrupt", max_chars=4
 if not clean_text.strip():
     st.info("Type a clean prompt above.", icon=":material/edit:")
     state.end_page()
-run = A.prompt_run(source, clean_text)
+run = finite_or_stop(A.prompt_run(source, clean_text))
 labels = run.labels
 if run.unknown:
     st.caption("Words this model's vocabulary does not know (read as " + md_escape(run.unk_token) + "): "
@@ -70,7 +71,7 @@ if run.unknown:
 
 # ------------------------------------------------------------------------------------ target & foil
 cand, probs = A.top_candidates(run)
-corrupt_run = A.prompt_run(source, corrupt_text) if corrupt_text.strip() else None
+corrupt_run = finite_or_stop(A.prompt_run(source, corrupt_text)) if corrupt_text.strip() else None
 alt = A.top_candidates(corrupt_run)[0][0] if corrupt_run is not None else cand[1]
 state.bound("attr_target", cand[0])
 state.bound("attr_foil", alt if alt != cand[0] else cand[1])

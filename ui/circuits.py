@@ -14,7 +14,7 @@ from model.patterns import label_heads
 
 from . import state
 from .models import PRETRAINED, ModelSource, get_model, pretrained_error, shipped_checkpoints, trained_causal
-from .runs import Run, get_run
+from .runs import Run, finite_or_stop, get_run
 from .session_models import session_models
 
 
@@ -193,8 +193,9 @@ def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def run_for(source: ModelSource, text: str, causal: bool, max_len: int) -> Run:
-    """A second model's run of the same text (the shared trace cache, ui.runs.get_run)."""
-    return get_run(source, text, causal, max_len)
+    """A second model's run of the same text (the shared trace cache, ui.runs.get_run); the page
+    ends with a message when its numbers are not finite (ui.runs.finite_or_stop)."""
+    return finite_or_stop(get_run(source, text, causal, max_len))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -292,7 +292,14 @@ def current_run(text: str | None = None, causal: bool | None = None, notices: bo
     run = get_run(source, str(text), bool(causal), int(s.get("T", 64)), layer)
     if notices:
         input_notices(run)
-    if run.nonfinite is not None:  # weights that overflow (3e38): say where, never a chart of NaN
+    return finite_or_stop(run)
+
+
+def finite_or_stop(run: Run) -> Run:
+    """The run, or (its trace holds inf or NaN: weights that overflow, 3e38) the page ends here with
+    a message naming where the numbers stopped being finite, never a chart of NaN. Every page's
+    run goes through it (current_run does it; a page that traces with get_run calls it)."""
+    if run.nonfinite is not None:
         st.error(nonfinite_message(run), icon=":material/error:")
         state.end_page()
     return run

@@ -259,3 +259,10 @@ def test_weights_of_3e38_show_where_the_numbers_stop_being_finite(root):
     said = " ".join(str(e.value) for e in at.main.error).replace("\\", "")
     assert "stop being finite in layer 1's attention" in said, said
     assert not at.get("plotly_chart")
+    # the pages that trace with get_run themselves (not current_run) say it too: no chart of NaN
+    for page in ("pages/attribution.py", "pages/circuits.py"):
+        at.switch_page(page).run()
+        assert not errors(at), (page, errors(at))
+        said = " ".join(str(e.value) for e in at.main.error).replace("\\", "")
+        assert "stop being finite in layer 1's attention" in said, (page, said)
+        assert not at.get("plotly_chart"), page
