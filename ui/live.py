@@ -1145,6 +1145,11 @@ def _poll_builder(ls: LiveSession) -> None:
         H, T, n_layers = run.cfg.n_heads, run.T, run.cfg.n_layers
         layer = min(max(int(s.get("layer", 0)), 0), n_layers - 1)
         head = min(max(int(s.get("head", 0)), 0), H - 1)
+        focused = str(s.get("focus") or "")  # the focused head (ui/focus.py), when the lecturer points at one
+        if focused.count(".") == 1 and all(p.isdigit() for p in focused.split(".")):
+            fl, fh = (int(p) for p in focused.split("."))
+            if fl < n_layers and fh < H:
+                layer, head = fl, fh
         questions: list[tuple[str, L.PollQuestion | None]] = [(f"Which token does … attend to most? (layer {layer}, "
                                                                f"head {head}: the current view)", None)]
         lh = min(max(int(s.get("lesson_head", 0)), 0), H - 1)

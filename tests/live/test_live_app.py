@@ -434,3 +434,14 @@ def test_the_panel_counts_students_seen_in_the_last_ten_seconds(monkeypatch, clo
     clock.advance(2)
     lec.run()
     assert "**0** students connected now" in texts(lec)
+
+
+def test_the_current_view_poll_asks_about_the_focused_head(room_store):
+    lec, code = start_class()
+    lec.session_state["focus"] = "1.3"
+    lec.session_state["live_poll_box"] = True
+    lec.run()
+    pick = lec.sidebar.selectbox(key="live_q_pick")
+    assert "(layer 1, head 3: the current view)" in pick.options[0]
+    lec.button(key="live_poll_open").click().run()
+    assert "layer 1, head 3" in lec.session_state["_live"].poll.question.prompt
