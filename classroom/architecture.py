@@ -509,3 +509,19 @@ def param_formulas(cfg: ModelConfig) -> list[PartFormula]:
         for part in sorted(missing):
             put(part, "(no formula yet)", parts[part])
     return [out[k] for k in parts]
+
+
+def window_here(cfg: ModelConfig, T: int, fresh_window: int | None = None) -> str:
+    """The model on screen's own sliding window beside a teaching one (the variants page's fresh
+    weights, the mask lab's masks), from its config, for an input of T tokens: which layers slide,
+    how many keys they keep, and whether the window cuts anything at this length."""
+    if cfg.window is None:
+        return ""
+    w = cfg.window
+    cut = (f"At {T:,} tokens it removes nothing (no query has more than {w - 1:,} keys before it); from "
+           f"{w + 1:,} tokens on, a local layer's query {w:,} (counting from 0) is the first that no longer sees "
+           "token 0." if T <= w else
+           f"At {T:,} tokens it removes keys: in a local layer query i sees keys i − {w - 1:,} … i, so the last "
+           f"query sees {w:,} of the {T:,}.")
+    fresh = "" if fresh_window is None else f" The fresh-weights window here is w = {fresh_window:,}, to make the band visible on a short sentence."
+    return f"The model on screen slides too, with w = {w:,}. {window_sentence(cfg)} {cut}{fresh}"

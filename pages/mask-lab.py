@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from classroom.architecture import window_here
 from classroom.mask_lab import mask_steps
 from labels import md_escape, token_label
 from ui import state
@@ -57,6 +58,8 @@ run = get_batch_run(source, batch_texts, causal, mask_q, int(s.get("T", 64)), pa
 row_names = (["sentences 1 + 2 (pair)"] + [f"sentence {i + 3}" for i in range(len(batch_texts) - 2)]
              if run.pair else [f"sentence {i + 1}" for i in range(len(batch_texts))])
 B, T, H, L = len(row_names), run.T, run.cfg.n_heads, run.cfg.n_layers
+if run.cfg.window is not None:  # a model with sliding-window layers (Gemma 3): its own band, from its config
+    st.info(window_here(run.cfg, T), icon=":material/width:")
 state.bound("ml_b", 0)
 state.fix("ml_b", list(range(B)))
 b = c2.selectbox("Sentence", list(range(B)), key="ml_b", format_func=lambda i: row_names[i])

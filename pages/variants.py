@@ -6,9 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from classroom import variants
+from classroom.architecture import window_here
 from labels import md_escape, token_labels
 from ui import state
 from ui import variants as var_ui
+from ui.runs import current_cfg, current_length
 from ui.show import show_fig
 from viz.charts import bar_compare
 from viz.variants import bias_grid, variant_heads
@@ -113,6 +115,9 @@ else:
 st.subheader("2 · Where a query may look")
 if window_ok:
     show_variant("window")
+real = current_cfg()
+if real.window is not None:  # the model on screen has its own window (Gemma 3): its rule, from its config
+    st.info(window_here(real, current_length(), win), icon=":material/width:")
 else:
     st.warning("The sliding-window heads are not drawn until the window is at least 1.", icon=":material/warning:")
 

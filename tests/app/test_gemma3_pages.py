@@ -116,3 +116,25 @@ def test_cost_page_counts_the_window():
     at = start("pages/cost.py")
     text = text_of(at)
     assert "A local layer needs at most 512 scores per query" in text
+
+
+@needs_package
+@pytest.mark.parametrize("page", ["pages/variants.py", "pages/mask-lab.py"])
+def test_variants_and_mask_lab_show_the_real_window_beside_the_teaching_one(page):
+    at = start(page)
+    said = "\n".join(str(i.value) for i in at.info)
+    assert "The model on screen slides too, with w = 512." in said, said
+    assert "layers 5, 11, 17 are global" in said and "removes nothing" in said
+    if page == "pages/variants.py":
+        assert "The fresh-weights window here is w = 3" in said
+
+
+def test_window_here_says_when_the_window_cuts():
+    from classroom.architecture import window_here
+    from model.config import ModelConfig
+
+    cfg = ModelConfig(vocab_size=8, d_model=16, n_heads=2, n_layers=3, window=4, window_layers=(0, 1), pos_encoding="rope")
+    assert window_here(ModelConfig(vocab_size=8, d_model=16, n_heads=2, n_layers=1), 10) == ""
+    short, long = window_here(cfg, 4), window_here(cfg, 9, 3)
+    assert "At 4 tokens it removes nothing" in short and "from 5 tokens on" in short
+    assert "the last query sees 4 of the 9" in long and "w = 3" in long and "layer 2 is global" in long
