@@ -42,7 +42,6 @@ ALLOWED_SUBSCRIPTS = {
     ("ui/__init__.py", "info"): "Streamlit's page registry",
     ("ui/live.py", "params"): "the query parameters a follower takes from the lecturer's view",
     ("ui/client.py", "headers"): "the request's HTTP headers (st.context.headers: X-Forwarded-For)",
-    ("ui/live.py", "headers"): "the request's HTTP headers (st.context.headers: the proxy's secret header)",
 }
 
 

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import functools
 import html
-import hmac
-import ipaddress
 import math
 import os
 import re
@@ -57,7 +55,7 @@ from classroom.lesson import build_lesson
 from deploy import network
 from labels import md_escape, token_label
 
-from . import runtime, state
+from . import client, runtime, state
 from .runs import current_run, layer_allowed
 
 POLL_EVERY = 1.0  # seconds between a follower's checks of the room (follow within 2 s)
@@ -79,8 +77,7 @@ ANSWERS_PER_CLIENT = 300  # answers per client per poll (a class behind one NAT 
 # The project's own nginx (deploy/nginx.conf.template) sends this header with the secret that
 # deploy/replicas.py gives both it and the replicas (ATTN_LAB_PROXY_SECRET); only then is the last
 # X-Forwarded-For entry (the one nginx appended: the address nginx saw) the client's address.
-PROXY_SECRET_ENV = "ATTN_LAB_PROXY_SECRET"
-PROXY_HEADER = "X-Attention-Lab-Proxy"
+PROXY_SECRET_ENV, PROXY_HEADER = client.PROXY_SECRET_ENV, client.PROXY_HEADER  # (deploy/replicas.py names them here)
 # Browser cookies that bring a session back after a server restart (the server's sessions are in
 # its memory; the room is in the store): the lecturer's seat (code and token) and a student's
 # anonymous id (so an answer given before the restart is the same answer, never a second one).
@@ -106,26 +103,9 @@ def store() -> L.RoomStore:
 
 
 def client_address() -> str:
-    """The client's network address: st.context.ip_address (Streamlit reports a loopback client as
-    None: "127.0.0.1" here), or, when the request came through the project's own nginx (its secret
-    header), the last X-Forwarded-For entry, the one nginx appended. A header a client sends itself
-    is never trusted: nginx overwrites the secret header and appends to X-Forwarded-For."""
-    try:
-        ip = st.context.ip_address
-        headers = st.context.headers
-    except Exception:  # noqa: BLE001  outside a session
-        return "127.0.0.1"
-    if not isinstance(ip, str) or not ip:  # None (loopback), or a stand-in without a client (AppTest)
-        ip = "127.0.0.1"
-    secret = os.environ.get(PROXY_SECRET_ENV, "")
-    sent = headers.get(PROXY_HEADER, "") if hasattr(headers, "get") else ""
-    if secret and isinstance(sent, str) and hmac.compare_digest(sent.encode(), secret.encode()):
-        last = str(headers.get("X-Forwarded-For", "")).split(",")[-1].strip()
-        try:
-            return str(ipaddress.ip_address(last))
-        except ValueError:
-            pass
-    return ip
+    """The client's network address, by the one rule of ui/client.py (behind the project's nginx,
+    the address nginx saw; never a header a client sent itself); this machine is "127.0.0.1"."""
+    return client.client_address() or "127.0.0.1"
 
 
 def _wait_words(seconds: float) -> str:

@@ -73,6 +73,19 @@ def test_the_client_is_the_proxys_last_entry_only_behind_a_loopback_peer(monkeyp
     assert client.is_loopback_client() is loopback
 
 
+@pytest.mark.parametrize("sent, client_is", [("the-secret", REMOTE), ("guessed", None), (None, None)])
+def test_with_a_proxy_secret_only_requests_carrying_it_name_another_address(monkeypatch, sent, client_is):
+    """Behind deploy/replicas.py's nginx (ATTN_LAB_PROXY_SECRET set): X-Forwarded-For counts only on
+    a request with the secret nginx sends; the live class's limits use the same rule."""
+    from ui import client, live
+    monkeypatch.setenv(client.PROXY_SECRET_ENV, "the-secret")
+    headers = {"X-Forwarded-For": f"10.9.8.7, {REMOTE}", **({client.PROXY_HEADER: sent} if sent else {})}
+    monkeypatch.setattr(client, "_connection", lambda: (None, headers))
+    assert client.client_address() == client_is
+    assert client.is_loopback_client() is (client_is is None)
+    assert live.client_address() == (client_is or "127.0.0.1")
+
+
 def test_a_client_on_the_network_may_not_open_a_path(root, monkeypatch, tmp_path):
     """Not loopback: no path box and no list of the server's files; a link to a path is refused
     with one sentence whether the path exists or not, naming no folder. The lecturer's browser on
