@@ -85,8 +85,10 @@ def draw_focus(run, layer: int, head: int, weights, allowed, keys=None) -> None:
     allowed = None if allowed is None else (allowed[head] if allowed.ndim == 3 else allowed)  # (T, T)
     n = len(run.labels)
     fig = head_heatmap(weights, run.labels, allowed=allowed, hidden_keys=keys, height=min(FOCUS_MAX_PX, 220 + 26 * n),
-                       title=f"Focused: layer {layer}, head {head} · {pat.title()}"
-                       + ("" if keys is None else " · sink hidden"))
+                       title=f"Focused: layer {layer}, head {head}<br><span style='font-size:0.85em;font-weight:normal'>{pat.title()}"
+                       + ("" if keys is None else " · sink hidden") + "</span>")  # two lines: clear of a phone's toolbar
+    # the title just above the plot, two lines, under the chart's toolbar (which a phone always shows)
+    fig.update_layout(margin_t=92, title=dict(yref="paper", y=1, yanchor="bottom", pad=dict(b=30)))
     show_fig(fig, "focus_head", filename=f"focus_layer{layer}_head{head}",
              alt=f"The focused head: layer {layer}, head {head}. Rows: queries; columns: keys; grey: masked. "
                  "Hover a cell for its exact weight.")
