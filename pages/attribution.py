@@ -141,6 +141,10 @@ else:
     head_opts = [f"L{l} H{h}" for l in range(L) for h in range(H)]
     state.bound("attr_head", f"L{top_l} H{top_h}")
     state.fix("attr_head", head_opts, f"L{top_l} H{top_h}")
+    top = [head_opts[int(i)] for i in np.argsort(-np.abs(att.heads), axis=None)[:6]]  # the largest shares, in size
+    st.session_state["attr_pick"] = st.session_state.get("attr_head") if st.session_state.get("attr_head") in top else None
+    st.pills("Click a head (the largest shares, in size)", top, key="attr_pick", on_change=A.pick_head,
+             format_func=A.head_words)
     hs = st.selectbox("Head", head_opts, key="attr_head",
                       format_func=lambda o: f"{o} · share {att.heads[int(o.split()[0][1:]), int(o.split()[1][1:])]:+.2f}",
                       help="Opens with the head whose share is largest (outlined on the map).")

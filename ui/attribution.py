@@ -189,3 +189,17 @@ def cancel(key: tuple) -> None:
     job = registry().get(key)
     if job is not None and job.owner == session_id():
         job.cancel.set()
+
+
+def pick_head(pick_key: str = "attr_pick", head_key: str = "attr_head") -> None:
+    """A click on one of the page's head buttons opens that head (its attention and value-weighted
+    attention); a second click keeps it open."""
+    v = st.session_state.get(pick_key)
+    if v is not None:
+        st.session_state[head_key] = v
+
+
+def head_words(option: str) -> str:
+    """ "L3 H5" -> "layer 3 · head 5" (a button's words)."""
+    layer, head = option.split()
+    return f"layer {layer[1:]} · head {head[1:]}"

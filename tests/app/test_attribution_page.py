@@ -190,3 +190,22 @@ def test_smollm2_names_pair():
     at = until_patched(at)
     res = z_of(chart(at, "Residual stream patched"))
     assert res.shape == (30, len(ids)) and (res[:, 0] == 0).all()
+
+
+def test_a_click_on_a_head_button_opens_that_head(toy):
+    """The buttons name the heads with the largest shares (in size, from the engine's attribution);
+    a click opens that head's attention and value-weighted attention."""
+    model, tok = toy
+    at = open_page(attr_pair="Your own", attr_clean=TOY_CLEAN, attr_corrupt=TOY_CORRUPT)
+    target = int(at.selectbox(key="attr_target").value)
+    shares = head_shares(model, tok.encode(TOY_CLEAN).ids, target)
+    order = np.argsort(-np.abs(shares), axis=None)
+    H = shares.shape[1]
+    pills = at.button_group(key="attr_pick")
+    shown = [getattr(o, "content", o) for o in pills.options]
+    assert shown == [f"layer {i // H} · head {i % H}" for i in order[:6]], shown
+    third = f"L{order[2] // H} H{order[2] % H}"
+    pills.set_value(third).run()
+    assert not errors(at) and at.session_state["attr_head"] == third
+    assert chart(at, f"{third}: attention weights") and chart(at, f"{third}: weighted by what it moves")
+    assert at.query_params["attr_head"] == third
