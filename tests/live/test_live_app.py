@@ -417,23 +417,25 @@ def test_followers_already_up_to_date_are_not_rerun(monkeypatch, clock, what):
 
 
 def test_the_panel_counts_students_seen_in_the_last_ten_seconds(monkeypatch, clock):
-    """The lecturer's "connected now": sessions that checked in within the last 10 s (the room store's
-    clock, moved by hand)."""
+    """The lecturer's roster, "N following · M exploring": sessions that checked in within the last
+    10 s (the room store's clock, moved by hand), by what each said it does (".f" follows, ".e"
+    explores)."""
     from classroom.live import MemoryStore
     from ui import live
     monkeypatch.setenv("ROOM_STORE", "")
     monkeypatch.setitem(live._stores, "", MemoryStore(clock=clock))
     lec, code = start_class()
-    for sid in ("a", "b", "c"):
+    for sid in ("a.f", "b.f", "c.e"):
         live.store().state(code, seen=sid)
     clock.advance(30)
-    live.store().state(code, seen="d")
+    live.store().state(code, seen="d.f")
+    live.store().state(code, seen="e.e")
     clock.advance(9)
     lec.run()
-    assert "**1** student connected now" in texts(lec)
+    assert "**1** following · **1** exploring" in texts(lec)
     clock.advance(2)
     lec.run()
-    assert "**0** students connected now" in texts(lec)
+    assert "**0** following · **0** exploring" in texts(lec)
 
 
 def test_the_current_view_poll_asks_about_the_focused_head(room_store):
