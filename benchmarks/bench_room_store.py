@@ -29,18 +29,37 @@ def per_check_us(store) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    rows = {"memory": per_check_us(open_store("memory"))}
+def measure(quick: bool = False) -> dict[str, float]:
+    """{backend: microseconds per check}: the in-memory double, SQLite (a fresh temporary file)
+    and Redis (a local redis-server, when installed)."""
+    global CHECKS
+    if quick:
+        CHECKS = 200
+    us = {"memory": per_check_us(open_store("memory"))}
     with tempfile.TemporaryDirectory() as d:
-        rows["sqlite"] = per_check_us(open_store(f"sqlite://{d}/rooms.sqlite3"))
+        us["sqlite"] = per_check_us(open_store(f"sqlite://{d}/rooms.sqlite3"))
     try:
         from deploy.redis_local import LocalRedis
         with LocalRedis() as r:
-            rows["redis"] = per_check_us(open_store(r.url))
+            us["redis"] = per_check_us(open_store(r.url))
     except Exception as exc:  # noqa: BLE001  no redis-server here
         print(f"redis: not measured ({exc})")
-    for name, us in rows.items():
-        print(f"{name:7s} {us:8.1f} µs per check  ({us / rows['memory']:.1f}x the in-memory double)")
+    return us
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Benchmark table rows (benchmarks/run_all.py): each backend's cost per follower check, and
+    its ratio to the in-memory double (measured in the same run)."""
+    us = measure(quick)
+    return [dict(benchmark="room store, one follower check (state + check-in)", metric=f"{name} (µs)",
+                 app=v, bare=us["memory"], ratio=v / us["memory"], target="(reported)", ok=None)
+            for name, v in us.items()]
+
+
+def main() -> None:
+    us = measure()
+    for name, v in us.items():
+        print(f"{name:7s} {v:8.1f} µs per check  ({v / us['memory']:.1f}x the in-memory double)")
 
 
 if __name__ == "__main__":

@@ -237,7 +237,7 @@ def test_memory_rooms_expire_after_idle_hours(clock):
 def test_rooms_live_four_idle_hours_by_default(store, backend, clock):
     assert store.ttl == 4 * 3600
     code, h = room(store)
-    if backend:  # Redis expires the keys on its own clock
+    if backend.startswith("redis"):  # Redis expires the keys on its own clock
         import redis
         assert 3.9 * 3600 * 1000 < redis.Redis.from_url(backend).pttl(f"live:{{{code}}}:room") <= 4 * 3600 * 1000
     else:
@@ -257,7 +257,7 @@ def test_keepalive_needs_the_lecturer_token(make_store, backend, clock):
             store.keepalive(code, bad)
     with pytest.raises(RoomGone):
         store.keepalive("QQQQQ", h)
-    if backend:  # Redis expires on its own clock: a refused keep-alive with a 3-hour ttl renews nothing
+    if backend.startswith("redis"):  # Redis expires on its own clock: a refused keep-alive with a 3-hour ttl renews nothing
         import redis
         with pytest.raises(NotLecturer):
             make_store(ttl=3 * 3600).keepalive(code, token_hash("guess"))
