@@ -97,7 +97,7 @@ def test_students_follow_across_replicas_and_survive_a_killed_replica(deployment
             for pg, w in zip(students, where):
                 wait_tick(pg, "2:bird", 60_000)
                 took.append((w.endswith(str(r1.port)), time.perf_counter() - t0))
-                pg.locator(".st-key-live_student_poll").wait_for(timeout=20_000)  # the poll survived
+                pg.locator(".st-key-live_student_poll").wait_for(timeout=60_000)  # the poll survived
                 assert pg.get_by_text(f"Following room {code}").count() == 1
                 assert exceptions(pg) == 0
             moved = [t for on_dead, t in took if on_dead]
