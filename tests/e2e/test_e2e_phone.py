@@ -130,7 +130,8 @@ def test_phone_charts_fit_or_scroll_in_a_labelled_box_with_a_focus(browser, serv
         charts_drawn(pg, least)
         try:  # until each chart is laid out at the phone's width (its box's CSS arrives with it): a state, not a time
             pg.wait_for_function(f"() => {{ const c = ({CHARTS_JS})(); return c.length >= {least} "
-                                 "&& c.every(x => x.right <= 391 || (x.boxed && x.label)); }", timeout=30_000)
+                                 "&& c.every(x => x.right <= 391 || (x.boxed && x.label))"
+                                 + (" && c[0].title.includes('Focused')" if least == 2 else "") + "; }", timeout=30_000)
         except Exception:  # noqa: BLE001  (the assertions below say what was drawn)
             pass
         charts = pg.evaluate(CHARTS_JS)

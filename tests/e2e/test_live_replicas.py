@@ -77,8 +77,13 @@ def test_students_follow_across_replicas_and_survive_a_killed_replica(deployment
                 if len(set(where)) == 2 and len(students) >= 3:
                     break
             assert {f"127.0.0.1:{r0.port}", f"127.0.0.1:{r1.port}"} <= set(where), where
-            for pg in students:
-                wait_tick(pg, "2:dog", 60_000)  # followed the lecturer, whichever replica serves it
+            for i, pg in enumerate(students):
+                try:
+                    wait_tick(pg, "2:dog", 60_000)  # followed the lecturer, whichever replica serves it
+                except Exception as exc:  # noqa: BLE001  say which student, on which replica, saw what
+                    seen = pg.locator('[data-testid="stApp"]').inner_text()[:600]
+                    raise AssertionError(f"student {i} of {len(students)} (replica {where[i]}) did not follow "
+                                         f"within 60 s; its page read: {seen!r}") from exc
 
             # a poll is open when the replica dies
             lec.get_by_text("New class poll").click()
