@@ -70,7 +70,7 @@ class ModelConfig:
     window: int | None = None  # sliding-window (local) attention: query i sees keys j with
     #                            |i - j| < window (causal: i - window < j <= i); None = everything
     attn_score: str = "dot"  # "dot" (q·k, scaled) | "additive" (Bahdanau: v_h·tanh(W_q q + W_k k))
-    # Pretrained families (issue 32, model.families: GPT-2, Llama, Qwen2/3, Mistral, Gemma 2, the BERT
+    # Pretrained families (model.families: GPT-2, Llama, Qwen2/3, Mistral, Gemma 2, the BERT
     # family). Defaults keep every other model bit-identical:
     d_head: int = 0  # per-head q/k (and v) width; 0 = d_model / n_heads. Qwen3 and Gemma 2 set it,
     #                  and then d_model need not be n_heads * d_head (W_Q is n_heads·d_head × d_model)
@@ -188,7 +188,7 @@ class ModelConfig:
                              f"has {self.d_k // 2} rotary pairs; give one factor per pair")
 
     def _check_family_options(self) -> None:
-        """ValueError for a bad value of the pretrained families' options (issue 32)."""
+        """ValueError for a bad value of the pretrained families' options."""
         if isinstance(self.d_head, bool) or not isinstance(self.d_head, int) or self.d_head < 0:
             raise ValueError(f"d_head must be a non-negative integer (0 = d_model / n_heads), got {self.d_head!r}")
         for name in ("qkv_bias", "out_bias", "ffn_bias"):

@@ -1,4 +1,4 @@
-"""Interventions on a forward pass (issue 19): switch attention heads off, or edit one attention
+"""Interventions on a forward pass: switch attention heads off, or edit one attention
 row, as an argument of the one traced forward pass. The shared model is never changed.
 
     Intervention(ablate=((layer, head), ...), mode="zero")   # Z_h = 0 at every position

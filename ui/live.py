@@ -250,6 +250,8 @@ def _set_cookies(ls: "LiveSession") -> None:
         cookie = f"{STUDENT_COOKIE}={_sid()}"
     else:
         return
+    if not re.fullmatch(r"[A-Za-z0-9_-]+=[A-Za-z0-9_.-]+", cookie):  # never user text inside the script (made here)
+        return
     st.html(f"<script>document.cookie = '{cookie}; path=/; max-age={COOKIE_AGE}; SameSite=Strict';</script>",
             unsafe_allow_javascript=True)
 

@@ -7,7 +7,6 @@ minutes: the same state the store holds after a minute away. The lecturer then o
 again in the same browser (its cookie makes it the lecturer of the room again)."""
 from __future__ import annotations
 
-import re
 import sqlite3
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from classroom.live.rooms import LECTURER_SEEN
 from classroom.live.sqlite_store import FILE_NAME
 from tests.e2e.browser import exceptions, guarded_page, start_server, wait_idle
-from tests.e2e.test_live_e2e import type_sentence, wait_tick
+from tests.e2e.test_live_e2e import start_class, type_sentence, wait_tick
 from ui.live import AWAY_NOTICE, LECTURER_AWAY
 
 pytestmark = pytest.mark.e2e
@@ -27,12 +26,7 @@ def test_followers_read_that_the_lecturers_screen_is_away_until_it_is_back(brows
     proc, url = start_server(data_dir=data)
     try:
         with guarded_page(browser, 1280, 720) as lec, guarded_page(browser, 390, 844, is_mobile=True) as a:
-            lec.goto(url)
-            wait_idle(lec)
-            lec.get_by_role("button", name="Start a live class").click()
-            wait_idle(lec)
-            link = lec.locator('.st-key-live_card [data-testid="stCode"]').inner_text().strip()
-            code = re.search(r"room=([A-Z0-9]{5})", link).group(1)
+            link, code = start_class(lec, url)
             type_sentence(lec, "the dog sat on the mat .")
             a.goto(link)
             wait_idle(a)

@@ -37,6 +37,16 @@ def type_sentence(page, text: str) -> None:
     wait_idle(page)
 
 
+def start_class(lec, url: str) -> tuple[str, str]:
+    """The lecturer's tab opens the app and starts a live class: (the join link shown, the room code)."""
+    lec.goto(url)
+    wait_idle(lec)
+    lec.get_by_role("button", name="Start a live class").click()
+    wait_idle(lec)
+    link = lec.locator('.st-key-live_card [data-testid="stCode"]').inner_text().strip()
+    return link, re.search(r"room=([A-Z0-9]{5})", link).group(1)
+
+
 def query(page) -> dict:
     return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
 

@@ -4,12 +4,11 @@ wider than the phone, and loses it when the lecturer clicks the head again. Scre
 screenshots/live_focus_*.png."""
 from __future__ import annotations
 
-import re
 
 import pytest
 
 from tests.e2e.browser import charts_drawn, exceptions, guarded_page, screenshot, wait_idle
-from tests.e2e.test_live_e2e import query, type_sentence, wait_tick
+from tests.e2e.test_live_e2e import query, start_class, type_sentence, wait_tick
 
 pytestmark = pytest.mark.e2e
 
@@ -21,12 +20,7 @@ FIRST_CHART = """() => { const el = document.querySelector('[data-testid="stPlot
 
 def test_the_lecturers_focused_head_reaches_a_phone(server, browser):
     with guarded_page(browser, 1280, 720) as lec, guarded_page(browser, 390, 844, is_mobile=True, has_touch=True) as a:
-        lec.goto(server)
-        wait_idle(lec)
-        lec.get_by_role("button", name="Start a live class").click()
-        wait_idle(lec)
-        link = lec.locator('.st-key-live_card [data-testid="stCode"]').inner_text().strip()
-        code = re.search(r"room=([A-Z0-9]{5})", link).group(1)
+        link, code = start_class(lec, server)
         type_sentence(lec, "the dog sat on the mat .")
         a.goto(link)
         wait_idle(a)

@@ -10,12 +10,11 @@ happened to them. Nothing the students read says the class was lost."""
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
 
 from tests.e2e.browser import exceptions, guarded_page, start_server, wait_idle
-from tests.e2e.test_live_e2e import main_text, type_sentence, wait_tick
+from tests.e2e.test_live_e2e import main_text, start_class, type_sentence, wait_tick
 
 pytestmark = pytest.mark.e2e
 
@@ -34,12 +33,7 @@ def test_the_class_survives_kill_9_mid_poll(browser, data_dir):
         with guarded_page(browser, 1280, 720) as lec, \
                 guarded_page(browser, 390, 844, is_mobile=True, has_touch=True) as a, \
                 guarded_page(browser, 1200, 1000) as b:
-            lec.goto(url)
-            wait_idle(lec)
-            lec.get_by_role("button", name="Start a live class").click()
-            wait_idle(lec)
-            link = lec.locator('.st-key-live_card [data-testid="stCode"]').inner_text().strip()
-            code = re.search(r"room=([A-Z0-9]{5})", link).group(1)
+            link, code = start_class(lec, url)
             type_sentence(lec, "the dog sat on the mat .")
             for p in (a, b):
                 p.goto(link)

@@ -2,11 +2,11 @@
 already in reloads and stays (the browser's own id); a newcomer reads that the room is locked."""
 from __future__ import annotations
 
-import re
 
 import pytest
 
 from tests.e2e.browser import exceptions, guarded_page, screenshot, wait_idle
+from tests.e2e.test_live_e2e import start_class
 
 pytestmark = pytest.mark.e2e
 
@@ -14,12 +14,7 @@ pytestmark = pytest.mark.e2e
 def test_roster_lock_and_reload(server, browser):
     with guarded_page(browser, 1280, 720) as lec, guarded_page(browser, 390, 844, is_mobile=True) as a, \
             guarded_page(browser, 1000, 900) as b, guarded_page(browser, 1000, 900) as late:
-        lec.goto(server)
-        wait_idle(lec)
-        lec.get_by_role("button", name="Start a live class").click()
-        wait_idle(lec)
-        link = lec.locator('.st-key-live_card [data-testid="stCode"]').inner_text().strip()
-        code = re.search(r"room=([A-Z0-9]{5})", link).group(1)
+        link, code = start_class(lec, server)
         for p in (a, b):
             p.goto(link)
             wait_idle(p)
