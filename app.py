@@ -11,6 +11,14 @@ st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide",
                    initial_sidebar_state="collapsed" if st.query_params.get("present", "").lower() in ("1", "true")
                    else "auto")
 
+# numpy and pandas are imported first, whole: on a fresh server several sessions' first runs start
+# at once (every tab reconnecting after a restart), and plotly's validators look numpy and pandas up
+# in sys.modules without importing them, so a chart drawn while another session's thread is still
+# importing them met a half-initialised numpy ("module 'numpy' has no attribute 'ndarray'"). An
+# import waits for another thread's import of the same module to finish; a sys.modules look-up does not.
+import numpy  # noqa: E402,F401
+import pandas  # noqa: E402,F401
+
 # A session's first run draws an empty 10-pixel Plotly chart here, before torch is imported and a
 # model is loaded, so the browser fetches and compiles plotly.js (~3 s in headless Chromium on this
 # machine) while the server is still working; the placeholder is emptied when the run ends. Later

@@ -52,14 +52,19 @@ def start_server(app: str = "app.py", port: int | None = None, extra: list[str] 
                  data_dir: str | Path | None = None):
     """A Streamlit server of the app on localhost. data_dir: its data folder (the live class's room
     store); by default a fresh one, so the per-client limits (which hold for loopback too) and the
-    rooms of one test's server never reach another's."""
+    rooms of one test's server never reach another's. The server's output is appended to
+    <data_dir>/server.log."""
     port = port or free_port()
     data = str(data_dir) if data_dir else tempfile.mkdtemp(prefix="attention-lab-server-data-")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "ATTN_LAB_DATA_DIR": data}
+    # the server's console (a script's traceback goes there, not to the page) for a failing test's reader
+    Path(data).mkdir(parents=True, exist_ok=True)
+    log = open(Path(data) / "server.log", "a")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true",
          "--server.address", "localhost", "--server.port", str(port), *(extra or [])],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()  # the server holds its own copy
     url = f"http://localhost:{port}"
     deadline = time.time() + 90
     while time.time() < deadline:
