@@ -3,7 +3,7 @@ pasted paragraph cut to the longest input the sidebar allows for the model.
 
 Configs: MiniLM-L6 at 512 tokens (its 512 positions), SmolLM2-135M at 1,024 tokens (the sidebar's
 limit, ui.state.T_LIMIT), the shipped toy causal LM at 128 (its max_len: the sidebar allows no more), fresh weights
-with a 1,024-token context at 1,024.
+with a 1,024-token context at 1,024, Gemma 3 270M at 2,048 (its own limit; the paragraph twice).
 For each config one browser session opens the app with the paragraph (LONG_TEXT, ~1,060-1,090
 tokens on the real models) and the model in its link; the first page (heads) computes and caches
 the trace ("trace + first page"). Then every page of the app is visited in the same session by
@@ -104,13 +104,17 @@ LONG_TEXT = " ".join([
     "without freezing the browser, is what a lecture needs when a student pastes a whole page of text.",
 ])
 
-# name -> (link query, tokens the model sees, target per page in s or None = reported)
+LONG_TEXT_TWICE = f"{LONG_TEXT} {LONG_TEXT}"  # for a limit over ~1,050 tokens (Gemma 3: 2,048)
+
+# name -> (link query (its text, else LONG_TEXT), tokens the model sees, target per page in s or None = reported)
 CONFIGS = {
     "MiniLM-L6, 512 tokens": (dict(src="minilm-l6", T=512), 512, BUDGET_S),
     "SmolLM2-135M, 1,024 tokens": (dict(src="smollm2-135m", T=1024), 1024, BUDGET_S),
     "toy causal LM, 128 tokens (its max_len)": (dict(src="causal-lm", T=128), 128, BUDGET_S),
     "fresh weights (2 layers, 4 heads, context 1,024), 1,024 tokens": (
         dict(src="fresh weights (your architecture)", ctx=1024, T=1024), 1024, BUDGET_S),
+    # the paragraph twice (2,106 Gemma tokens): Gemma 3's own limit is 2,048 (model.pretrained)
+    "Gemma 3 270M, 2,048 tokens": (dict(src="gemma3-270m", T=2048, text=LONG_TEXT_TWICE), 2048, BUDGET_S),
 }
 
 IDLE = """() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
@@ -294,13 +298,13 @@ def measure(server: CappedServer, config: str, browser, offsite: list[str], page
     short: dict[str, float] = {}
     s = Session(browser, offsite)
     try:
-        s.open(f"{url}/?{urlencode(query)}", timeout)
+        s.open(f"{url}/?{urlencode({k: v for k, v in query.items() if k != 'text'})}", timeout)
         short = {n: r["seconds"] for n, r in visit_all(s, server, pages, timeout, f"{config}, default sentence")}
     finally:
         s.close()
     s = Session(browser, offsite)
     try:
-        first = s.open(f"{url}/?{urlencode({**query, 'text': LONG_TEXT})}", timeout)
+        first = s.open(f"{url}/?{urlencode({'text': LONG_TEXT, **query})}", timeout)
         visits = visit_all(s, server, pages, timeout, config)
         if visits and visits[-1][0] == "heads":  # the session ends on the heads page: another layer
             server.reset_peak()
@@ -368,7 +372,7 @@ def run(quick: bool = False, only: str = "", pages: list[str] | None = None, mem
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="the four attention pages only")
-    ap.add_argument("--only", default="", help="configs whose name contains this (minilm, smollm2, toy)")
+    ap.add_argument("--only", default="", help="configs whose name contains this (minilm, smollm2, toy, gemma)")
     ap.add_argument("--pages", default="", help="comma-separated page paths (default: every page)")
     ap.add_argument("--mem-gb", type=float, default=MEM_GB, help="the server's address-space cap in GB (0: none)")
     a = ap.parse_args()

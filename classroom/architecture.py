@@ -214,11 +214,33 @@ def _positions(cfg: ModelConfig) -> PositionFacts:
         return PositionFacts("rope", "rotary (RoPE)", False,
                              f"{emb}{extra}{ln} only; rotary positions turn q and k", "token only: rotary",
                              "Nothing is added to the token embeddings: in every head each query and key is rotated by "
-                             f"an angle that grows with its position (rotary positions, θ = {cfg.rope_theta:,.0f}), so "
+                             f"an angle that grows with its position (rotary positions, {rope_words(cfg)}), so "
                              "scores depend on relative positions.")
     return PositionFacts("none", "none", False, f"{emb}{extra}{ln} (no positions)", "token only: no positions",
                          "This model has no positional encoding: attention alone cannot tell word order "
                          "(only a causal mask leaks some).")
+
+
+def _rescaled(cfg: ModelConfig) -> str:
+    if cfg.rope_llama3 is not None:
+        return ", with Llama 3.1's rescaling of the slow pairs"
+    if cfg.rope_freq_factors is not None:
+        return ", each pair's frequency divided by its own factor"
+    if cfg.rope_linear is not None:
+        return f", every frequency divided by {cfg.rope_linear:g} (linear scaling)"
+    return ""
+
+
+def rope_words(cfg: ModelConfig) -> str:
+    """The model's rotary bases, from its config: one θ for every layer, or (Gemma 3) one for its
+    sliding-window layers and another for its global ones."""
+    if cfg.rope_local_theta is None:
+        return f"θ = {cfg.rope_theta:,.0f} here{_rescaled(cfg)}"
+    glob = [i for i in range(cfg.n_layers) if cfg.layer_window(i) is None]
+    local = cfg.n_layers - len(glob)
+    return (f"θ = {cfg.rope_theta:,.0f} on the {len(glob)} global layer{'s' if len(glob) != 1 else ''} "
+            f"({', '.join(map(str, glob))}){_rescaled(cfg)}, and {cfg.rope_local_theta:,.0f} on the {local} "
+            f"sliding-window layers")
 
 
 def _activation(cfg: ModelConfig) -> ActivationFacts:

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from model.generate import CachedKV
 from model.hooks import AttentionCall, AttentionHook, PassContext
-from model.layers import rope_tables
+from model.layers import layer_rope_tables
 from model.trace import LayerNormTrace
 
 
@@ -238,8 +238,8 @@ class _Blocks:
         if t0 not in self._tables:
             cfg, T = self.cfg, self.T
             allowed = torch.ones(T - t0, T, dtype=torch.bool).tril(diagonal=t0) if self.causal else None
-            rope = (rope_tables(torch.arange(t0, T), cfg.d_k, cfg.rope_theta, cfg.rope_llama3, cfg.rope_freq_factors)
-                    if cfg.pos_encoding == "rope" else None)  # (T - t0, d_k) x 2
+            # per layer (Gemma 3's local and global layers turn with different bases): (T - t0, d_k) x 2 each
+            rope = layer_rope_tables(cfg, torch.arange(t0, T)) if cfg.pos_encoding == "rope" else None
             self._tables[t0] = (allowed, rope)
         return self._tables[t0]
 
@@ -259,7 +259,7 @@ class _Blocks:
                 own = (CachedKV(k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)),)
             if hooks and i in hooks:
                 own += (hooks[i],)
-            ctx = PassContext(rope, own) if rope is not None or own else None
+            ctx = PassContext(None if rope is None else rope[i], own) if rope is not None or own else None
             x, _ = self.model.blocks[i](x, allowed, False, ctx=ctx)
         x = x[:, -1:]  # (B, 1, D): norms act per position; only the last one is scored
         if self.model.ln_f is not None:

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from classroom.architecture import rope_words  # noqa: F401  (the page reads it here, with the layer's own)
 from model.layers import apply_rope, rope_tables, sinusoidal_table
 from model.transformer import Transformer
 
@@ -122,15 +123,18 @@ class RelativeScores:
     range: float  # max − min of S over all pairs of positions
 
 
-def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float) -> RelativeScores:
+def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float,
+                    llama3: tuple[float, float, float, int] | None = None, freq_factors: tuple[float, ...] | None = None,
+                    linear: float | None = None) -> RelativeScores:
     """One query vector and one key vector (d_k,) taken before rotation, rotated to every position
-    0 … n_pos−1 with the engine's rotary code; S[m, n] = rot(q, m) · rot(k, n). If RoPE encodes
-    relative position, S is constant along each diagonal (m − n fixed): the largest spread
-    (max − min) along any diagonal is float rounding."""
+    0 … n_pos−1 with the engine's rotary code and the layer's own rotary parameters (theta and any
+    rescaling: ModelConfig.layer_rope); S[m, n] = rot(q, m) · rot(k, n). If RoPE encodes relative
+    position, S is constant along each diagonal (m − n fixed): the largest spread (max − min) along
+    any diagonal is float rounding."""
     if n_pos < 2:
         raise ValueError("n_pos must be at least 2")
     d = q.shape[-1]
-    cos, sin = rope_tables(torch.arange(n_pos), d, theta)  # (n_pos, d) each
+    cos, sin = rope_tables(torch.arange(n_pos), d, theta, llama3, freq_factors, linear)  # (n_pos, d) each
     qt = torch.tensor(np.asarray(q, dtype=np.float32)).expand(n_pos, d)  # (n_pos, d), a copy (trace arrays are read-only)
     kt = torch.tensor(np.asarray(k, dtype=np.float32)).expand(n_pos, d)
     qr, kr = apply_rope(qt, cos, sin), apply_rope(kt, cos, sin)  # (n_pos, d): q at m, k at n
@@ -140,6 +144,16 @@ def relative_scores(q: np.ndarray, k: np.ndarray, n_pos: int, theta: float) -> R
     spread = max(float(v.max() - v.min()) for v in diag.values())
     return RelativeScores(S=S, offsets=offsets, by_offset=np.array([diag[int(o)].mean() for o in offsets]),
                           spread=spread, range=float(S.max() - S.min()))
+
+
+def layer_rope_words(cfg, layer: int) -> str:
+    """Which θ layer `layer` turns with, and why (its kind of layer), from the config."""
+    theta = cfg.layer_rope(layer)[0]
+    if cfg.rope_local_theta is None:
+        return f"Layer {layer} turns with θ = {theta:,.0f}, as every layer of this model."
+    kind = (f"a sliding-window layer (window {cfg.layer_window(layer):,})" if cfg.layer_window(layer) is not None
+            else "a global layer")
+    return f"Layer {layer} is {kind}: its queries and keys turn with θ = {theta:,.0f}."
 
 
 # --------------------------------------------------------------------------------------------

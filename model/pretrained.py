@@ -94,6 +94,7 @@ class PretrainedEntry:
     licence_file: str = ""  # the licence's copy in the package (inside subdir); "" = none shipped
     licence_url: str = ""  # where the licence is published
     architecture: str = ""  # the GGUF's general.architecture this entry expects ("" = the family's)
+    longest_input: int = 1024  # the most tokens the app shows it (ui.state.T_LIMIT unless the entry says)
 
     def licence_path(self) -> Path | None:
         """The licence's copy in the installed package, or None (not shipped, or not installed)."""
@@ -216,6 +217,7 @@ PRETRAINED["gemma3-270m"] = PretrainedEntry(
     licence_file="GEMMA_TERMS.html",
     licence_url="https://ai.google.dev/gemma/terms",
     architecture="gemma3",
+    longest_input=2048,  # four of its sliding windows: the local layers' cut is plain to see
 )
 
 # MiniLM's strict BERT map, from the BERT family importer (model.families.bert): the HF BertModel

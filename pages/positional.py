@@ -31,7 +31,7 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
     st.subheader("This model's positions: rotary (RoPE)")
     st.markdown("Nothing is added to the token embeddings. Instead, in every attention head, each query and key "
                 f"vector is cut into {cfg.d_k // 2} pairs of numbers, and pair i is **rotated** by the angle "
-                f"position × θ^(−2i/d_k) (θ = {cfg.rope_theta:,.0f} here). Rotating q by m and k by n changes "
+                f"position × θ^(−2i/d_k) ({positional.rope_words(cfg)}). Rotating q by m and k by n changes "
                 "their dot product only through m − n: attention scores see relative positions.")
     r1, r2, r3 = st.columns(3)
     state.bound("pe_rope_layer", 0)
@@ -44,6 +44,7 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
     state.fix("pe_rope_token", list(range(run.T)), run.T - 1)
     rt = r3.selectbox("Token", list(range(run.T)), key="pe_rope_token",
                       format_func=lambda i: token_label(i, run.labels[i], sep=": "))
+    st.caption(positional.layer_rope_words(cfg, rl))
     at = run.trace.layers[rl].attn  # AttentionTrace (numpy, B = 1)
     q_pre, q_post = at.q_pre_rope[0, rh, rt], at.q[0, rh, rt]  # (d_k,) before / after rotation
     half = cfg.d_k // 2
@@ -57,7 +58,7 @@ if cfg.pos_encoding == "rope":  # Llama-style (SmolLM2): positions rotate q and 
              alt="Fast pairs (low i) turn a lot per position, slow pairs hardly move; every length stays the same.")
     kv = int(at.kv_head[rh]) if at.kv_head is not None else rh
     kt = max(0, rt - 1)
-    rel = positional.relative_scores(q_pre, at.k_pre_rope[0, kv, kt], 32, cfg.rope_theta)
+    rel = positional.relative_scores(q_pre, at.k_pre_rope[0, kv, kt], 32, *cfg.layer_rope(rl))
     st.markdown(f"**Measured: the score depends on m − n only.** Take this query vector and the key of token {kt} "
                 f"(K/V head {kv}), both before rotation, and rotate them to every pair of positions m, n = 0 … 31 with "
                 f"the model's own rotary code. Along each diagonal (m − n fixed) the score varies by at most "

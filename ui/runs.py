@@ -210,15 +210,16 @@ def _run(source: ModelSource, text: str, causal: bool, max_len: int, layers: tup
 
 def truncation_notice(run: Run) -> str:
     """What the cut-text warning says: raise the limit in the sidebar while it can go higher; at
-    the limit (the model's positions or the app's T_LIMIT), that this is the most the model reads
+    the limit (the model's positions or the app's limit for it, state.t_limit), that this is the most the model reads
     here (issue 33: it said "Raise it … (up to 512)" at 512)."""
-    most = min(state.T_LIMIT, run.cfg.max_len)
+    limit = state.t_limit(run.source.name if run.source is not None and run.source.kind == "pretrained" else "")
+    most = min(limit, run.cfg.max_len)
     head = f"Your text has {run.n_tokens:,} tokens; the model sees the first {run.T:,} (max sequence length). "
     if run.T < most:
         return head + f"Raise it in the sidebar (up to {most:,})."
     if most == run.cfg.max_len:
         return head + f"That is the most this model reads: it has {run.cfg.max_len:,} positions."
-    return head + (f"That is the most the app shows ({state.T_LIMIT:,} tokens; the model has "
+    return head + (f"That is the most the app shows ({limit:,} tokens; the model has "
                    f"{run.cfg.max_len:,} positions).")
 
 

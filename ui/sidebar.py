@@ -207,10 +207,12 @@ def render() -> None:
                            f"{4 * n / 1e6:,.1f} MB in float32.")
             st.caption(f"{models.architecture(models.current_source(), cfg).summary}. "
                        "To choose your own architecture, pick \"fresh weights\" as the model.")
-        t_max = min(state.T_LIMIT, cfg.max_len)
+        t_max = min(state.t_limit(s["src"]), cfg.max_len)
         if s["T"] > t_max:
-            st.info(f"Max sequence length {s['T']} is more than this model allows ({cfg.max_len} positions); "
-                    f"using {t_max}.", icon=":material/straighten:")
+            why = (f"this model has {cfg.max_len:,} positions" if t_max == cfg.max_len else
+                   f"the app shows this model at most {t_max:,} tokens; it has {cfg.max_len:,} positions")
+            st.info(f"Max sequence length {s['T']:,} is more than this model allows ({why}); using {t_max:,}.",
+                    icon=":material/straighten:")
             s["T"] = t_max
         # Re-assert the value: the slider's bounds change with the model (64 → 512), which makes it a
         # new widget, and a new widget would start at its minimum (2) unless its key holds a value

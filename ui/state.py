@@ -14,6 +14,7 @@ import streamlit as st
 
 from model.config import D_MODEL_CHOICES, HEAD_CHOICES, ModelConfig
 from model.config import valid_heads  # noqa: F401  (the sidebar's head rule: the app's one rule)
+from model.pretrained import PRETRAINED
 
 from .echo import echo_literal
 
@@ -23,7 +24,9 @@ from .echo import echo_literal
 DEFAULT_TEXT = "the keys to the cabinet are on the table."
 FRESH = "fresh weights (your architecture)"
 D_MODELS = list(D_MODEL_CHOICES)  # the app's one list of d_model choices (model.config)
-MAX_TEXT_CHARS = 10_000  # longer text is cut (with a notice) before tokenizing
+# Longer text is cut (with a notice) before tokenizing: room for Gemma 3's 2,048 tokens of prose (about
+# 5 characters a token: 10,000 characters made 1,972 tokens). Encoding 20,000 costs ~0.02 s.
+MAX_TEXT_CHARS = 20_000
 URL_TEXT_CHARS = 1_500  # a longer text (any bound text box) travels in the URL compressed, as `<key>.z`
 # The longest compressed value a link holds: with the rest of the request line it stays under the 8 kB
 # that nginx (deploy/) and most proxies accept for one (a longer one gets "414 URI Too Long"). A
@@ -37,6 +40,18 @@ CONTEXTS = [256, 512, 1024]  # fresh weights' context (max_len) choices; 1024: G
 # it (SmolLM2: 8,192 positions, GPT-2 small's context; MiniLM stops at its 512, the shipped toy models
 # at 128). Long inputs are drawn as blocks or windows of tokens (issue 33; benchmarks/bench_long.py).
 T_LIMIT = 1024
+
+
+def t_limit(src: str) -> int:
+    """The longest input the app shows the model `src` (a Model list key), before its own positions
+    (ModelConfig.max_len) cut it further."""
+    entry = PRETRAINED.get(src)
+    return entry.longest_input if entry is not None else T_LIMIT
+
+
+# A pretrained model's own limit where its entry sets one (model.pretrained: Gemma 3, 2,048 tokens,
+# four of its 512-token windows); the URL accepts the largest, and the sidebar cuts to the model's.
+T_LIMIT_MOST = max([T_LIMIT, *(e.longest_input for e in PRETRAINED.values())])
 MAX_LAYERS = 12  # fresh weights: up to GPT-2 small's 12 layers
 DV_CHOICES = [0, 4, 8, 16, 32, 64]  # value width per head for fresh weights; 0 = d_k (the usual)
 
@@ -130,7 +145,7 @@ SPECS: dict[str, Spec] = {
     "h": Spec(4, _one_of(list(HEAD_CHOICES))),
     "L": Spec(2, _int_in(1, MAX_LAYERS)),
     "ctx": Spec(T_MAX, _one_of(CONTEXTS)),
-    "T": Spec(64, _int_in(T_MIN, T_LIMIT)),
+    "T": Spec(64, _int_in(T_MIN, T_LIMIT_MOST)),
     "mask": Spec("causal", _one_of(["causal", "bidirectional"])),
     "pe": Spec("sinusoidal", _one_of(["sinusoidal", "learned"])),
     "norm": Spec("pre", _one_of(["pre", "post"])),

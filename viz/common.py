@@ -105,14 +105,14 @@ def block_labels(labels: Sequence[str], step: int, max_chars: int = 10) -> list[
 
 def block_title(step: int, T: int) -> str:
     """A blocked figure's title line, short enough for a phone ("" when exact)."""
-    return "" if step == 1 else f"{T} tokens in blocks of {step}×{step} (block weights)"
+    return "" if step == 1 else f"{T:,} tokens in blocks of {step}×{step} (block weights)"
 
 
 def block_note(step: int, T: int) -> str:
     """What a blocked figure shows, for the caption under it ("" when exact)."""
     if step == 1:
         return ""
-    return (f"Long input: the {T} tokens are drawn in blocks of {step}×{step}. A block's weight is the mean, over "
+    return (f"Long input: the {T:,} tokens are drawn in blocks of {step}×{step}. A block's weight is the mean, over "
             f"its {step} queries, of the total weight each gives its {step} keys: rows of blocks still sum to 1, "
             "and a sharp pattern stays as bright as in the full matrix. Every token's exact weight is in the CSV "
             "and the .npz export.")

@@ -187,8 +187,8 @@ def test_long_and_odd_text():
     assert "6:&lt; 7:script 8:&gt;" in joined and "<" not in joined and "😀" in joined and "你好" in joined
     assert "\\x07" in joined  # control characters made visible
     assert at.sidebar.text_input(key="text").value.startswith(odd)  # nothing typed is lost
-    at.sidebar.text_input(key="text").set_value("a" * 10_001).run()
-    assert any("10,000 characters" in w.value for w in at.warning)
+    at.sidebar.text_input(key="text").set_value("a" * (state.MAX_TEXT_CHARS + 1)).run()
+    assert any(f"{state.MAX_TEXT_CHARS:,} characters" in w.value for w in at.warning)
 
 
 def test_overview_thumbnails_and_labels():

@@ -234,7 +234,7 @@ def test_sinks_section_draws_a_long_input_in_blocks():
     at = start("Attention sinks", src=FRESH, timeout=300, ctx=1024, T=1024, text=(LONG_TEXT + " ") * 2)
     raw, hid = fig_titled(at, "Layer"), fig_titled(at, "Sink hidden")
     for fig in (raw, hid):
-        assert "1024 tokens in blocks of 8×8" in fig["layout"]["title"]["subtitle"]["text"]
+        assert "1,024 tokens in blocks of 8×8" in fig["layout"]["title"]["subtitle"]["text"]
         assert z_of(fig).shape == (128, 128)
     np.testing.assert_allclose(np.nansum(z_of(raw), axis=1), 1.0, atol=1e-5)
     assert not np.isnan(z_of(hid)[:, 0]).all()  # block 0 holds keys 1-7 too: drawn

@@ -138,3 +138,39 @@ def test_window_here_says_when_the_window_cuts():
     short, long = window_here(cfg, 4), window_here(cfg, 9, 3)
     assert "At 4 tokens it removes nothing" in short and "from 5 tokens on" in short
     assert "the last query sees 4 of the 9" in long and "w = 3" in long and "layer 2 is global" in long
+
+
+@needs_package
+def test_gemma3_reaches_2048_tokens_and_smollm2_stays_at_1024():
+    """Gemma 3's entry sets its own limit (2,048 tokens: four of its windows); the other real models
+    keep the app's 1,024. A link asking 2,048 of SmolLM2 gets 1,024 and says why, truly."""
+    at = start(T=2048)
+    assert at.sidebar.slider(key="T").max == 2048 and at.session_state["T"] == 2048
+    at.sidebar.selectbox(key="src").set_value("smollm2-135m").run()
+    assert at.sidebar.slider(key="T").max == 1024 and at.session_state["T"] == 1024
+    said = " ".join(i.value for i in at.sidebar.info)
+    assert ("Max sequence length 2,048 is more than this model allows (the app shows this model at most "
+            "1,024 tokens; it has 8,192 positions); using 1,024.") in said
+
+
+@needs_package
+def test_a_2048_token_input_is_traced_whole_and_the_windows_cut():
+    """At 2,048 tokens the heads page traces every token (no cut-text warning) and says which layers
+    slide; the local layers' weights beyond the window are exactly 0 (tests/model checks the values)."""
+    from benchmarks.bench_long import LONG_TEXT
+    at = start("pages/heads.py", T=2048, text=(LONG_TEXT + " ") * 3)  # 15,993 characters, ~3,160 tokens
+    warnings = " ".join(w.value for w in at.warning)
+    assert "the model sees the first 2,048" in warnings, warnings
+    assert "That is the most the app shows (2,048 tokens; the model has 32,768 positions)." in warnings
+    fig = figures(at)[0]
+    assert "2,048 tokens in blocks of" in fig["layout"]["title"]["subtitle"]["text"]
+
+
+@needs_package
+def test_positional_page_names_both_rotary_bases_and_the_layers_own():
+    at = start("pages/positional.py")
+    text = text_of(at)
+    assert "θ = 1,000,000 on the 3 global layers (5, 11, 17), and 10,000 on the 15 sliding-window layers" in text
+    assert "Layer 0 is a sliding-window layer (window 512): its queries and keys turn with θ = 10,000." in text
+    at.selectbox(key="pe_rope_layer").set_value(5).run()
+    assert "Layer 5 is a global layer: its queries and keys turn with θ = 1,000,000." in text_of(at)

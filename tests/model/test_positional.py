@@ -132,3 +132,37 @@ def test_pe_wavelengths_and_similarity_depends_on_distance():
     sim = positional.pe_similarity(positional.pe_table(12, 16))
     np.testing.assert_allclose(np.diag(sim), 8.0, atol=1e-5)  # d/2
     np.testing.assert_allclose(sim[0, 3], sim[5, 8], atol=1e-5)  # depends on i - j only
+
+
+def gemma3_like(**kw) -> ModelConfig:
+    """Gemma 3's layout in small: six layers, every sixth global (5), window 4, bases 10,000 (local) and
+    1,000,000 (global)."""
+    return ModelConfig(**{**dict(vocab_size=40, d_model=32, n_heads=2, n_layers=6, d_ff=64, max_len=64,
+                                 pos_encoding="rope", rope_theta=1e6, rope_local_theta=1e4, window=4,
+                                 window_layers=(0, 1, 2, 3, 4)), **kw})
+
+
+def test_relative_scores_turn_with_the_layers_own_rotary_parameters():
+    """A local layer's scores are those of its own base (10,000), a global layer's of 1e6, and a
+    linear scaling divides the positions: each against the numpy rotation."""
+    g = np.random.default_rng(2)
+    q, k = g.normal(size=16), g.normal(size=16)
+    cfg = gemma3_like()
+    for layer, theta in ((0, 1e4), (5, 1e6)):
+        S = positional.relative_scores(q, k, 8, *cfg.layer_rope(layer)).S
+        assert S[6, 1] == pytest.approx(rotate(q, 6, theta) @ rotate(k, 1, theta), abs=1e-4), layer
+    lin = positional.relative_scores(q, k, 8, 1e4, None, None, 4.0).S
+    assert lin[6, 1] == pytest.approx(rotate(q, 6 / 4, 1e4) @ rotate(k, 1 / 4, 1e4), abs=1e-4)
+
+
+def test_rope_words_name_each_kind_of_layers_base_from_the_config():
+    cfg = gemma3_like()
+    assert positional.rope_words(cfg) == ("θ = 1,000,000 on the 1 global layer (5), and 10,000 on the 5 "
+                                          "sliding-window layers")
+    assert positional.layer_rope_words(cfg, 0) == ("Layer 0 is a sliding-window layer (window 4): its queries and "
+                                                   "keys turn with θ = 10,000.")
+    assert positional.layer_rope_words(cfg, 5) == "Layer 5 is a global layer: its queries and keys turn with θ = 1,000,000."
+    one = ModelConfig(vocab_size=40, d_model=32, n_heads=2, n_layers=2, d_ff=64, max_len=64, pos_encoding="rope",
+                      rope_theta=1e5)
+    assert positional.rope_words(one) == "θ = 100,000 here"
+    assert positional.layer_rope_words(one, 1) == "Layer 1 turns with θ = 100,000, as every layer of this model."
