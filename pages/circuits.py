@@ -249,7 +249,7 @@ with t_two:
             run_b = UC.run_for(src_b, text, causal_b, int(st.session_state.get("T", 64)))
             name_a, name_b = source_title(here) + " (A)", source_title(other) + " (B)"
             st.caption(f"A: {md_escape(source_title(here))}, {'causal' if run.causal else 'bidirectional'} mask (the sidebar's), "
-                       f"{T} tokens. B: {md_escape(source_title(other))}, {'causal' if causal_b else 'bidirectional'} mask "
+                       f"{T:,} tokens. B: {md_escape(source_title(other))}, {'causal' if causal_b else 'bidirectional'} mask "
                        f"(the one it was trained with), {run_b.T} tokens.")
             sa, sb = UC.spans(run, text), UC.spans(run_b, text)
             al = C.align(sa, sb)
@@ -289,7 +289,7 @@ with t_two:
             same = al.identical and wa.shape == wb.shape
             if not same:
                 st.caption("A difference map per head needs the same tokens and the same number of heads"
-                           f" (A: {T} tokens × {H} heads, B: {run_b.T} tokens × {run_b.cfg.n_heads} heads). Below, both "
+                           f" (A: {T:,} tokens × {H} heads, B: {run_b.T:,} tokens × {run_b.cfg.n_heads} heads). Below, both "
                            "are compared on the stretches of text they share instead.")
             state.bound("cmp_grids", False)
             box = st.expander("Every head of these two layers" + (", and B − A" if same else ""), key="cmp_grids",

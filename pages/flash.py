@@ -42,7 +42,7 @@ with notices:
     run = current_run(layer=layer)  # this layer only, unless the whole trace is cached (ui.runs.get_run)
 T = run.T
 tile = c3.number_input("Key tile size", min_value=0, max_value=4096, step=1, key="flash_tile",
-                       help=f"How many keys each step reads. Your sentence has T = {T} tokens.")
+                       help=f"How many keys each step reads. Your sentence has T = {T:,} tokens.")
 try:
     walk = flash.tile_walk(run, layer, head, int(tile))
 except ValueError as e:  # tile 0: model.flash explains

@@ -20,7 +20,7 @@ st.caption(f"Your sentence through {cfg.n_layers} block(s) of this model ({arch.
            "(batch axis left out). Colours: the page that explains the step (links below).")
 st.markdown(arch.stack_text + (" The dashed box marks where it would sit." if arch.stack == "decoder-only" else "")
             + ("\n\n**This model's own details.** " + " ".join(arch.details) if arch.details else ""))
-show_fig(flow_diagram(rows, title=f"{run.T} tokens, from ids to {'probabilities' if cfg.output_head else 'hidden states'}"),
+show_fig(flow_diagram(rows, title=f"{run.T:,} tokens, from ids to {'probabilities' if cfg.output_head else 'hidden states'}"),
          "flow_diagram", table=pd.DataFrame([{"step": r.name, "shape": " × ".join(map(str, r.shape)),
                                                "page": r.page, "what": r.what} for r in rows]),
          alt="A vertical chain of boxes from token ids to the output, each arrow labelled with a tensor shape.")

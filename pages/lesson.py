@@ -51,7 +51,7 @@ n = st.session_state["lesson_step"]
 step = steps[n - 1]
 
 st.progress(n / N_STEPS, text=f"Step {n} of {N_STEPS} · layer 0 · "
-            f"{'causal' if run.causal else 'bidirectional'} · {T} tokens")
+            f"{'causal' if run.causal else 'bidirectional'} · {T:,} tokens")
 
 
 def show_step() -> None:

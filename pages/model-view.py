@@ -53,9 +53,9 @@ st.caption("Each small panel is one head: tokens on the left look at tokens on t
 if T > FULL_MAX_T:  # long input: a window of tokens, the keys outside it summed into two rows
     state.fix("mv_from", list(range(T - WINDOW + 1)), 0)
     start = st.slider("Window: first token shown", 0, T - WINDOW, key="mv_from",
-                      help=f"{T} tokens do not fit as lines: {WINDOW} at a time.")
+                      help=f"{T:,} tokens do not fit as lines: {WINDOW} at a time.")
     tokens = range(start, start + WINDOW)
-    st.caption(f"Long input ({T} tokens): the lines of tokens {tokens.start}–{tokens.stop - 1}. A query's lines to keys "
+    st.caption(f"Long input ({T:,} tokens): the lines of tokens {tokens.start}–{tokens.stop - 1}. A query's lines to keys "
                "outside the window go to the summed rows (\"Σ 0–…\" before it, \"Σ …\" after it): their weight is the "
                "total weight on those keys, so each query's lines still add up to 1. The CSV holds every weight.")
 else:

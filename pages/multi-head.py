@@ -22,7 +22,7 @@ cfg = run.cfg
 arch = architecture(run.source, cfg)  # this model's shapes, biases, positions in words (classroom/architecture.py)
 D, H, dk, dv, T = cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_value, run.T
 widths = (arch.d_k_text.replace("d_k = ", "d_k = d_v = ", 1) if dv == dk else f"{arch.d_k_text} and d_v = {dv}")
-st.caption(f"Your sentence: T = {T} tokens, d_model = {D}, h = {H} heads, so {widths}. X is the "
+st.caption(f"Your sentence: T = {T:,} tokens, d_model = {D}, h = {H} heads, so {widths}. X is the "
            f"{arch.positions.input_x}. Each head projects X to its own Q_j, K_j, V_j"
            + (f" (K_j, V_j shared by groups of {H // arch.kv_heads} query heads)" if arch.gqa else "")
            + ", attends, and returns Z_j; the Z_j are concatenated and mixed by W_O. This model: "

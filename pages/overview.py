@@ -68,7 +68,7 @@ subtitles = [f"L{l} H{h}: {wide_label(pats[l][h])}" if H <= 6 else f"L{l} H{h}<b
              for l in shown for h in range(H)]
 n_border = sum(p.borderline() for row in pats.values() for p in row)
 n_heads = len(listed) * H
-st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T} tokens. Each thumbnail's title names the head and "
+st.caption(f"{L} layers (rows) × {H} heads (columns), {run.T:,} tokens. Each thumbnail's title names the head and "
            "its label: the pattern whose score clears its threshold by the most (prev = previous-token, next = "
            "next-token, self = diagonal, 1st sink = first token, CLS/SEP = special tokens, broad = uniform), with "
            f"that score; \"other\" when no score reaches its threshold. "

@@ -241,7 +241,7 @@ pm = positions_matter(run.source, demo, int(seed))
 perm = pm.perm
 shuffled = [labels[i] for i in perm]
 if run.T > len(demo):
-    st.caption(f"Long input: the shuffle uses the first {len(demo)} of the {run.T} tokens.")
+    st.caption(f"Long input: the shuffle uses the first {len(demo)} of the {run.T:,} tokens.")
 st.markdown("**Original:** " + " ".join(md_escape(w) for w in labels[:len(demo)]) + "  \n"
             "**Shuffled:** " + " ".join(md_escape(w) for w in shuffled))
 st.caption("The current model's own weights, with its position vectors removed (positional encoding “none”). "

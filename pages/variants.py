@@ -30,7 +30,7 @@ if s.n_tokens > T:
     st.warning(f"Your text has {s.n_tokens} tokens; the variants show the first {T} (at most {var_ui.MAX_T}, "
                "so that four heads in a row stay readable; fewer when the sidebar's max sequence length is lower).",
                icon=":material/content_cut:")
-st.caption(f"The sidebar's sentence with the toy vocabulary ({T} tokens), {'causal' if causal else 'bidirectional'} mask (sidebar). Every variant is the same small model "
+st.caption(f"The sidebar's sentence with the toy vocabulary ({T:,} tokens), {'causal' if causal else 'bidirectional'} mask (sidebar). Every variant is the same small model "
            f"(d_model {b.d_model}, {b.n_heads} heads, {b.n_layers} layer) with fresh weights from the same seed "
            "— the same W_Q, W_K, W_V, W_O in every model — and one option changed; grouped K/V heads are the mean "
            "of their group's heads. Untrained: the patterns show what each mechanism does, not what a trained "

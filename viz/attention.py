@@ -224,13 +224,16 @@ def head_grid(weights: np.ndarray, labels: Sequence[str], *, allowed: np.ndarray
     cols = cols or auto_cols
     rows = math.ceil(H / cols)
     narrow = cols >= 3  # a panel a third of the chart wide
-    names = _head_titles(subtitles, H, narrow)
+    title_size = 12 if narrow else 15
+    panel_px = side - (100 if narrow else 35)
+    # a title wider than its panel (0.6 em a character) breaks like a narrow panel's: side by side,
+    # "head 0 · other (broad/uniform 0.88 < 0.9)" ran into the next panel's title (Gemma 3, 4 heads)
+    wide = subtitles is not None and any(0.6 * title_size * len(_plain(n)) > panel_px for n in subtitles)
+    names = _head_titles(subtitles, H, narrow or wide)
     lines = max(n.count("<br>") for n in names) + 1 if names else 1
     # Rows of panels a title block apart, in px: a fraction of the chart's height left ~180 px of white
     # between the rows of MiniLM's 12 heads (screenshot audit, issue 21 point 7)
-    title_size = 12 if narrow else 15
     gap_px = int(1.3 * title_size * lines) + 26  # + the ~8 px frame Plotly draws round each panel
-    panel_px = side - (100 if narrow else 35)
     plot_px = max(320 - 40, rows * panel_px + (rows - 1) * gap_px)
     layout, refs = subplot_layout(rows, cols, names, hspace=0.06 if narrow else 0.04,
                                   vspace=gap_px / plot_px if rows > 1 else 0.0, title_size=title_size)
