@@ -52,6 +52,7 @@ import streamlit as st
 
 from classroom import live as L
 from classroom.lesson import build_lesson
+from classroom.live.watch import RoomWatcher
 from deploy import network
 from labels import md_escape, token_label
 
@@ -149,10 +150,25 @@ def lecturer_here(code: str) -> bool:
         return t is not None and time.monotonic() - t <= FOLLOWER_TTL
 
 
+def _watched_rooms() -> list[str]:
+    """The rooms the process's watcher reads: those this process has followers of and whose lecturer
+    is not here (the lecturer's own changes rerun its followers here at once: _rerun_followers)."""
+    with _followers_lock:
+        codes = list(_followers)
+    return [c for c in codes if not lecturer_here(c)]
+
+
+# Changes made on another process (another replica; another machine with Redis) reach this
+# process's followers within WATCH_EVERY (classroom/live/watch.py): their own checks are then only a
+# fallback (SLOW_POLL_EVERY), as for followers of a lecturer here.
+_watcher = RoomWatcher(lambda: store(), _watched_rooms, lambda code, what: _rerun_followers(code, what))
+
+
 def _register_follower(ls: "LiveSession") -> None:
     sid = _session_id()
     if sid is None:
         return
+    _watcher.ensure_running()
     now = time.monotonic()
     with _followers_lock:
         _followers.setdefault(ls.code, {})[sid] = (ls, now)
@@ -831,9 +847,10 @@ def render() -> None:
     else:
         _banner(ls)
         if not ls.ended:
-            # a follower whose lecturer is on this server gets each change from the server at once
-            # (_rerun_followers): its own check is a fallback, as for a student exploring alone
-            fast = ls.following and not lecturer_here(ls.code)
+            # a follower whose lecturer is on this server, or whose room this server's watcher reads,
+            # gets each change from the server at once (_rerun_followers): its own check is a
+            # fallback, as for a student exploring alone
+            fast = ls.following and not (lecturer_here(ls.code) or _watcher.running)
             (_student_watch if fast else _student_watch_slow)()
 
 

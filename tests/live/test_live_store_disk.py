@@ -72,7 +72,9 @@ def test_default_store_is_a_sqlite_file_under_the_data_folder(tmp_path, monkeypa
     con = sqlite3.connect(s.path)
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert con.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
-    assert s._db().execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    con = s._acquire()  # a pooled connection
+    assert con.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    s._release(con)
     s.close()
 
 
@@ -176,3 +178,41 @@ def test_lock_and_who_is_seen(store, clock):
     assert set(store.seen_by(code)) == {"bbbb.e"}
     store.set_locked(code, h, False)
     assert store.state(code).locked is False
+
+
+def test_calls_from_new_threads_reuse_pooled_connections(tmp_path, monkeypatch):
+    """Streamlit runs every script run (a follower's check too) in a new thread: the store must not
+    open a connection per thread. 60 calls, each from a thread of its own, open one connection; 12
+    threads at once all get answers and at most POOL_IDLE connections stay open afterwards."""
+    from classroom.live import sqlite_store
+    s = SQLiteStore(tmp_path / "r.sqlite3")
+    code, _ = room(s)
+    opened = []
+    real_open = s._open
+    monkeypatch.setattr(s, "_open", lambda: opened.append(1) or real_open())
+
+    def check(i, out):
+        out.append(s.state(code, seen=f"{i:04x}.f"))
+    got: list = []
+    for i in range(60):
+        t = threading.Thread(target=check, args=(i, got))
+        t.start()
+        t.join()
+    assert len(got) == 60 and all(r is not None for r in got) and len(opened) == 0  # the pool's first one
+    barrier = threading.Barrier(12)
+    errors: list = []
+
+    def at_once(i):
+        barrier.wait()
+        try:
+            check(100 + i, got)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+    ts = [threading.Thread(target=at_once, args=(i,)) for i in range(12)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert not errors and len(got) == 72
+    assert len(s._idle) <= sqlite_store.POOL_IDLE
+    assert len(s.seen_by(code, 60.0)) == 72
+    s.close()
+    assert s._idle == []
