@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.e2e.browser import exceptions, guarded_page, screenshot, wait_idle
-from tests.e2e.test_live_e2e import type_sentence, wait_tick
+from tests.e2e.test_live_e2e import open_poll, type_sentence, wait_tick
 
 pytestmark = pytest.mark.e2e
 
@@ -37,10 +37,7 @@ def test_poll_card_fits_a_projector_and_reads_as_words(server, browser):
         a.goto(link)
         wait_idle(a)
         wait_tick(a, "2:dog")
-        lec.get_by_text("New class poll").click()
-        wait_idle(lec)
-        lec.get_by_role("button", name="Open the poll").click()
-        wait_idle(lec)
+        open_poll(lec)
         poll = a.locator(".st-key-live_student_poll")
         poll.wait_for(timeout=30_000)
         options = poll.locator("label").all_inner_texts()

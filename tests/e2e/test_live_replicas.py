@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tests.e2e.browser import Guard, exceptions, guarded_page, wait_idle
+from tests.e2e.test_live_e2e import open_poll
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +31,7 @@ def wait_tick(page, tick: str, timeout: float = 20_000) -> None:
 
 
 @pytest.fixture
-def deployment(monkeypatch):
+def deployment(monkeypatch, tmp_path):
     from deploy import replicas as R
     from deploy.redis_local import LocalRedis, RedisUnavailable, find_redis
     try:
@@ -43,7 +44,7 @@ def deployment(monkeypatch):
         pytest.skip(msg)
     with LocalRedis() as red:
         monkeypatch.setenv("ROOM_STORE", red.url)  # inherited by the replicas (deploy.server.Server)
-        with R.Deployment(replicas=2) as d:
+        with R.Deployment(replicas=2, log_dir=tmp_path) as d:  # replica-<i>.log: each server's console
             yield d
 
 
@@ -86,12 +87,14 @@ def test_students_follow_across_replicas_and_survive_a_killed_replica(deployment
                                          f"within 60 s; its page read: {seen!r}") from exc
 
             # a poll is open when the replica dies
-            lec.get_by_text("New class poll").click()
-            wait_idle(lec)
-            lec.get_by_role("button", name="Open the poll").click()
-            wait_idle(lec)
-            for pg in students:
-                pg.locator(".st-key-live_student_poll").wait_for(timeout=60_000)  # (a loaded machine: the students on the lecturer's replica check every 3 s)
+            open_poll(lec)
+            for i, pg in enumerate(students):
+                try:  # (a loaded machine: each student's own check comes every 3 s)
+                    pg.locator(".st-key-live_student_poll").wait_for(timeout=60_000)
+                except Exception as exc:  # noqa: BLE001  say which student, on which replica, saw what
+                    seen = pg.locator('[data-testid="stApp"]').inner_text()[:600]
+                    raise AssertionError(f"student {i} of {len(students)} (replica {where[i]}) got no poll within "
+                                         f"60 s; its page read: {seen!r}") from exc
 
             os.kill(r1.proc.pid, signal.SIGKILL)
             t0 = time.perf_counter()

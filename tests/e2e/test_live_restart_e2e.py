@@ -14,7 +14,7 @@ import os
 import pytest
 
 from tests.e2e.browser import exceptions, guarded_page, start_server, wait_idle
-from tests.e2e.test_live_e2e import main_text, start_class, type_sentence, wait_tick
+from tests.e2e.test_live_e2e import main_text, open_poll, start_class, type_sentence, wait_tick
 
 pytestmark = pytest.mark.e2e
 
@@ -39,10 +39,7 @@ def test_the_class_survives_kill_9_mid_poll(browser, data_dir):
                 p.goto(link)
                 wait_idle(p)
                 wait_tick(p, "2:dog")
-            lec.get_by_text("New class poll").click()
-            wait_idle(lec)
-            lec.get_by_role("button", name="Open the poll").click()
-            wait_idle(lec)
+            open_poll(lec)
             a.locator(".st-key-live_student_poll").wait_for(timeout=30_000)
             a.locator(".st-key-live_student_poll label").filter(has_text="dog").first.click()
             a.get_by_text("Your answer is in").wait_for(timeout=30_000)
