@@ -17,7 +17,7 @@ ADVERSARIAL = {
     "whitespace_mix": lambda r: " \t\n\r\u00a0\u2003\u200b" * r.randint(1, 5),
     "long_10k": lambda r: " ".join(r.choice(["the", "cat", "sat", "on", "mat", ".", "keys", "table"])
                                    for _ in range(3000))[:10_000],
-    "over_10k_chars": lambda r: "x" * (10_000 + r.randint(1, 500)),
+    "over_max_chars": lambda r: "x" * (state.MAX_TEXT_CHARS + r.randint(1, 500)),
     "emoji": lambda r: "🙂 the 🐱 sat on 👩‍👩‍👧 the mat 🇫🇷 . 🧠" * r.randint(1, 3),
     "cjk": lambda r: "注意力机制 是 一种 方法 。 トランスフォーマー 의 주의" * r.randint(1, 2),
     "rtl": lambda r: "שלום עולם the cat مرحبا بالعالم \u202eevil\u202c .",
