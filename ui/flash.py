@@ -49,7 +49,7 @@ _PROFILER = threading.Lock()
 class MemoryMeasurements:
     """The peak-memory measurements (classroom.flash.memory_curve), one per key-tile size, each
     made once per server in a background thread: the first visit of the page used to wait for it
-    (2–3 s of CPU: up to T = 4,096 under torch's profiler; 9–11 s on a loaded machine, issue 33),
+    (2–3 s of CPU: up to T = 4,096 under torch's profiler; 9–11 s on a loaded machine),
     now the page draws everything else at once and the chart joins when the measurement is done.
     The profiler counts only its own thread's allocations, so other sessions' work does not leak
     into the numbers."""

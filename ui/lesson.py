@@ -169,7 +169,7 @@ def question(q: Question, key: str) -> bool:
                   help="Commit an answer first." if given is None else None,
                   on_click=_set, args=(revealed_key, True))
         return False
-    if given is None:  # revealed with "Show them without predicting": no answer to judge (issue 33)
+    if given is None:  # revealed with "Show them without predicting": no answer to judge
         answer = fmt(q.answer, 2) if q.kind == "number" else q.answer  # as the options and the explanation write it
         st.info(f"The answer: **{answer}**. {q.explanation}", icon=":material/lightbulb:")
     elif q.check(given):

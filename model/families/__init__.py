@@ -1,4 +1,4 @@
-"""The family importers and the registry that picks one (issue 32).
+"""The family importers and the registry that picks one.
 
 One module per family (gpt2, llama, qwen2, qwen3, mistral, gemma2, gemma3, bert: BERT, RoBERTa,
 DistilBERT) turns a checkpoint into the options of the one ModelConfig and the tensor names of
