@@ -187,10 +187,12 @@ def test_notice_at_the_limit_says_so(server, browser):
         assert "the model sees the first 256 (max sequence length). Raise it in the sidebar (up to 512)." in _warnings(pg)
 
 
-def test_smollm2_reaches_1024_tokens(server, browser):
-    """The sidebar allows 1,024 tokens for SmolLM2 (8,192 positions); the heads grid draws blocks of
-    8 × 8 tokens, the overview thumbnails blocks of 16 × 16, no labels overlap, nothing fails."""
-    q = urlencode({"src": "smollm2-135m", "T": 1024, "text": LONG_TEXT})
+def reaches_the_limit(server, browser, src: str, T: int, text: str, positions: int, grid: str, pages: tuple,
+                      shot: str) -> None:
+    """The sidebar allows T tokens for `src` (the app's limit for it, below its positions): the
+    notice says so, the heads grid draws `grid`, each (page, text) of `pages` shows its text, no
+    labels overlap, nothing fails."""
+    q = urlencode({"src": src, "T": T, "text": text})
     with guarded_page(browser, 1400, 2400) as pg:
         errs = _errors(pg)
         pg.goto(page_url(server, "", q), timeout=600_000)
@@ -198,46 +200,33 @@ def test_smollm2_reaches_1024_tokens(server, browser):
         assert exceptions(pg) == 0
         slider = pg.get_by_role("slider", name="Max sequence length")
         assert slider.evaluate("e => [e.getAttribute('aria-valuemax') ?? e.max, e.getAttribute('aria-valuenow') ?? e.value]") \
-            == ["1024", "1024"]
-        assert "That is the most the app shows (1,024 tokens; the model has 8,192 positions)." in _warnings(pg)
-        assert "1,024 tokens in blocks of 8×8" in pg.locator('[data-testid="stPlotlyChart"]').first.text_content()
+            == [str(T), str(T)]
+        assert f"That is the most the app shows ({T:,} tokens; the model has {positions:,} positions)." in _warnings(pg)
+        assert grid in pg.locator('[data-testid="stPlotlyChart"]').first.text_content()
         assert not overlapping_labels(pg)
-        screenshot(pg, "long_smollm1024_heads")
-        for path, want in (("overview", "1,024 tokens in blocks of 16×16"), ("model-view", "Σ 32–1023")):
+        screenshot(pg, f"{shot}_heads")
+        for path, want in pages:
             pg.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
             pg.wait_for_function(f"() => location.pathname.endsWith('/{path}')", timeout=60_000)
             _settle(pg)
             assert exceptions(pg) == 0
             assert want in pg.locator("body").text_content(), path
             assert not overlapping_labels(pg), path
-            screenshot(pg, f"long_smollm1024_{path}")
+            screenshot(pg, f"{shot}_{path}")
         assert not [e for e in errs if not SUBPATH_PROBE.search(e)]
+
+
+def test_smollm2_reaches_1024_tokens(server, browser):
+    """The sidebar allows 1,024 tokens for SmolLM2 (8,192 positions); the heads grid draws blocks of
+    8 × 8 tokens, the overview thumbnails blocks of 16 × 16, no labels overlap, nothing fails."""
+    reaches_the_limit(server, browser, "smollm2-135m", 1024, LONG_TEXT, 8192, "1,024 tokens in blocks of 8×8",
+                      (("overview", "1,024 tokens in blocks of 16×16"), ("model-view", "Σ 32–1023")), "long_smollm1024")
 
 
 @needs_gemma3
 def test_gemma3_reaches_2048_tokens(server, browser):
     """The sidebar allows 2,048 tokens for Gemma 3 (its own limit; 32,768 positions): the heads grid
-    draws blocks of 16 × 16 tokens and says which layers slide, the overview and the model view draw
-    it too, no labels overlap, nothing fails."""
-    q = urlencode({"src": "gemma3-270m", "T": 2048, "text": LONG_TEXT_TWICE})
-    with guarded_page(browser, 1400, 2400) as pg:
-        errs = _errors(pg)
-        pg.goto(page_url(server, "", q), timeout=600_000)
-        _settle(pg)
-        assert exceptions(pg) == 0
-        slider = pg.get_by_role("slider", name="Max sequence length")
-        assert slider.evaluate("e => [e.getAttribute('aria-valuemax') ?? e.max, e.getAttribute('aria-valuenow') ?? e.value]") \
-            == ["2048", "2048"]
-        assert "That is the most the app shows (2,048 tokens; the model has 32,768 positions)." in _warnings(pg)
-        assert "2,048 tokens in blocks of 16×16" in pg.locator('[data-testid="stPlotlyChart"]').first.text_content()
-        assert not overlapping_labels(pg)
-        screenshot(pg, "long_gemma2048_heads")
-        for path, want in (("overview", "2,048 tokens in blocks of"), ("model-view", "Σ 32–2047")):
-            pg.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').click()
-            pg.wait_for_function(f"() => location.pathname.endsWith('/{path}')", timeout=60_000)
-            _settle(pg)
-            assert exceptions(pg) == 0
-            assert want in pg.locator("body").text_content(), path
-            assert not overlapping_labels(pg), path
-            screenshot(pg, f"long_gemma2048_{path}")
-        assert not [e for e in errs if not SUBPATH_PROBE.search(e)]
+    draws blocks of 16 × 16 tokens, the overview and the model view draw it too, no labels overlap,
+    nothing fails."""
+    reaches_the_limit(server, browser, "gemma3-270m", 2048, LONG_TEXT_TWICE, 32768, "2,048 tokens in blocks of 16×16",
+                      (("overview", "2,048 tokens in blocks of"), ("model-view", "Σ 32–2047")), "long_gemma2048")
